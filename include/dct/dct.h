@@ -1,0 +1,258 @@
+/**
+ * @file dct.h
+ * @brief The dct C ABI: compressed collectives for distributed training.
+ *
+ * dct replaces `MPI_Allreduce` on gradients by a compressed allreduce implementing Dynamic
+ * Communication Thresholding (DCT-DP, Gupta et al., KDD 2021): per tensor, every rank adds its
+ * gradient to a *residual* (error feedback), sends only the entries whose magnitude reaches a
+ * threshold `tau`, and keeps the rest for later calls. `tau` is re-estimated every
+ * `dct_interval` calls as the value that keeps a `dct_density` fraction of the entries.
+ *
+ * This is the only header that C and Fortran see. It follows MPI's conventions: MPI argument
+ * order, persistent requests (`*_init`, `DCT_Start`, `DCT_Wait`, `DCT_Request_free`), integer
+ * return codes (`DCT_SUCCESS` or a `DCT_ERR_*` code), configuration through `MPI_Info`.
+ *
+ * Guarantees that hold for every entry point:
+ * - A call that returns an error caused by its arguments (`DCT_ERR_ARG` ... `DCT_ERR_ACTIVE`)
+ *   has changed nothing: neither the user's buffers nor any residual or counter.
+ * - A collective that fails after it started (`DCT_ERR_MPI`, `DCT_ERR_PEER`,
+ *   `DCT_ERR_MISMATCH`) loses no gradient mass: this call's contribution stays in the residual
+ *   and is sent by a later call. The receive buffer is then left as it was.
+ * - No C++ exception crosses this interface.
+ *
+ * Threading: calls on different requests may come from different threads when MPI provides
+ * `MPI_THREAD_MULTIPLE`; calls on the same request must be serialized by the caller.
+ */
+#ifndef DCT_H
+#define DCT_H
+
+#include <mpi.h>
+
+#include "dct/dct_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Marks the symbols of the public ABI; everything else in libdct is hidden. */
+#if defined(_WIN32)
+#define DCT_EXPORT
+#else
+#define DCT_EXPORT __attribute__((visibility("default")))
+#endif
+
+/**
+ * @defgroup errors Return codes
+ * Every function returns `DCT_SUCCESS` or one of these codes. `DCT_Error_string` turns a code
+ * into a fixed sentence; `DCT_Get_last_error` gives the detailed message of the last failure
+ * on the calling thread.
+ * @{
+ */
+typedef enum {
+  DCT_SUCCESS = 0,           /**< The call completed. */
+  DCT_ERR_ARG = 1,           /**< An argument is invalid (e.g. a NULL output pointer). */
+  DCT_ERR_BUFFER = 2,        /**< A buffer is NULL while its count is positive. */
+  DCT_ERR_COUNT = 3,         /**< Count negative or too large (see `DCT_MAX_COUNT`). */
+  DCT_ERR_DATATYPE = 4,      /**< `MPI_DATATYPE_NULL` or a datatype MPI rejects. */
+  DCT_ERR_OP = 5,            /**< `MPI_OP_NULL`. */
+  DCT_ERR_COMM = 6,          /**< `MPI_COMM_NULL` or an inter-communicator. */
+  DCT_ERR_INFO = 7,          /**< Unknown or unparsable configuration value (info or env). */
+  DCT_ERR_REQUEST = 8,       /**< `DCT_REQUEST_NULL`, or a request already freed. */
+  DCT_ERR_ACTIVE = 9,        /**< Request started and not yet completed (or not started). */
+  DCT_ERR_MPI = 10,          /**< An MPI call failed; the message has MPI's error string. */
+  DCT_ERR_PEER = 11,         /**< A peer's message failed validation; nothing was written. */
+  DCT_ERR_MISMATCH = 12,     /**< Ranks disagree on the collective's count or datatype. */
+  DCT_ERR_NO_MEMORY = 13,    /**< Allocation failed. */
+  DCT_ERR_NOT_INITIALIZED = 14, /**< MPI not initialized, or already finalized. */
+  DCT_ERR_NOT_COMPILED = 15, /**< The feature or backend was not compiled into this build. */
+  DCT_ERR_INTERNAL = 16,     /**< A bug in dct: please report it with the message. */
+  DCT_ERR_LASTCODE = 16      /**< Largest code, for range checks. */
+} DCT_Error;
+/** @} */
+
+/**
+ * @defgroup version Version
+ * The macros give the version of the headers compiled against (see `dct_config.h`:
+ * `DCT_VERSION_MAJOR`, `DCT_VERSION_MINOR`, `DCT_VERSION_PATCH`, `DCT_VERSION_CODE`);
+ * `DCT_Get_version` gives the version of the library linked at run time.
+ * @{
+ */
+/** @brief Version of the library linked at run time. Any pointer may be NULL. */
+DCT_EXPORT int DCT_Get_version(int *major, int *minor, int *patch);
+/** @} */
+
+/** @brief Algorithms of the sparse allreduce (`dct_algorithm` info key). */
+typedef enum {
+  DCT_ALGORITHM_AUTO = 0,      /**< Per call, whichever of the others moves fewer bytes. */
+  DCT_ALGORITHM_ALLGATHER = 1, /**< Allgatherv of (index, value) lists, local scatter-add. */
+  DCT_ALGORITHM_DENSE = 2,     /**< Threshold-masked dense `MPI_Allreduce`. */
+  DCT_ALGORITHM_PASSTHROUGH = 3 /**< Not compressed: the call was handed to MPI unchanged. */
+} DCT_Algorithm;
+
+/** @brief Largest element count of a compressed tensor (indices are 32-bit on the wire). */
+#define DCT_MAX_COUNT ((MPI_Count)4294967295LL)
+
+/**
+ * @brief What one completed call did, as seen by the calling rank.
+ *
+ * Byte counts are *logical* payload bytes, independent of how MPI routes them: for the
+ * allgather algorithm this rank's sparse message times the P-1 ranks that need it (sent) and
+ * the other ranks' messages (received), plus the count exchange; for dense algorithms the
+ * bandwidth-optimal ring volume `2(P-1)/P * count * sizeof(type)`. `dense_bytes` is that ring
+ * volume for an uncompressed `MPI_Allreduce` of the same tensor, so `dense_bytes / bytes_sent`
+ * is the traffic reduction.
+ */
+typedef struct DCT_Status {
+  MPI_Count count;          /**< Elements in the tensor. */
+  MPI_Count nnz_sent;       /**< Entries this rank contributed in this call. */
+  MPI_Count nnz_received;   /**< Entries received from the other ranks in this call. */
+  MPI_Count bytes_sent;     /**< Logical bytes this rank sent in this call. */
+  MPI_Count bytes_received; /**< Logical bytes this rank received in this call. */
+  MPI_Count dense_bytes;    /**< Bytes an uncompressed ring allreduce would send per rank. */
+  double tau;               /**< Threshold used in this call (0 when not compressed). */
+  double density;           /**< Achieved density: `nnz_sent / count` (1 when dense). */
+  int tau_reestimated;      /**< 1 if `tau` was re-estimated in this call, else 0. */
+  int algorithm;            /**< `DCT_Algorithm` that was actually used. */
+  MPI_Count calls;          /**< Calls completed on this request or drop-in state so far. */
+  MPI_Count total_bytes_sent;  /**< Sum of `bytes_sent` over those calls. */
+  MPI_Count total_dense_bytes; /**< Sum of `dense_bytes` over those calls. */
+} DCT_Status;
+
+/** @brief Pass as the status argument when the status is not wanted. */
+#define DCT_STATUS_IGNORE ((DCT_Status *)0)
+
+/** @brief Opaque handle of a persistent compressed collective; owns its residual. */
+typedef struct DCT_Request_s *DCT_Request;
+/** @brief The null request; what `DCT_Request_free` leaves in the handle. */
+#define DCT_REQUEST_NULL ((DCT_Request)0)
+
+/**
+ * @defgroup allreduce Compressed allreduce (DCT-DP)
+ *
+ * Configuration keys, read from the `MPI_Info` passed to `DCT_Allreduce_init` (values are
+ * strings); a key that is absent takes its default from the environment variable in brackets,
+ * and then from the built-in default:
+ * - `dct_density` [`DCT_DENSITY`], default `0.01`: fraction of entries sent per call, in (0, 1].
+ *   With `1` the call is exactly `MPI_Allreduce` (same result bits).
+ * - `dct_interval` [`DCT_INTERVAL`], default `1000`: calls between re-estimations of `tau`,
+ *   an integer >= 1. `tau` is estimated on the first call and then every `interval` calls.
+ * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather` or `dense`.
+ * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
+ *
+ * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
+ * `dct_` keys are refused with `DCT_ERR_INFO`, so a typo never goes unnoticed.
+ *
+ * Semantics per call, on every rank: `acc = send + residual`; when `tau` is due, it becomes the
+ * k-th largest `|acc|` with `k = ceil(density * count)` (exact selection, linear time); entries
+ * with `|acc| >= tau` and `acc != 0` are sent (NaN and infinities are always sent, so they
+ * reach the result as with MPI); `residual = acc - sent`; the result, identical on all ranks,
+ * is the sum over ranks of the sent entries, added in rank order.
+ *
+ * Datatypes and operations: `MPI_FLOAT` and `MPI_DOUBLE` with `MPI_SUM` are compressed. Every
+ * other combination is handed to `MPI_Allreduce` unchanged (`DCT_Status.algorithm` is then
+ * `DCT_ALGORITHM_PASSTHROUGH`), so a code may route all its allreduces through dct.
+ * @{
+ */
+
+/**
+ * @brief Creates a persistent compressed allreduce, like `MPI_Allreduce_init` (MPI-4).
+ *
+ * Collective over `comm` only in that every rank must create a matching request; no
+ * communication happens here. The buffers are bound to the request: every `DCT_Start` reads
+ * `sendbuf` and writes `recvbuf`.
+ *
+ * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
+ * @param recvbuf  Receives the (compressed) sum over all ranks.
+ * @param count    Number of elements, 0 to `DCT_MAX_COUNT` for compressed types.
+ * @param datatype Element type; see the group description for what is compressed.
+ * @param op       Reduction; only `MPI_SUM` is compressed.
+ * @param comm     Intra-communicator; dct works on a private duplicate of it.
+ * @param info     Configuration keys (see above), or `MPI_INFO_NULL`.
+ * @param request  Receives the new request.
+ * @return `DCT_SUCCESS`, `DCT_ERR_BUFFER`, `DCT_ERR_COUNT`, `DCT_ERR_DATATYPE`, `DCT_ERR_OP`,
+ *         `DCT_ERR_COMM`, `DCT_ERR_INFO`, `DCT_ERR_ARG` (request is NULL), `DCT_ERR_NO_MEMORY`,
+ *         `DCT_ERR_NOT_INITIALIZED`.
+ */
+DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count,
+                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                  MPI_Info info, DCT_Request *request);
+
+/**
+ * @brief Starts one call of a persistent request: compresses `sendbuf` (updating the
+ * residual) and posts the first exchange. Complete it with `DCT_Wait`.
+ *
+ * Between `DCT_Start` and `DCT_Wait` the buffers belong to dct: do not touch them.
+ * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (already started),
+ *         `DCT_ERR_MPI`, `DCT_ERR_NOT_INITIALIZED`.
+ */
+DCT_EXPORT int DCT_Start(DCT_Request *request);
+
+/**
+ * @brief Completes a started request and writes the result into its `recvbuf`.
+ * @param request The request; stays allocated and can be started again.
+ * @param status  Receives what the call did, or `DCT_STATUS_IGNORE`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (not started), `DCT_ERR_MPI`,
+ *         `DCT_ERR_PEER`, `DCT_ERR_MISMATCH`. After an error the request is inactive again
+ *         and this call's contribution is kept in the residual.
+ */
+DCT_EXPORT int DCT_Wait(DCT_Request *request, DCT_Status *status);
+
+/**
+ * @brief Frees a request and its residual, and sets `*request` to `DCT_REQUEST_NULL`.
+ *
+ * Freeing a handle twice, or a copy of a freed handle, returns `DCT_ERR_REQUEST` (handles are
+ * never reused). Callable after `MPI_Finalize`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (request is NULL), `DCT_ERR_REQUEST`,
+ *         `DCT_ERR_ACTIVE` (started and not waited for).
+ */
+DCT_EXPORT int DCT_Request_free(DCT_Request *request);
+
+/**
+ * @brief Drop-in replacement for `MPI_Allreduce` with the same arguments.
+ *
+ * The error-feedback state lives inside dct, one per (`comm`, `recvbuf`, `count`, `datatype`),
+ * configured from the `DCT_*` environment variables, and is released when `comm` is freed or
+ * at `MPI_Finalize`. A code that reduces into a new buffer every step should use a persistent
+ * request instead, or its residuals would never be sent.
+ * @return The codes of `DCT_Allreduce_init`, `DCT_Start` and `DCT_Wait`.
+ */
+DCT_EXPORT int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/**
+ * @brief Status of the last `DCT_Allreduce` on (`comm`, `recvbuf`, `count`, `datatype`),
+ * including the running totals, e.g. to report the bytes saved.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (status NULL or no such state), `DCT_ERR_COMM`.
+ */
+DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                                    MPI_Comm comm, DCT_Status *status);
+/** @} */
+
+/**
+ * @defgroup diagnostics Errors
+ * @{
+ */
+/**
+ * @brief Writes a fixed description of `code` into `string`, like `MPI_Error_string`.
+ * @param code      A `DCT_Error` value.
+ * @param string    At least `DCT_MAX_ERROR_STRING` characters.
+ * @param resultlen Receives the length written, without the terminating NUL.
+ * @return `DCT_SUCCESS`, or `DCT_ERR_ARG` for an unknown code or NULL pointers.
+ */
+DCT_EXPORT int DCT_Error_string(int code, char *string, int *resultlen);
+
+/** @brief Size of the buffer `DCT_Error_string` needs. */
+#define DCT_MAX_ERROR_STRING 256
+
+/**
+ * @brief The detailed message of the last failed call on the calling thread (which argument,
+ * which value, which rank), or "" if none failed. Valid until the next dct call on the thread.
+ */
+DCT_EXPORT const char *DCT_Get_last_error(void);
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DCT_H */

@@ -1,0 +1,92 @@
+/**
+ * @file dct.hpp
+ * @brief Thin C++17 layer over dct.h: exceptions instead of codes, RAII requests, datatypes
+ * deduced from the element type. Header-only; it adds no state of its own.
+ */
+#ifndef DCT_HPP
+#define DCT_HPP
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "dct/dct.h"
+
+namespace dct {
+
+/** @brief A failed dct call: `code()` is the `DCT_Error`, `what()` the detailed message. */
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string &message) : std::runtime_error(message), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/** @brief Throws dct::Error with `DCT_Get_last_error()` unless `code` is `DCT_SUCCESS`. */
+inline void check(int code) {
+  if (code != DCT_SUCCESS) throw Error(code, DCT_Get_last_error());
+}
+
+/** @brief The MPI datatype of `float` or `double`. */
+template <typename T>
+MPI_Datatype mpi_datatype() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "dct compresses float and double tensors");
+  return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+/** @brief Drop-in compressed sum over `comm` of `count` elements (see DCT_Allreduce). */
+template <typename T>
+void allreduce(const T *send, T *recv, std::size_t count, MPI_Comm comm) {
+  check(DCT_Allreduce(send, recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM,
+                      comm));
+}
+
+/** @brief Owns a persistent compressed allreduce (DCT_Allreduce_init ... DCT_Request_free). */
+class AllreduceRequest {
+ public:
+  /** @brief `send` may be nullptr for in-place (the sum replaces `recv`). */
+  template <typename T>
+  AllreduceRequest(const T *send, T *recv, std::size_t count, MPI_Comm comm,
+                   MPI_Info info = MPI_INFO_NULL) {
+    check(DCT_Allreduce_init(send ? static_cast<const void *>(send) : MPI_IN_PLACE, recv,
+                             static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm,
+                             info, &request_));
+  }
+  ~AllreduceRequest() {
+    if (request_ != DCT_REQUEST_NULL) DCT_Request_free(&request_);
+  }
+  AllreduceRequest(const AllreduceRequest &) = delete;
+  AllreduceRequest &operator=(const AllreduceRequest &) = delete;
+  AllreduceRequest(AllreduceRequest &&other) noexcept : request_(other.request_) {
+    other.request_ = DCT_REQUEST_NULL;
+  }
+  AllreduceRequest &operator=(AllreduceRequest &&other) noexcept {
+    std::swap(request_, other.request_);
+    return *this;
+  }
+
+  void start() { check(DCT_Start(&request_)); }
+  DCT_Status wait() {
+    DCT_Status status;
+    check(DCT_Wait(&request_, &status));
+    return status;
+  }
+  /** @brief start() then wait(). */
+  DCT_Status operator()() {
+    start();
+    return wait();
+  }
+  DCT_Request handle() const noexcept { return request_; }
+
+ private:
+  DCT_Request request_ = DCT_REQUEST_NULL;
+};
+
+}  // namespace dct
+
+#endif /* DCT_HPP */

@@ -1,0 +1,76 @@
+// The compressed allreduce of one tensor: its error-feedback state and its algorithms.
+// A persistent request owns one engine; DCT_Allreduce keeps one per drop-in key.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "config.hpp"
+#include "dct/dct.h"
+#include "runtime.hpp"
+
+namespace dct::detail {
+
+/// Arguments of an allreduce as the user gave them, validated by `validate`.
+struct AllreduceArgs {
+  const void *sendbuf;
+  void *recvbuf;
+  MPI_Count count;
+  MPI_Datatype datatype;
+  MPI_Op op;
+  MPI_Comm comm;
+
+  /// Throws the documented code for the first bad argument; reads no buffer.
+  void validate() const;
+  /// True for MPI_FLOAT / MPI_DOUBLE with MPI_SUM.
+  bool compressed() const;
+};
+
+class AllreduceEngine {
+ public:
+  virtual ~AllreduceEngine() = default;
+
+  /// Compresses `send` (MPI_IN_PLACE: take it from `recv`) and posts the first exchange.
+  /// Throws DCT_ERR_ACTIVE if already started; on any error the state is as before.
+  virtual void start(const void *send, void *recv) = 0;
+  /// Completes the call and fills the status (may be nullptr). On error the request is
+  /// inactive and this call's contribution is back in the residual.
+  virtual void wait(DCT_Status *status) = 0;
+
+  bool active() const { return active_; }
+  const DCT_Status &last_status() const { return status_; }
+  const Config &config() const { return config_; }
+
+  /// Error-feedback state, for tests and checkpoints: `count` elements of the request's
+  /// datatype (nullptr when the request keeps no residual), and the threshold in use.
+  virtual const void *residual() const = 0;
+  virtual double tau() const = 0;
+
+ protected:
+  AllreduceEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,
+                  Config config)
+      : context_(std::move(context)),
+        count_(count),
+        element_size_(element_size),
+        config_(std::move(config)) {}
+
+  MPI_Comm comm() const;  // throws DCT_ERR_NOT_INITIALIZED once MPI_Finalize released it
+  void begin_call();      // throws DCT_ERR_ACTIVE
+  void finish_call(DCT_Status *status);
+
+  std::shared_ptr<CommContext> context_;
+  MPI_Count count_;
+  int element_size_;
+  Config config_;
+  bool active_ = false;
+  DCT_Status status_{};
+  DCT_Status totals_{};
+};
+
+/// The engine for `args` (already validated): compressed for float/double sums, MPI's own
+/// allreduce for everything else.
+std::unique_ptr<AllreduceEngine> make_allreduce_engine(const AllreduceArgs &args,
+                                                       const Config &config);
+
+}  // namespace dct::detail

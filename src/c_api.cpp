@@ -1,0 +1,169 @@
+// The C ABI: argument checks, handle table, and the exception-to-code boundary.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "allreduce.hpp"
+#include "dct/dct.h"
+#include "error.hpp"
+#include "request_table.hpp"
+#include "runtime.hpp"
+
+namespace dct::detail {
+namespace {
+
+thread_local std::string last_error;
+
+/// Runs `body`, turning every exception into a return code and the thread's last error.
+template <typename Body>
+int guarded(const char *function, Body &&body) noexcept {
+  try {
+    last_error.clear();
+    body();
+    return DCT_SUCCESS;
+  } catch (const Error &e) {
+    last_error = std::string(function) + ": " + e.what();
+    return e.code();
+  } catch (const std::bad_alloc &) {
+    last_error = std::string(function) + ": out of memory";
+    return DCT_ERR_NO_MEMORY;
+  } catch (const std::exception &e) {
+    last_error = std::string(function) + ": internal error: " + e.what();
+    return DCT_ERR_INTERNAL;
+  } catch (...) {
+    last_error = std::string(function) + ": internal error: unknown exception";
+    return DCT_ERR_INTERNAL;
+  }
+}
+
+const char *const error_strings[] = {
+    "success",
+    "invalid argument",
+    "NULL buffer with a positive count",
+    "count negative or too large",
+    "invalid datatype",
+    "invalid reduction operation",
+    "invalid communicator (MPI_COMM_NULL or an inter-communicator)",
+    "invalid configuration value (MPI_Info key or DCT_* environment variable)",
+    "invalid request (null, or already freed)",
+    "request in the wrong state (already started, or not started)",
+    "an MPI call failed",
+    "a message from a peer failed validation",
+    "ranks disagree on the collective's count or datatype",
+    "out of memory",
+    "MPI is not initialized, or already finalized",
+    "feature or backend not compiled into this build",
+    "internal error in dct",
+};
+static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
+              "one string per DCT_Error code");
+
+std::unique_ptr<AllreduceEngine> new_engine(const AllreduceArgs &args, MPI_Info info) {
+  ensure_library_ready();
+  args.validate();
+  const Config config = Config::from(info);
+  return make_allreduce_engine(args, config);
+}
+
+}  // namespace
+}  // namespace dct::detail
+
+using namespace dct::detail;
+
+extern "C" {
+
+int DCT_Get_version(int *major, int *minor, int *patch) {
+  if (major) *major = DCT_VERSION_MAJOR;
+  if (minor) *minor = DCT_VERSION_MINOR;
+  if (patch) *patch = DCT_VERSION_PATCH;
+  return DCT_SUCCESS;
+}
+
+int DCT_Error_string(int code, char *string, int *resultlen) {
+  if (string == nullptr || resultlen == nullptr || code < 0 || code > DCT_ERR_LASTCODE)
+    return DCT_ERR_ARG;
+  const int written = std::snprintf(string, DCT_MAX_ERROR_STRING, "%s", error_strings[code]);
+  *resultlen = written < DCT_MAX_ERROR_STRING ? written : DCT_MAX_ERROR_STRING - 1;
+  return DCT_SUCCESS;
+}
+
+const char *DCT_Get_last_error(void) { return last_error.c_str(); }
+
+int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count,
+                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                       DCT_Request *request) {
+  return guarded(__func__, [&] {
+    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+    const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
+    auto persistent = std::make_unique<PersistentRequest>();
+    persistent->engine = new_engine(args, info);
+    persistent->sendbuf = sendbuf;
+    persistent->recvbuf = recvbuf;
+    *request = RequestTable::instance().insert(std::move(persistent));
+  });
+}
+
+int DCT_Start(DCT_Request *request) {
+  return guarded(__func__, [&] {
+    PersistentRequest &r = RequestTable::instance().find(request);
+    r.engine->start(r.sendbuf, r.recvbuf);
+  });
+}
+
+int DCT_Wait(DCT_Request *request, DCT_Status *status) {
+  return guarded(__func__, [&] { RequestTable::instance().find(request).engine->wait(status); });
+}
+
+int DCT_Request_free(DCT_Request *request) {
+  return guarded(__func__, [&] {
+    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+    RequestTable::instance().erase(*request);
+    *request = DCT_REQUEST_NULL;
+  });
+}
+
+int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm) {
+  return guarded(__func__, [&] {
+    const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
+    if (!args.compressed()) {
+      // No state to keep: exactly MPI's call (after the same argument checks).
+      ensure_library_ready();
+      args.validate();
+      check_mpi(MPI_Allreduce(sendbuf, recvbuf, static_cast<int>(count), datatype, op, comm),
+                "MPI_Allreduce");
+      return;
+    }
+    ensure_library_ready();
+    args.validate();
+    std::shared_ptr<CommContext> context = comm_context(comm);
+    const CommContext::DropInKey key{recvbuf, count, datatype};
+    AllreduceEngine *engine = nullptr;
+    {
+      std::lock_guard<std::recursive_mutex> lock(library_mutex());
+      auto found = context->drop_in.find(key);
+      if (found == context->drop_in.end())
+        found = context->drop_in.emplace(key, new_engine(args, MPI_INFO_NULL)).first;
+      engine = found->second.get();
+    }
+    engine->start(sendbuf, recvbuf);
+    engine->wait(DCT_STATUS_IGNORE);
+  });
+}
+
+int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                         MPI_Comm comm, DCT_Status *status) {
+  return guarded(__func__, [&] {
+    require(status != nullptr, DCT_ERR_ARG, "status is NULL");
+    std::shared_ptr<CommContext> context = find_comm_context(comm);
+    std::lock_guard<std::recursive_mutex> lock(library_mutex());
+    const CommContext::DropInKey key{recvbuf, count, datatype};
+    require(context && context->drop_in.count(key) == 1, DCT_ERR_ARG,
+            "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)");
+    *status = context->drop_in.at(key)->last_status();
+  });
+}
+
+}  // extern "C"

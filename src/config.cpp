@@ -1,0 +1,114 @@
+#include "config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "error.hpp"
+
+namespace dct::detail {
+namespace {
+
+struct Knob {
+  const char *info_key;
+  const char *env_var;  // nullptr: no environment default
+  void (*apply)(Config &config, const std::string &value, const std::string &origin);
+};
+
+[[noreturn]] void bad_value(const std::string &origin, const std::string &value,
+                            const char *expected) {
+  fail(DCT_ERR_INFO, origin + "='" + value + "' is invalid: expected " + expected);
+}
+
+void parse_density(Config &config, const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double density = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(density > 0.0 && density <= 1.0))
+    bad_value(origin, value, "a number in (0, 1]");
+  config.density = density;
+}
+
+void parse_interval(Config &config, const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const long long interval = std::strtoll(begin, &end, 10);
+  if (end == begin || *end != '\0' || errno != 0 || interval < 1)
+    bad_value(origin, value, "an integer >= 1");
+  config.interval = interval;
+}
+
+void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
+  for (DCT_Algorithm a : {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE}) {
+    if (value == algorithm_name(a)) {
+      config.algorithm = a;
+      return;
+    }
+  }
+  bad_value(origin, value, "one of auto, allgather, dense");
+}
+
+void parse_name(Config &config, const std::string &value, const std::string &) {
+  config.name = value;
+}
+
+// The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
+// docs/configuration.md documents the same table for users.
+const Knob knobs[] = {
+    {"dct_density", "DCT_DENSITY", parse_density},
+    {"dct_interval", "DCT_INTERVAL", parse_interval},
+    {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
+    {"dct_name", nullptr, parse_name},
+};
+
+void check_no_unknown_dct_keys(MPI_Info info) {
+  int nkeys = 0;
+  check_mpi(MPI_Info_get_nkeys(info, &nkeys), "MPI_Info_get_nkeys");
+  for (int i = 0; i < nkeys; ++i) {
+    char key[MPI_MAX_INFO_KEY + 1] = {};
+    check_mpi(MPI_Info_get_nthkey(info, i, key), "MPI_Info_get_nthkey");
+    if (std::strncmp(key, "dct_", 4) != 0) continue;
+    bool known = false;
+    for (const Knob &knob : knobs) known = known || std::strcmp(key, knob.info_key) == 0;
+    require(known, DCT_ERR_INFO, std::string("unknown MPI_Info key '") + key + "'");
+  }
+}
+
+}  // namespace
+
+const char *algorithm_name(DCT_Algorithm algorithm) {
+  switch (algorithm) {
+    case DCT_ALGORITHM_AUTO: return "auto";
+    case DCT_ALGORITHM_ALLGATHER: return "allgather";
+    case DCT_ALGORITHM_DENSE: return "dense";
+    case DCT_ALGORITHM_PASSTHROUGH: return "passthrough";
+  }
+  return "unknown";
+}
+
+Config Config::from(MPI_Info info) {
+  Config config;
+  for (const Knob &knob : knobs) {
+    if (knob.env_var == nullptr) continue;
+    if (const char *value = std::getenv(knob.env_var))
+      knob.apply(config, value, std::string("environment variable ") + knob.env_var);
+  }
+  if (info == MPI_INFO_NULL) return config;
+  check_no_unknown_dct_keys(info);
+  for (const Knob &knob : knobs) {
+    int length = 0, present = 0;
+    check_mpi(MPI_Info_get_valuelen(info, knob.info_key, &length, &present),
+              "MPI_Info_get_valuelen");
+    if (!present) continue;
+    std::vector<char> value(static_cast<std::size_t>(length) + 1, '\0');
+    check_mpi(MPI_Info_get(info, knob.info_key, length, value.data(), &present), "MPI_Info_get");
+    knob.apply(config, value.data(), std::string("MPI_Info key ") + knob.info_key);
+  }
+  return config;
+}
+
+}  // namespace dct::detail

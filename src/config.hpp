@@ -1,0 +1,27 @@
+// The configuration of a compressed collective: one table of knobs (config.cpp) read from
+// MPI_Info keys with defaults from DCT_* environment variables.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dct/dct.h"
+
+namespace dct::detail {
+
+struct Config {
+  double density = 0.01;
+  std::int64_t interval = 1000;
+  DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
+  std::string name;
+
+  /// Defaults, overridden by DCT_* environment variables, overridden by `info` (may be
+  /// MPI_INFO_NULL). Throws DCT_ERR_INFO naming the key or variable and the bad value.
+  static Config from(MPI_Info info);
+};
+
+const char *algorithm_name(DCT_Algorithm algorithm);
+
+}  // namespace dct::detail

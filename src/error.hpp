@@ -1,0 +1,34 @@
+// Internal error type: C++ code throws dct::detail::Error, the C entry points turn it into a
+// return code plus the thread's last-error message (see c_api.cpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <exception>
+#include <string>
+
+#include "dct/dct.h"
+
+namespace dct::detail {
+
+class Error : public std::exception {
+ public:
+  Error(int code, std::string message) : code_(code), message_(std::move(message)) {}
+  int code() const noexcept { return code_; }
+  const char *what() const noexcept override { return message_.c_str(); }
+
+ private:
+  int code_;
+  std::string message_;
+};
+
+[[noreturn]] inline void fail(int code, const std::string &message) { throw Error(code, message); }
+
+inline void require(bool condition, int code, const std::string &message) {
+  if (!condition) fail(code, message);
+}
+
+/// Throws DCT_ERR_MPI with MPI's own error string when an MPI call did not succeed.
+void check_mpi(int mpi_rc, const char *call);
+
+}  // namespace dct::detail
