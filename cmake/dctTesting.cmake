@@ -1,0 +1,27 @@
+# How dct registers tests; included from the top level so that tests/, examples/ and hpc/
+# all use the same helper.
+
+# Environment every MPI test runs with: Open MPI refuses root and more ranks than cores
+# unless told, and CI runs as root on 2 cores. The vader single-copy mechanism needs ptrace
+# rights that containers often lack.
+set(DCT_MPI_TEST_ENVIRONMENT
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none)
+set(DCT_MPI_TEST_RANKS 1 2 3 4 CACHE STRING "Rank counts every MPI test runs at")
+
+# dct_add_mpi_test(<name> <target> [ARGS args...] [RANKS n...])
+# Registers `target` once per rank count as <name>.np<N>; a test that deadlocks fails at its
+# TIMEOUT instead of blocking CI.
+function(dct_add_mpi_test name target)
+  cmake_parse_arguments(ARG "" "" "ARGS;RANKS" ${ARGN})
+  if(NOT ARG_RANKS)
+    set(ARG_RANKS ${DCT_MPI_TEST_RANKS})
+  endif()
+  foreach(np IN LISTS ARG_RANKS)
+    add_test(NAME ${name}.np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                     $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARG_ARGS})
+    set_tests_properties(${name}.np${np} PROPERTIES
+      ENVIRONMENT "${DCT_MPI_TEST_ENVIRONMENT}" TIMEOUT 300 PROCESSORS ${np} LABELS mpi)
+  endforeach()
+endfunction()

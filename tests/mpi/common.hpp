@@ -1,0 +1,157 @@
+// Helpers of the MPI tests: test data, an independent reference of DCT-DP, access to a
+// request's residual.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dct/dct.h"
+#include "request_table.hpp"
+
+namespace dct::test {
+
+inline int rank(MPI_Comm comm = MPI_COMM_WORLD) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+inline int size(MPI_Comm comm = MPI_COMM_WORLD) {
+  int s = 0;
+  MPI_Comm_size(comm, &s);
+  return s;
+}
+
+template <typename T>
+MPI_Datatype mpi_type() {
+  return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+/// Gradient-like data, different on every rank and call.
+template <typename T>
+std::vector<T> gradient(std::size_t n, int call, int seed = 0) {
+  std::mt19937_64 engine(1000003u * static_cast<unsigned>(rank()) + 7919u * call + seed);
+  std::normal_distribution<double> distribution(0.0, 1.0);
+  std::vector<T> v(n);
+  for (T &x : v) x = static_cast<T>(distribution(engine));
+  return v;
+}
+
+/// Copies `values` into `buffer` without reallocating it: persistent requests are bound to
+/// the buffer's address (a move-assignment would free it under the request).
+template <typename T>
+void overwrite(std::vector<T> &buffer, const std::vector<T> &values) {
+  std::copy(values.begin(), values.end(), buffer.begin());
+}
+
+/// Multiples of 1/1024 below 4 in magnitude: every sum in the tests below is exact.
+template <typename T>
+std::vector<T> dyadic_gradient(std::size_t n, int call) {
+  std::mt19937_64 engine(4242u * static_cast<unsigned>(rank()) + 31u * call);
+  std::uniform_int_distribution<int> distribution(-4095, 4095);
+  std::vector<T> v(n);
+  for (T &x : v) x = static_cast<T>(distribution(engine)) / T(1024);
+  return v;
+}
+
+/// DCT-DP written as plainly as possible (sorting for the threshold), for one rank.
+template <typename T>
+struct ReferenceDct {
+  ReferenceDct(std::size_t n, double target_density, long reestimation_interval)
+      : residual(n, T(0)), density(target_density), interval(reestimation_interval) {}
+
+  /// Returns what this rank sends, as a dense vector with zeros elsewhere.
+  std::vector<T> step(const std::vector<T> &send) {
+    const std::size_t n = residual.size();
+    std::vector<T> acc(n), sent(n, T(0));
+    for (std::size_t i = 0; i < n; ++i) acc[i] = send[i] + residual[i];
+    reestimated = calls % interval == 0 && n > 0;
+    if (reestimated) {
+      std::vector<T> magnitudes(n);
+      for (std::size_t i = 0; i < n; ++i) magnitudes[i] = std::abs(acc[i]);
+      std::sort(magnitudes.begin(), magnitudes.end(), std::greater<T>());
+      const auto k = std::clamp<std::size_t>(
+          static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))), 1, n);
+      tau = magnitudes[k - 1];
+    }
+    nnz = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::abs(acc[i]) >= tau && acc[i] != T(0)) {
+        sent[i] = acc[i];
+        residual[i] = T(0);
+        ++nnz;
+      } else {
+        residual[i] = acc[i];
+      }
+    }
+    ++calls;
+    return sent;
+  }
+
+  std::vector<T> residual;
+  double density;
+  long interval;
+  long calls = 0;
+  T tau = T(0);
+  bool reestimated = false;
+  std::size_t nnz = 0;
+};
+
+/// Sum over ranks, in rank order starting from zero, of every rank's `mine`.
+template <typename T>
+std::vector<T> sum_in_rank_order(const std::vector<T> &mine, MPI_Comm comm = MPI_COMM_WORLD) {
+  const std::size_t n = mine.size();
+  std::vector<T> all(n * static_cast<std::size_t>(size(comm)));
+  MPI_Allgather(mine.data(), static_cast<int>(n), mpi_type<T>(), all.data(),
+                static_cast<int>(n), mpi_type<T>(), comm);
+  std::vector<T> sum(n, T(0));
+  for (int r = 0; r < size(comm); ++r)
+    for (std::size_t i = 0; i < n; ++i) sum[i] += all[static_cast<std::size_t>(r) * n + i];
+  return sum;
+}
+
+template <typename T>
+std::vector<T> mpi_sum(const std::vector<T> &mine, MPI_Comm comm = MPI_COMM_WORLD) {
+  std::vector<T> sum(mine.size());
+  MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(mine.size()), mpi_type<T>(), MPI_SUM,
+                comm);
+  return sum;
+}
+
+template <typename T>
+bool same_bits(const std::vector<T> &a, const std::vector<T> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+/// The residual a persistent request holds (white-box: through the internal request table).
+template <typename T>
+std::vector<T> residual_of(DCT_Request request, std::size_t n) {
+  const void *residual = detail::RequestTable::instance().find(&request).engine->residual();
+  if (residual == nullptr) return std::vector<T>(n, T(0));
+  const T *begin = static_cast<const T *>(residual);
+  return std::vector<T>(begin, begin + n);
+}
+
+/// An MPI_Info with the given key/value pairs; freed by the caller.
+inline MPI_Info make_info(const std::vector<std::pair<std::string, std::string>> &pairs) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  for (const auto &[key, value] : pairs) MPI_Info_set(info, key.c_str(), value.c_str());
+  return info;
+}
+
+/// True on every rank iff `ok` is true on every rank.
+inline bool all_ranks(bool ok, MPI_Comm comm = MPI_COMM_WORLD) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all == 1;
+}
+
+}  // namespace dct::test

@@ -1,0 +1,47 @@
+// main() of the MPI test programs: every rank runs every test; rank 0 prints the usual
+// report, the other ranks print only their failures, tagged with their rank; the exit code
+// is non-zero on every rank if any rank failed.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+namespace {
+
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult &result) override {
+    if (!result.failed()) return;
+    std::printf("[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name(),
+                result.line_number(), result.summary());
+    std::fflush(stdout);
+  }
+  void OnTestEnd(const ::testing::TestInfo &info) override {
+    if (info.result()->Failed())
+      std::printf("[rank %d] FAILED %s.%s\n", rank_, info.test_suite_name(), info.name());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ::testing::TestEventListeners &listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (rank != 0) {
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(rank));
+  }
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && any_failed && !failed) std::printf("[dct] a test failed on another rank\n");
+  MPI_Finalize();
+  return any_failed;
+}

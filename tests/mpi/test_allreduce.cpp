@@ -1,0 +1,362 @@
+// DCT-DP allreduce against MPI_Allreduce and against the reference, at any rank count.
+#include <climits>
+
+#include "common.hpp"
+
+namespace dct::test {
+namespace {
+
+template <typename T>
+class Allreduce : public ::testing::Test {};
+using ElementTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(Allreduce, ElementTypes);
+
+constexpr std::size_t kCount = 10007;  // prime: no accidental alignment with anything
+
+TYPED_TEST(Allreduce, DensityOneIsBitwiseMpiAllreduce) {
+  using T = TypeParam;
+  for (const char *algorithm : {"auto", "allgather", "dense"}) {
+    MPI_Info info = make_info({{"dct_density", "1"}, {"dct_algorithm", algorithm}});
+    std::vector<T> send(kCount), recv(kCount), inplace(kCount);
+    DCT_Request request = DCT_REQUEST_NULL, inplace_request = DCT_REQUEST_NULL;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS);
+    ASSERT_EQ(DCT_Allreduce_init(MPI_IN_PLACE, inplace.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, info, &inplace_request),
+              DCT_SUCCESS);
+    for (int call = 0; call < 3; ++call) {
+      overwrite(send, gradient<T>(kCount, call));
+      inplace = send;
+      DCT_Status status;
+      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Start(&inplace_request), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&inplace_request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+      const std::vector<T> expected = mpi_sum(send);
+      EXPECT_TRUE(same_bits(recv, expected)) << algorithm << " call " << call;
+
+      EXPECT_TRUE(same_bits(inplace, expected)) << algorithm << " in place, call " << call;
+      EXPECT_EQ(status.nnz_sent, MPI_Count(kCount));
+      EXPECT_EQ(status.density, 1.0);
+      EXPECT_EQ(status.bytes_sent, status.dense_bytes);
+      EXPECT_EQ(status.calls, call + 1);
+    }
+    EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+    EXPECT_EQ(DCT_Request_free(&inplace_request), DCT_SUCCESS);
+    EXPECT_EQ(request, DCT_REQUEST_NULL);
+    MPI_Info_free(&info);
+  }
+}
+
+TYPED_TEST(Allreduce, DropInAtDensityOneIsBitwiseMpiAllreduce) {
+  using T = TypeParam;
+  setenv("DCT_DENSITY", "1", 1);
+  std::vector<T> recv(kCount);
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<T> send = gradient<T>(kCount, call);
+    ASSERT_EQ(DCT_Allreduce(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                            MPI_COMM_WORLD),
+              DCT_SUCCESS);
+    EXPECT_TRUE(same_bits(recv, mpi_sum(send)));
+  }
+  unsetenv("DCT_DENSITY");
+}
+
+// Every compressed path against the reference: bitwise results and residuals.
+TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
+  using T = TypeParam;
+  struct Case {
+    const char *algorithm;
+    const char *density;
+    DCT_Algorithm expected;  // DCT_ALGORITHM_AUTO: by the documented byte rule below
+  };
+  const Case cases[] = {{"allgather", "0.01", DCT_ALGORITHM_ALLGATHER},
+                        {"auto", "0.01", DCT_ALGORITHM_AUTO},
+                        {"dense", "0.01", DCT_ALGORITHM_DENSE},
+                        {"auto", "0.6", DCT_ALGORITHM_AUTO},
+                        {"allgather", "0.6", DCT_ALGORITHM_ALLGATHER}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.algorithm) + " density " + c.density);
+    MPI_Info info = make_info(
+        {{"dct_density", c.density}, {"dct_algorithm", c.algorithm}, {"dct_interval", "3"}});
+    std::vector<T> send(kCount), recv(kCount, T(-1));
+    DCT_Request request;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS);
+    ReferenceDct<T> reference(kCount, std::atof(c.density), 3);
+    for (int call = 0; call < 7; ++call) {
+      overwrite(send, gradient<T>(kCount, call));
+      const std::vector<T> sent = reference.step(send);
+      DCT_Status status;
+      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+      DCT_Algorithm algorithm = c.expected;
+      if (algorithm == DCT_ALGORITHM_AUTO) {
+        // auto: allgather iff all ranks' (value, index) entries take fewer bytes than the two
+        // dense passes of a ring allreduce.
+        long long mine = static_cast<long long>(reference.nnz), total = 0;
+        MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        algorithm = total * (sizeof(T) + 4) < 2 * kCount * sizeof(T) ? DCT_ALGORITHM_ALLGATHER
+                                                                      : DCT_ALGORITHM_DENSE;
+      }
+      EXPECT_EQ(status.algorithm, algorithm);
+      const std::vector<T> expected = algorithm == DCT_ALGORITHM_ALLGATHER
+                                          ? sum_in_rank_order(sent)
+                                          : mpi_sum(sent);
+      EXPECT_TRUE(same_bits(recv, expected)) << "call " << call;
+      EXPECT_TRUE(same_bits(residual_of<T>(request, kCount), reference.residual));
+      EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
+      EXPECT_EQ(status.tau, double(reference.tau));
+      EXPECT_EQ(status.tau_reestimated, reference.reestimated ? 1 : 0);
+      EXPECT_EQ(status.density, double(reference.nnz) / kCount);
+      const MPI_Count peers = size() - 1;
+      const MPI_Count dense = 2 * peers * MPI_Count(kCount * sizeof(T)) / size();
+      EXPECT_EQ(status.dense_bytes, dense);
+      if (algorithm == DCT_ALGORITHM_ALLGATHER) {
+        // Header (3 x int64) and this rank's 8-byte-padded (value, index) block, to P-1 peers.
+        const MPI_Count block = (MPI_Count(reference.nnz) * (sizeof(T) + 4) + 7) / 8 * 8;
+        EXPECT_EQ(status.bytes_sent, peers * 24 + peers * block);
+      } else {
+        const MPI_Count header = std::string(c.algorithm) == "auto" ? peers * 24 : 0;
+        EXPECT_EQ(status.bytes_sent, header + dense);
+      }
+    }
+    EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+    MPI_Info_free(&info);
+  }
+}
+
+// Error feedback loses nothing: what was delivered plus what is still held equals what was
+// put in. Dyadic data make every sum exact, so the check is equality.
+TYPED_TEST(Allreduce, ErrorFeedbackConservesEveryInputOver50Calls) {
+  using T = TypeParam;
+  const std::size_t n = 4099;
+  MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_interval", "10"}});
+  std::vector<T> send(n), recv(n);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &request),
+            DCT_SUCCESS);
+  std::vector<double> delivered(n, 0.0), inputs(n, 0.0);
+  for (int call = 0; call < 50; ++call) {
+    overwrite(send, dyadic_gradient<T>(n, call));
+    for (std::size_t i = 0; i < n; ++i) inputs[i] += send[i];
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    for (std::size_t i = 0; i < n; ++i) delivered[i] += recv[i];
+  }
+  const std::vector<T> residual = residual_of<T>(request, n);
+  std::vector<double> held(residual.begin(), residual.end());
+  const std::vector<double> all_inputs = mpi_sum(inputs), all_held = mpi_sum(held);
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < n; ++i) mismatches += delivered[i] + all_held[i] != all_inputs[i];
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+// The same law on ordinary (non-dyadic) data holds to rounding.
+TYPED_TEST(Allreduce, ErrorFeedbackConservesToRoundingOnGaussianData) {
+  using T = TypeParam;
+  const std::size_t n = 5000;
+  MPI_Info info = make_info({{"dct_density", "0.02"}, {"dct_interval", "7"}});
+  std::vector<T> send(n), recv(n);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &request),
+            DCT_SUCCESS);
+  std::vector<double> delivered(n, 0.0), inputs(n, 0.0);
+  for (int call = 0; call < 50; ++call) {
+    overwrite(send, gradient<T>(n, call, 77));
+    for (std::size_t i = 0; i < n; ++i) inputs[i] += send[i];
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    for (std::size_t i = 0; i < n; ++i) delivered[i] += recv[i];
+  }
+  const std::vector<T> residual = residual_of<T>(request, n);
+  const std::vector<double> all_inputs = mpi_sum(inputs),
+                            all_held = mpi_sum(std::vector<double>(residual.begin(), residual.end()));
+  const double tolerance = (sizeof(T) == 4 ? 1e-4 : 1e-12) * 50 * size();
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    worst = std::max(worst, std::abs(delivered[i] + all_held[i] - all_inputs[i]));
+  EXPECT_LE(worst, tolerance);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+TYPED_TEST(Allreduce, TauIsReusedBetweenReestimationsAndReestimatedOnSchedule) {
+  using T = TypeParam;
+  MPI_Info info = make_info({{"dct_density", "0.05"}, {"dct_interval", "4"}});
+  std::vector<T> send(kCount), recv(kCount);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &request),
+            DCT_SUCCESS);
+  double tau = -1;
+  for (int call = 0; call < 13; ++call) {
+    overwrite(send, gradient<T>(kCount, call, call % 4 == 0 ? 1000 * call : 5));
+    DCT_Status status;
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+    const bool due = call % 4 == 0;
+    EXPECT_EQ(status.tau_reestimated, due ? 1 : 0) << "call " << call;
+    if (due) {
+      EXPECT_NE(status.tau, tau) << "call " << call;
+    } else {
+      EXPECT_EQ(status.tau, tau) << "call " << call;
+    }
+    tau = status.tau;
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+TYPED_TEST(Allreduce, InPlaceEqualsOutOfPlace) {
+  using T = TypeParam;
+  MPI_Info info = make_info({{"dct_density", "0.03"}, {"dct_interval", "2"}});
+  std::vector<T> send(kCount), recv(kCount), inplace(kCount);
+  DCT_Request out_of_place, in_place;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &out_of_place),
+            DCT_SUCCESS);
+  ASSERT_EQ(DCT_Allreduce_init(MPI_IN_PLACE, inplace.data(), kCount, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &in_place),
+            DCT_SUCCESS);
+  for (int call = 0; call < 5; ++call) {
+    overwrite(send, gradient<T>(kCount, call));
+    inplace = send;
+    ASSERT_EQ(DCT_Start(&out_of_place), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&out_of_place, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Start(&in_place), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&in_place, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    EXPECT_TRUE(same_bits(recv, inplace)) << "call " << call;
+  }
+  EXPECT_EQ(DCT_Request_free(&out_of_place), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Request_free(&in_place), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+TYPED_TEST(Allreduce, ZeroCountAndTinyTensors) {
+  using T = TypeParam;
+  EXPECT_EQ(DCT_Allreduce(nullptr, nullptr, 0, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD),
+            DCT_SUCCESS);
+  for (std::size_t n : {1u, 2u, 3u}) {
+    std::vector<T> send(n), recv(n);
+    DCT_Request request;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+              DCT_SUCCESS);
+    ReferenceDct<T> reference(n, 0.01, 1000);
+    for (int call = 0; call < 4; ++call) {
+      overwrite(send, gradient<T>(n, call));
+      const std::vector<T> sent = reference.step(send);
+      DCT_Status status;
+      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+      if (call == 0) {
+        EXPECT_EQ(status.nnz_sent, 1);  // k = ceil(0.01 n) = 1
+      }
+      EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
+      const std::vector<T> expected = status.algorithm == DCT_ALGORITHM_ALLGATHER
+                                          ? sum_in_rank_order(sent)
+                                          : mpi_sum(sent);
+      EXPECT_TRUE(same_bits(recv, expected)) << "n=" << n << " call " << call;
+    }
+    EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  }
+}
+
+TEST(AllreducePassthrough, OtherTypesAndOpsGoToMpiUnchanged) {
+  const std::size_t n = 1001;
+  std::vector<int> ints(n), int_result(n), int_expected(n);
+  for (std::size_t i = 0; i < n; ++i) ints[i] = static_cast<int>(i) * (rank() + 1);
+  MPI_Allreduce(ints.data(), int_expected.data(), n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(DCT_Allreduce(ints.data(), int_result.data(), n, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+            DCT_SUCCESS);
+  EXPECT_EQ(int_result, int_expected);
+
+  const std::vector<float> floats = gradient<float>(n, 3);
+  std::vector<float> max_result(n), max_expected(n);
+  MPI_Allreduce(floats.data(), max_expected.data(), n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(floats.data(), max_result.data(), n, MPI_FLOAT, MPI_MAX,
+                               MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+            DCT_SUCCESS);
+  DCT_Status status;
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(max_result, max_expected));
+  EXPECT_EQ(status.algorithm, DCT_ALGORITHM_PASSTHROUGH);
+  EXPECT_EQ(status.nnz_sent, MPI_Count(n));
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
+TEST(AllreduceDropIn, StateIsKeptPerBufferAndReleasedWithTheCommunicator) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const std::size_t n = 3000;
+  std::vector<float> a(n), b(n);
+  const std::vector<float> send = gradient<float>(n, 0);
+  for (int call = 0; call < 3; ++call)
+    ASSERT_EQ(DCT_Allreduce(send.data(), a.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Allreduce(send.data(), b.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+  DCT_Status status_a, status_b, status_c;
+  ASSERT_EQ(DCT_Allreduce_status(a.data(), n, MPI_FLOAT, comm, &status_a), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Allreduce_status(b.data(), n, MPI_FLOAT, comm, &status_b), DCT_SUCCESS);
+  EXPECT_EQ(status_a.calls, 3);
+  EXPECT_EQ(status_b.calls, 1);
+  EXPECT_EQ(status_a.total_dense_bytes, 3 * status_a.dense_bytes);
+  EXPECT_EQ(DCT_Allreduce_status(a.data(), n + 1, MPI_FLOAT, comm, &status_c), DCT_ERR_ARG);
+
+  // Freeing the communicator releases its states: a new one starts from scratch.
+  MPI_Comm_free(&comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  ASSERT_EQ(DCT_Allreduce(send.data(), a.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Allreduce_status(a.data(), n, MPI_FLOAT, comm, &status_a), DCT_SUCCESS);
+  EXPECT_EQ(status_a.calls, 1);
+  MPI_Comm_free(&comm);
+}
+
+TEST(AllreducePersistent, RequestOutlivesItsCommunicator) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const std::size_t n = 500;
+  std::vector<double> send = gradient<double>(n, 1), recv(n);
+  MPI_Info info = make_info({{"dct_density", "1"}});
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_DOUBLE, MPI_SUM, comm, info,
+                               &request),
+            DCT_SUCCESS);
+  MPI_Comm_free(&comm);  // dct holds its own duplicate
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(recv, mpi_sum(send)));
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+TEST(AllreduceSubcommunicator, WorksOnSplitCommunicators) {
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, rank() % 2, rank(), &half);
+  const std::size_t n = 2048;
+  const std::vector<float> send = gradient<float>(n, 9);
+  std::vector<float> recv(n);
+  MPI_Info info = make_info({{"dct_density", "0.1"}, {"dct_algorithm", "allgather"}});
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, half, info,
+                               &request),
+            DCT_SUCCESS);
+  ReferenceDct<float> reference(n, 0.1, 1000);
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(recv, sum_in_rank_order(reference.step(send), half)));
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+  MPI_Comm_free(&half);
+}
+
+}  // namespace
+}  // namespace dct::test

@@ -1,0 +1,183 @@
+// Bad input: a documented code, a message, and nothing changed (buffers, residual, counters).
+#include <climits>
+#include <cstdlib>
+
+#include "common.hpp"
+
+namespace dct::test {
+namespace {
+
+constexpr std::size_t kCount = 1000;
+
+/// Buffers with a recognisable pattern, to check that a failed call touched nothing.
+struct Buffers {
+  std::vector<float> send = gradient<float>(kCount, 0);
+  std::vector<float> recv = std::vector<float>(kCount, 42.0f);
+  bool untouched() const {
+    return same_bits(send, gradient<float>(kCount, 0)) &&
+           same_bits(recv, std::vector<float>(kCount, 42.0f));
+  }
+};
+
+int init(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype, MPI_Op op,
+         MPI_Comm comm, MPI_Info info = MPI_INFO_NULL) {
+  DCT_Request request = DCT_REQUEST_NULL;
+  const int code = DCT_Allreduce_init(send, recv, count, datatype, op, comm, info, &request);
+  EXPECT_EQ(request == DCT_REQUEST_NULL, code != DCT_SUCCESS);
+  if (code == DCT_SUCCESS) DCT_Request_free(&request);
+  return code;
+}
+
+TEST(BadInput, NullBuffersWithPositiveCount) {
+  Buffers b;
+  EXPECT_EQ(init(nullptr, b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            DCT_ERR_BUFFER);
+  EXPECT_EQ(init(b.send.data(), nullptr, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            DCT_ERR_BUFFER);
+  EXPECT_EQ(DCT_Allreduce(nullptr, b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            DCT_ERR_BUFFER);
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), nullptr, kCount, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+            DCT_ERR_BUFFER);
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), nullptr, kCount, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+            DCT_ERR_BUFFER);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("recvbuf is NULL"), std::string::npos)
+      << DCT_Get_last_error();
+  EXPECT_TRUE(b.untouched());
+}
+
+TEST(BadInput, NegativeAndOverflowingCounts) {
+  Buffers b;
+  for (MPI_Count count : {MPI_Count(-1), MPI_Count(LLONG_MIN), DCT_MAX_COUNT + 1,
+                          MPI_Count(LLONG_MAX)}) {
+    EXPECT_EQ(init(b.send.data(), b.recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+              DCT_ERR_COUNT)
+        << count;
+    EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), count, MPI_DOUBLE, MPI_SUM,
+                            MPI_COMM_WORLD),
+              DCT_ERR_COUNT)
+        << count;
+  }
+  // Passed-through calls go to MPI with an int count.
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), MPI_Count(INT_MAX) + 1, MPI_INT,
+                          MPI_SUM, MPI_COMM_WORLD),
+            DCT_ERR_COUNT);
+  EXPECT_TRUE(b.untouched());
+}
+
+TEST(BadInput, NullHandles) {
+  Buffers b;
+  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL),
+            DCT_ERR_COMM);
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_NULL),
+            DCT_ERR_COMM);
+  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_DATATYPE_NULL, MPI_SUM,
+                 MPI_COMM_WORLD),
+            DCT_ERR_DATATYPE);
+  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_OP_NULL, MPI_COMM_WORLD),
+            DCT_ERR_OP);
+  EXPECT_EQ(DCT_Allreduce_init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD, MPI_INFO_NULL, nullptr),
+            DCT_ERR_ARG);
+  EXPECT_TRUE(b.untouched());
+}
+
+TEST(BadInput, BadInfoValues) {
+  Buffers b;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"dct_density", "0"},     {"dct_density", "-0.5"},     {"dct_density", "1.0001"},
+      {"dct_density", "abc"},   {"dct_density", "0.1 0.2"},  {"dct_density", "inf"},
+      {"dct_interval", "0"},    {"dct_interval", "-1"},      {"dct_interval", "2.5"},
+      {"dct_interval", "ten"},  {"dct_algorithm", "ring"},   {"dct_algorithm", "AUTO"},
+      {"dct_densty", "0.1"}};
+  for (const auto &[key, value] : bad) {
+    MPI_Info info = make_info({{key, value}});
+    EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   info),
+              DCT_ERR_INFO)
+        << key << "=" << value;
+    MPI_Info_free(&info);
+  }
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_densty"), std::string::npos);
+  // Keys of other software are not dct's business.
+  MPI_Info info = make_info({{"cb_nodes", "4"}, {"dct_density", "0.5"}});
+  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                 info),
+            DCT_SUCCESS);
+  MPI_Info_free(&info);
+  setenv("DCT_INTERVAL", "0", 1);
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD),
+            DCT_ERR_INFO);
+  unsetenv("DCT_INTERVAL");
+  EXPECT_TRUE(b.untouched());
+}
+
+TEST(BadInput, RequestLifecycleMisuse) {
+  Buffers b;
+  EXPECT_EQ(DCT_Start(nullptr), DCT_ERR_ARG);
+  DCT_Request null_request = DCT_REQUEST_NULL;
+  EXPECT_EQ(DCT_Start(&null_request), DCT_ERR_REQUEST);
+  EXPECT_EQ(DCT_Wait(&null_request, DCT_STATUS_IGNORE), DCT_ERR_REQUEST);
+  EXPECT_EQ(DCT_Request_free(&null_request), DCT_ERR_REQUEST);
+  EXPECT_EQ(DCT_Request_free(nullptr), DCT_ERR_ARG);
+
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+            DCT_SUCCESS);
+  EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_ERR_ACTIVE);  // never started
+  DCT_Request copy = request;
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  EXPECT_EQ(request, DCT_REQUEST_NULL);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_ERR_REQUEST);  // freed twice
+  EXPECT_EQ(DCT_Request_free(&copy), DCT_ERR_REQUEST);     // a copy of a freed handle
+  EXPECT_EQ(DCT_Start(&copy), DCT_ERR_REQUEST);
+  EXPECT_TRUE(b.untouched());
+}
+
+// A second DCT_Start is refused and changes nothing: the call completes exactly as the
+// reference says, with the residual the reference has.
+TEST(BadInput, StartOnActiveRequestChangesNothing) {
+  Buffers b;
+  MPI_Info info = make_info({{"dct_density", "0.05"}, {"dct_algorithm", "allgather"}});
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD, info, &request),
+            DCT_SUCCESS);
+  ReferenceDct<float> reference(kCount, 0.05, 1000);
+  const std::vector<float> expected = sum_in_rank_order(reference.step(b.send));
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Start(&request), DCT_ERR_ACTIVE);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_ERR_ACTIVE);  // cannot free a started request
+  EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(b.recv, expected));
+  EXPECT_TRUE(same_bits(residual_of<float>(request, kCount), reference.residual));
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+// Ranks that disagree on the count all get DCT_ERR_MISMATCH, their receive buffers stay as
+// they were and the call's input waits in the residual (nothing lost).
+TEST(BadInput, CountMismatchAcrossRanksIsDetectedEverywhere) {
+  if (size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const std::size_t n = rank() == 0 ? kCount + 1 : kCount;
+  const std::vector<float> send = gradient<float>(n, 5);
+  std::vector<float> recv(n, 42.0f);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &request),
+            DCT_SUCCESS);
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_ERR_MISMATCH);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("rank 0 reduces 1001"), std::string::npos)
+      << DCT_Get_last_error();
+  EXPECT_TRUE(same_bits(recv, std::vector<float>(n, 42.0f)));
+  EXPECT_TRUE(same_bits(residual_of<float>(request, n), send));
+  EXPECT_EQ(DCT_Start(&request), DCT_SUCCESS);  // inactive again, usable
+  EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_ERR_MISMATCH);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
+}  // namespace
+}  // namespace dct::test
