@@ -7,6 +7,13 @@
 set(DCT_MPI_TEST_ENVIRONMENT
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none)
+if(DCT_SANITIZE)
+  # Full unwinding lets the suppressions recognise MPI's own allocations kept until exit.
+  list(APPEND DCT_MPI_TEST_ENVIRONMENT
+       ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0
+       LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/sanitizers/lsan.supp
+       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
+endif()
 set(DCT_MPI_TEST_RANKS 1 2 3 4 CACHE STRING "Rank counts every MPI test runs at")
 
 # dct_add_mpi_test(<name> <target> [ARGS args...] [RANKS n...])

@@ -242,8 +242,10 @@ class CompressedEngine final : public AllreduceEngine {
     }
     const int me = context_->rank();
     message_.assign(static_cast<std::size_t>(units[me]) * kUnitBytes, std::byte{0});
-    std::memcpy(message_.data(), val_.data(), kept_ * sizeof(T));
-    std::memcpy(message_.data() + kept_ * sizeof(T), idx_.data(), kept_ * sizeof(WireIndex));
+    if (kept_ > 0) {
+      std::memcpy(message_.data(), val_.data(), kept_ * sizeof(T));
+      std::memcpy(message_.data() + kept_ * sizeof(T), idx_.data(), kept_ * sizeof(WireIndex));
+    }
     gathered_.resize(total_units * kUnitBytes);
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
     // sending float arrays in place do.
