@@ -26,9 +26,9 @@ void allreduce_in_chunks(const void *send, void *recv, MPI_Count count, MPI_Data
     const std::size_t shift = static_cast<std::size_t>(offset) * element_size;
     const void *chunk_send =
         send == MPI_IN_PLACE ? MPI_IN_PLACE : static_cast<const char *>(send) + shift;
-    check_mpi(MPI_Allreduce(chunk_send, static_cast<char *>(recv) + shift, chunk, datatype, op,
-                            comm),
-              "MPI_Allreduce");
+    check_mpi(
+        MPI_Allreduce(chunk_send, static_cast<char *>(recv) + shift, chunk, datatype, op, comm),
+        "MPI_Allreduce");
   }
 }
 
@@ -161,9 +161,9 @@ class CompressedEngine final : public AllreduceEngine {
     if (kept_ > capacity) {
       // The entries past the capacity were left in the residual; collect them in a second pass.
       reserve_entries(kept_);
-      const std::size_t rest = kernels::filter<T>(nullptr, residual_.data(), n, tau_,
-                                                  idx_.data() + capacity,
-                                                  val_.data() + capacity, kept_ - capacity);
+      const std::size_t rest =
+          kernels::filter<T>(nullptr, residual_.data(), n, tau_, idx_.data() + capacity,
+                             val_.data() + capacity, kept_ - capacity);
       require(rest == kept_ - capacity, DCT_ERR_INTERNAL, "filter overflow pass lost entries");
     }
     status_.tau = static_cast<double>(tau_);
@@ -214,8 +214,8 @@ class CompressedEngine final : public AllreduceEngine {
       require(h[1] == count_ && h[2] == std::int64_t(sizeof(T)), DCT_ERR_MISMATCH,
               "rank " + std::to_string(rank) + " reduces " + std::to_string(h[1]) +
                   " elements of " + std::to_string(h[2]) + " bytes, rank " +
-                  std::to_string(context_->rank()) + " reduces " + std::to_string(count_) +
-                  " of " + std::to_string(sizeof(T)));
+                  std::to_string(context_->rank()) + " reduces " + std::to_string(count_) + " of " +
+                  std::to_string(sizeof(T)));
       require(h[0] >= 0 && h[0] <= count_, DCT_ERR_PEER,
               "rank " + std::to_string(rank) + " announced " + std::to_string(h[0]) +
                   " entries for a tensor of " + std::to_string(count_));

@@ -89,11 +89,12 @@ int DCT_Error_string(int code, char *string, int *resultlen) {
   return DCT_SUCCESS;
 }
 
-const char *DCT_Get_last_error(void) { return last_error.c_str(); }
+const char *DCT_Get_last_error(void) {
+  return last_error.c_str();
+}
 
-int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count,
-                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
-                       DCT_Request *request) {
+int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
@@ -153,8 +154,8 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
   });
 }
 
-int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                         MPI_Comm comm, DCT_Status *status) {
+int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Comm comm,
+                         DCT_Status *status) {
   return guarded(__func__, [&] {
     require(status != nullptr, DCT_ERR_ARG, "status is NULL");
     std::shared_ptr<CommContext> context = find_comm_context(comm);

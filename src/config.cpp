@@ -82,10 +82,14 @@ void check_no_unknown_dct_keys(MPI_Info info) {
 
 const char *algorithm_name(DCT_Algorithm algorithm) {
   switch (algorithm) {
-    case DCT_ALGORITHM_AUTO: return "auto";
-    case DCT_ALGORITHM_ALLGATHER: return "allgather";
-    case DCT_ALGORITHM_DENSE: return "dense";
-    case DCT_ALGORITHM_PASSTHROUGH: return "passthrough";
+    case DCT_ALGORITHM_AUTO:
+      return "auto";
+    case DCT_ALGORITHM_ALLGATHER:
+      return "allgather";
+    case DCT_ALGORITHM_DENSE:
+      return "dense";
+    case DCT_ALGORITHM_PASSTHROUGH:
+      return "passthrough";
   }
   return "unknown";
 }

@@ -22,7 +22,9 @@ class Error : public std::exception {
   std::string message_;
 };
 
-[[noreturn]] inline void fail(int code, const std::string &message) { throw Error(code, message); }
+[[noreturn]] inline void fail(int code, const std::string &message) {
+  throw Error(code, message);
+}
 
 inline void require(bool condition, int code, const std::string &message) {
   if (!condition) fail(code, message);

@@ -43,12 +43,12 @@ class ContextRegistry {
 
   void start() {
     if (started_) return;
-    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_user_comm_free, &context_keyval_,
-                                     nullptr),
-              "MPI_Comm_create_keyval");
-    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &finalize_keyval_,
-                                     nullptr),
-              "MPI_Comm_create_keyval");
+    check_mpi(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_user_comm_free, &context_keyval_, nullptr),
+        "MPI_Comm_create_keyval");
+    check_mpi(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &finalize_keyval_, nullptr),
+        "MPI_Comm_create_keyval");
     check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, finalize_keyval_, nullptr), "MPI_Comm_set_attr");
     owns_runtime_ = kernels::initialize_runtime();
     started_ = true;
@@ -57,8 +57,7 @@ class ContextRegistry {
   std::shared_ptr<CommContext> find(MPI_Comm user_comm) const {
     void *holder = nullptr;
     int found = 0;
-    check_mpi(MPI_Comm_get_attr(user_comm, context_keyval_, &holder, &found),
-              "MPI_Comm_get_attr");
+    check_mpi(MPI_Comm_get_attr(user_comm, context_keyval_, &holder, &found), "MPI_Comm_get_attr");
     return found ? *static_cast<std::shared_ptr<CommContext> *>(holder) : nullptr;
   }
 
@@ -126,7 +125,9 @@ CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm)
   MPI_Comm_size(comm_, &size_);
 }
 
-CommContext::~CommContext() { release(); }
+CommContext::~CommContext() {
+  release();
+}
 
 void CommContext::release() {
   if (comm_ != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm_);

@@ -17,7 +17,9 @@ namespace {
 using Exec = Kokkos::DefaultHostExecutionSpace;
 using Policy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
 
-Policy range(std::size_t n) { return Policy(0, static_cast<std::int64_t>(n)); }
+Policy range(std::size_t n) {
+  return Policy(0, static_cast<std::int64_t>(n));
+}
 
 /// Unsigned integer with the bits of T; for non-negative floats its order is the float order,
 /// with NaN patterns above +Inf.
@@ -55,8 +57,8 @@ template <typename T>
 T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k) {
   using Bits = KeyBits<T>;
   require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
-  Kokkos::View<std::size_t *, Kokkos::HostSpace> histogram("dct::histogram",
-                                                            std::size_t(1) << kDigitBits);
+  Kokkos::View<std::size_t *, Kokkos::HostSpace> histogram("dct::histogram", std::size_t(1)
+                                                                                 << kDigitBits);
   Bits prefix = 0, mask = 0;
   std::size_t remaining = k;  // rank of the answer among the entries matching `prefix`
   for (int high = 8 * sizeof(T) - 1; high > 0;) {
@@ -123,8 +125,7 @@ bool indices_valid(const WireIndex *idx, std::size_t m, std::size_t n) {
 template <typename T>
 void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out) {
   Kokkos::parallel_for(
-      "dct::scatter_add", range(m),
-      KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });
+      "dct::scatter_add", range(m), KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });
   Exec().fence();
 }
 
@@ -135,11 +136,10 @@ void fill_zero(T *out, std::size_t n) {
   Exec().fence();
 }
 
-#define DCT_INSTANTIATE_KERNELS(T)                                                            \
-  template T kth_largest_abs<T>(const T *, const T *, std::size_t, std::size_t);              \
-  template std::size_t filter<T>(const T *, T *, std::size_t, T, WireIndex *, T *,            \
-                                 std::size_t);                                                \
-  template void scatter_add<T>(const WireIndex *, const T *, std::size_t, T *);               \
+#define DCT_INSTANTIATE_KERNELS(T)                                                               \
+  template T kth_largest_abs<T>(const T *, const T *, std::size_t, std::size_t);                 \
+  template std::size_t filter<T>(const T *, T *, std::size_t, T, WireIndex *, T *, std::size_t); \
+  template void scatter_add<T>(const WireIndex *, const T *, std::size_t, T *);                  \
   template void fill_zero<T>(T *, std::size_t);
 DCT_INSTANTIATE_KERNELS(float)
 DCT_INSTANTIATE_KERNELS(double)

@@ -104,8 +104,8 @@ int main(int argc, char **argv) {
     printf("least squares, %d ranks x %d rows, %d features, %d steps\n", size, rows, d, steps);
     printf("  loss at start            %12.6f\n", initial);
     printf("  loss with MPI_Allreduce  %12.6f\n", plain);
-    printf("  loss with DCT_Allreduce  %12.6f  (last call: density %.4f, tau %.3g)\n",
-           compressed, status.density, status.tau);
+    printf("  loss with DCT_Allreduce  %12.6f  (last call: density %.4f, tau %.3g)\n", compressed,
+           status.density, status.tau);
     if (status.total_bytes_sent > 0)
       printf("  bytes sent per rank: %lld with dct, %lld for a ring MPI_Allreduce: %.1fx less\n",
              (long long)status.total_bytes_sent, (long long)status.total_dense_bytes,

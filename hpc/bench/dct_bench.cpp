@@ -44,10 +44,14 @@ long long parse_size(const std::string &text) {
   const double value = std::strtod(text.c_str(), &end);
   long long scale = 1;
   const std::string suffix = end;
-  if (suffix == "K" || suffix == "k") scale = 1LL << 10;
-  else if (suffix == "M" || suffix == "m") scale = 1LL << 20;
-  else if (suffix == "G" || suffix == "g") scale = 1LL << 30;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size: " + text);
+  if (suffix == "K" || suffix == "k")
+    scale = 1LL << 10;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1LL << 20;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1LL << 30;
+  else if (!suffix.empty())
+    throw std::invalid_argument("bad size: " + text);
   if (end == text.c_str() || value <= 0) throw std::invalid_argument("bad size: " + text);
   return static_cast<long long>(value * scale);
 }
@@ -70,14 +74,22 @@ Options parse(int argc, char **argv) {
         o.sizes.push_back(parse_size(list.substr(start, comma - start)));
         start = comma + 1;
       }
-    } else if (arg == "--density") o.density = value();
-    else if (arg == "--algorithm") o.algorithm = value();
-    else if (arg == "--interval") o.interval = value();
-    else if (arg == "--type") o.type = value();
-    else if (arg == "--iters") o.iters = std::max(1, std::atoi(value().c_str()));
-    else if (arg == "--warmup") o.warmup = std::max(0, std::atoi(value().c_str()));
-    else if (arg == "--json") o.json = true;
-    else throw std::invalid_argument("unknown option " + arg);
+    } else if (arg == "--density")
+      o.density = value();
+    else if (arg == "--algorithm")
+      o.algorithm = value();
+    else if (arg == "--interval")
+      o.interval = value();
+    else if (arg == "--type")
+      o.type = value();
+    else if (arg == "--iters")
+      o.iters = std::max(1, std::atoi(value().c_str()));
+    else if (arg == "--warmup")
+      o.warmup = std::max(0, std::atoi(value().c_str()));
+    else if (arg == "--json")
+      o.json = true;
+    else
+      throw std::invalid_argument("unknown option " + arg);
   }
   if (o.type != "float" && o.type != "double")
     throw std::invalid_argument("--type must be float or double");
@@ -134,8 +146,7 @@ Row measure(const Options &o, long long bytes) {
   Row row{};
   row.bytes = bytes;
   row.mpi_us = time_calls([&] {
-    MPI_Allreduce(send.data(), expected.data(), static_cast<int>(n), type, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Allreduce(send.data(), expected.data(), static_cast<int>(n), type, MPI_SUM, MPI_COMM_WORLD);
   });
 
   MPI_Info info;
@@ -155,8 +166,7 @@ Row measure(const Options &o, long long bytes) {
   std::vector<double> dct_sum(n, 0.0), mpi_sum(n, 0.0);
   for (int i = 0; i < o.iters; ++i) {
     load(i);
-    MPI_Allreduce(send.data(), expected.data(), static_cast<int>(n), type, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Allreduce(send.data(), expected.data(), static_cast<int>(n), type, MPI_SUM, MPI_COMM_WORLD);
     request();
     double diff = 0, scale = 0;
     for (std::size_t j = 0; j < n; ++j) {
@@ -188,10 +198,14 @@ Row measure(const Options &o, long long bytes) {
 
 const char *algorithm_name(int algorithm) {
   switch (algorithm) {
-    case DCT_ALGORITHM_ALLGATHER: return "allgather";
-    case DCT_ALGORITHM_DENSE: return "dense";
-    case DCT_ALGORITHM_PASSTHROUGH: return "passthrough";
-    default: return "auto";
+    case DCT_ALGORITHM_ALLGATHER:
+      return "allgather";
+    case DCT_ALGORITHM_DENSE:
+      return "dense";
+    case DCT_ALGORITHM_PASSTHROUGH:
+      return "passthrough";
+    default:
+      return "auto";
   }
 }
 
@@ -207,31 +221,33 @@ int main(int argc, char **argv) {
     int major, minor, patch;
     DCT_Get_version(&major, &minor, &patch);
     if (rank == 0 && !o.json) {
-      std::printf("# dct-bench allreduce: dct %d.%d.%d, %d ranks, %s, density %s, algorithm %s, "
-                  "interval %s, %d iterations (+%d warm-up)\n",
-                  major, minor, patch, ranks, o.type.c_str(), o.density.c_str(),
-                  o.algorithm.c_str(), o.interval.c_str(), o.iters, o.warmup);
-      std::printf("# time_ratio = MPI us / dct us (>1: dct faster); bytes_ratio = ring "
-                  "MPI_Allreduce bytes / dct bytes sent, per rank\n");
-      std::printf("%12s %12s %12s %10s %11s %9s %10s %10s %10s\n", "size(B)", "mpi_us",
-                  "dct_us", "time_ratio", "bytes_ratio", "density", "algorithm", "call_err",
-                  "cum_err");
+      std::printf(
+          "# dct-bench allreduce: dct %d.%d.%d, %d ranks, %s, density %s, algorithm %s, "
+          "interval %s, %d iterations (+%d warm-up)\n",
+          major, minor, patch, ranks, o.type.c_str(), o.density.c_str(), o.algorithm.c_str(),
+          o.interval.c_str(), o.iters, o.warmup);
+      std::printf(
+          "# time_ratio = MPI us / dct us (>1: dct faster); bytes_ratio = ring "
+          "MPI_Allreduce bytes / dct bytes sent, per rank\n");
+      std::printf("%12s %12s %12s %10s %11s %9s %10s %10s %10s\n", "size(B)", "mpi_us", "dct_us",
+                  "time_ratio", "bytes_ratio", "density", "algorithm", "call_err", "cum_err");
     }
     if (rank == 0 && o.json) std::printf("[\n");
     for (std::size_t s = 0; s < o.sizes.size(); ++s) {
-      const Row r = o.type == "float" ? measure<float>(o, o.sizes[s])
-                                      : measure<double>(o, o.sizes[s]);
+      const Row r =
+          o.type == "float" ? measure<float>(o, o.sizes[s]) : measure<double>(o, o.sizes[s]);
       // Density 1 promises MPI_Allreduce's exact result: check it on every run.
       if (std::atof(o.density.c_str()) >= 1.0 && r.cum_err != 0.0) exit_code = 2;
       if (rank != 0) continue;
       if (o.json) {
-        std::printf("  {\"size_bytes\": %lld, \"ranks\": %d, \"type\": \"%s\", \"mpi_us\": %.3f, "
-                    "\"dct_us\": %.3f, \"time_ratio\": %.4f, \"bytes_ratio\": %.4f, "
-                    "\"density\": %.6f, \"target_density\": %s, \"algorithm\": \"%s\", "
-                    "\"call_err\": %.4e, \"cum_err\": %.4e}%s\n",
-                    r.bytes, ranks, o.type.c_str(), r.mpi_us, r.dct_us, r.mpi_us / r.dct_us,
-                    r.bytes_ratio, r.density, o.density.c_str(), algorithm_name(r.algorithm),
-                    r.call_err, r.cum_err, s + 1 < o.sizes.size() ? "," : "");
+        std::printf(
+            "  {\"size_bytes\": %lld, \"ranks\": %d, \"type\": \"%s\", \"mpi_us\": %.3f, "
+            "\"dct_us\": %.3f, \"time_ratio\": %.4f, \"bytes_ratio\": %.4f, "
+            "\"density\": %.6f, \"target_density\": %s, \"algorithm\": \"%s\", "
+            "\"call_err\": %.4e, \"cum_err\": %.4e}%s\n",
+            r.bytes, ranks, o.type.c_str(), r.mpi_us, r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio,
+            r.density, o.density.c_str(), algorithm_name(r.algorithm), r.call_err, r.cum_err,
+            s + 1 < o.sizes.size() ? "," : "");
       } else {
         std::printf("%12lld %12.1f %12.1f %10.3f %11.2f %9.5f %10s %10.2e %10.2e\n", r.bytes,
                     r.mpi_us, r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio, r.density,

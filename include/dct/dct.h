@@ -49,24 +49,24 @@ extern "C" {
  * @{
  */
 typedef enum {
-  DCT_SUCCESS = 0,           /**< The call completed. */
-  DCT_ERR_ARG = 1,           /**< An argument is invalid (e.g. a NULL output pointer). */
-  DCT_ERR_BUFFER = 2,        /**< A buffer is NULL while its count is positive. */
-  DCT_ERR_COUNT = 3,         /**< Count negative or too large (see `DCT_MAX_COUNT`). */
-  DCT_ERR_DATATYPE = 4,      /**< `MPI_DATATYPE_NULL` or a datatype MPI rejects. */
-  DCT_ERR_OP = 5,            /**< `MPI_OP_NULL`. */
-  DCT_ERR_COMM = 6,          /**< `MPI_COMM_NULL` or an inter-communicator. */
-  DCT_ERR_INFO = 7,          /**< Unknown or unparsable configuration value (info or env). */
-  DCT_ERR_REQUEST = 8,       /**< `DCT_REQUEST_NULL`, or a request already freed. */
-  DCT_ERR_ACTIVE = 9,        /**< Request started and not yet completed (or not started). */
-  DCT_ERR_MPI = 10,          /**< An MPI call failed; the message has MPI's error string. */
-  DCT_ERR_PEER = 11,         /**< A peer's message failed validation; nothing was written. */
-  DCT_ERR_MISMATCH = 12,     /**< Ranks disagree on the collective's count or datatype. */
-  DCT_ERR_NO_MEMORY = 13,    /**< Allocation failed. */
+  DCT_SUCCESS = 0,              /**< The call completed. */
+  DCT_ERR_ARG = 1,              /**< An argument is invalid (e.g. a NULL output pointer). */
+  DCT_ERR_BUFFER = 2,           /**< A buffer is NULL while its count is positive. */
+  DCT_ERR_COUNT = 3,            /**< Count negative or too large (see `DCT_MAX_COUNT`). */
+  DCT_ERR_DATATYPE = 4,         /**< `MPI_DATATYPE_NULL` or a datatype MPI rejects. */
+  DCT_ERR_OP = 5,               /**< `MPI_OP_NULL`. */
+  DCT_ERR_COMM = 6,             /**< `MPI_COMM_NULL` or an inter-communicator. */
+  DCT_ERR_INFO = 7,             /**< Unknown or unparsable configuration value (info or env). */
+  DCT_ERR_REQUEST = 8,          /**< `DCT_REQUEST_NULL`, or a request already freed. */
+  DCT_ERR_ACTIVE = 9,           /**< Request started and not yet completed (or not started). */
+  DCT_ERR_MPI = 10,             /**< An MPI call failed; the message has MPI's error string. */
+  DCT_ERR_PEER = 11,            /**< A peer's message failed validation; nothing was written. */
+  DCT_ERR_MISMATCH = 12,        /**< Ranks disagree on the collective's count or datatype. */
+  DCT_ERR_NO_MEMORY = 13,       /**< Allocation failed. */
   DCT_ERR_NOT_INITIALIZED = 14, /**< MPI not initialized, or already finalized. */
-  DCT_ERR_NOT_COMPILED = 15, /**< The feature or backend was not compiled into this build. */
-  DCT_ERR_INTERNAL = 16,     /**< A bug in dct: please report it with the message. */
-  DCT_ERR_LASTCODE = 16      /**< Largest code, for range checks. */
+  DCT_ERR_NOT_COMPILED = 15,    /**< The feature or backend was not compiled into this build. */
+  DCT_ERR_INTERNAL = 16,        /**< A bug in dct: please report it with the message. */
+  DCT_ERR_LASTCODE = 16         /**< Largest code, for range checks. */
 } DCT_Error;
 /** @} */
 
@@ -83,9 +83,9 @@ DCT_EXPORT int DCT_Get_version(int *major, int *minor, int *patch);
 
 /** @brief Algorithms of the sparse allreduce (`dct_algorithm` info key). */
 typedef enum {
-  DCT_ALGORITHM_AUTO = 0,      /**< Per call, whichever of the others moves fewer bytes. */
-  DCT_ALGORITHM_ALLGATHER = 1, /**< Allgatherv of (index, value) lists, local scatter-add. */
-  DCT_ALGORITHM_DENSE = 2,     /**< Threshold-masked dense `MPI_Allreduce`. */
+  DCT_ALGORITHM_AUTO = 0,       /**< Per call, whichever of the others moves fewer bytes. */
+  DCT_ALGORITHM_ALLGATHER = 1,  /**< Allgatherv of (index, value) lists, local scatter-add. */
+  DCT_ALGORITHM_DENSE = 2,      /**< Threshold-masked dense `MPI_Allreduce`. */
   DCT_ALGORITHM_PASSTHROUGH = 3 /**< Not compressed: the call was handed to MPI unchanged. */
 } DCT_Algorithm;
 
@@ -103,17 +103,17 @@ typedef enum {
  * is the traffic reduction.
  */
 typedef struct DCT_Status {
-  MPI_Count count;          /**< Elements in the tensor. */
-  MPI_Count nnz_sent;       /**< Entries this rank contributed in this call. */
-  MPI_Count nnz_received;   /**< Entries received from the other ranks in this call. */
-  MPI_Count bytes_sent;     /**< Logical bytes this rank sent in this call. */
-  MPI_Count bytes_received; /**< Logical bytes this rank received in this call. */
-  MPI_Count dense_bytes;    /**< Bytes an uncompressed ring allreduce would send per rank. */
-  double tau;               /**< Threshold used in this call (0 when not compressed). */
-  double density;           /**< Achieved density: `nnz_sent / count` (1 when dense). */
-  int tau_reestimated;      /**< 1 if `tau` was re-estimated in this call, else 0. */
-  int algorithm;            /**< `DCT_Algorithm` that was actually used. */
-  MPI_Count calls;          /**< Calls completed on this request or drop-in state so far. */
+  MPI_Count count;             /**< Elements in the tensor. */
+  MPI_Count nnz_sent;          /**< Entries this rank contributed in this call. */
+  MPI_Count nnz_received;      /**< Entries received from the other ranks in this call. */
+  MPI_Count bytes_sent;        /**< Logical bytes this rank sent in this call. */
+  MPI_Count bytes_received;    /**< Logical bytes this rank received in this call. */
+  MPI_Count dense_bytes;       /**< Bytes an uncompressed ring allreduce would send per rank. */
+  double tau;                  /**< Threshold used in this call (0 when not compressed). */
+  double density;              /**< Achieved density: `nnz_sent / count` (1 when dense). */
+  int tau_reestimated;         /**< 1 if `tau` was re-estimated in this call, else 0. */
+  int algorithm;               /**< `DCT_Algorithm` that was actually used. */
+  MPI_Count calls;             /**< Calls completed on this request or drop-in state so far. */
   MPI_Count total_bytes_sent;  /**< Sum of `bytes_sent` over those calls. */
   MPI_Count total_dense_bytes; /**< Sum of `dense_bytes` over those calls. */
 } DCT_Status;
@@ -174,8 +174,8 @@ typedef struct DCT_Request_s *DCT_Request;
  *         `DCT_ERR_NOT_INITIALIZED`.
  */
 DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count,
-                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                                  MPI_Info info, DCT_Request *request);
+                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                  DCT_Request *request);
 
 /**
  * @brief Starts one call of a persistent request: compresses `sendbuf` (updating the

@@ -42,8 +42,7 @@ MPI_Datatype mpi_datatype() {
 /** @brief Drop-in compressed sum over `comm` of `count` elements (see DCT_Allreduce). */
 template <typename T>
 void allreduce(const T *send, T *recv, std::size_t count, MPI_Comm comm) {
-  check(DCT_Allreduce(send, recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM,
-                      comm));
+  check(DCT_Allreduce(send, recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm));
 }
 
 /** @brief Owns a persistent compressed allreduce (DCT_Allreduce_init ... DCT_Request_free). */
@@ -54,8 +53,8 @@ class AllreduceRequest {
   AllreduceRequest(const T *send, T *recv, std::size_t count, MPI_Comm comm,
                    MPI_Info info = MPI_INFO_NULL) {
     check(DCT_Allreduce_init(send ? static_cast<const void *>(send) : MPI_IN_PLACE, recv,
-                             static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm,
-                             info, &request_));
+                             static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm, info,
+                             &request_));
   }
   ~AllreduceRequest() {
     if (request_ != DCT_REQUEST_NULL) DCT_Request_free(&request_);

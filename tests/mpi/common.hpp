@@ -109,8 +109,8 @@ template <typename T>
 std::vector<T> sum_in_rank_order(const std::vector<T> &mine, MPI_Comm comm = MPI_COMM_WORLD) {
   const std::size_t n = mine.size();
   std::vector<T> all(n * static_cast<std::size_t>(size(comm)));
-  MPI_Allgather(mine.data(), static_cast<int>(n), mpi_type<T>(), all.data(),
-                static_cast<int>(n), mpi_type<T>(), comm);
+  MPI_Allgather(mine.data(), static_cast<int>(n), mpi_type<T>(), all.data(), static_cast<int>(n),
+                mpi_type<T>(), comm);
   std::vector<T> sum(n, T(0));
   for (int r = 0; r < size(comm); ++r)
     for (std::size_t i = 0; i < n; ++i) sum[i] += all[static_cast<std::size_t>(r) * n + i];

@@ -13,8 +13,8 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   explicit RankFailurePrinter(int rank) : rank_(rank) {}
   void OnTestPartResult(const ::testing::TestPartResult &result) override {
     if (!result.failed()) return;
-    std::printf("[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name(),
-                result.line_number(), result.summary());
+    std::printf("[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name(), result.line_number(),
+                result.summary());
     std::fflush(stdout);
   }
   void OnTestEnd(const ::testing::TestInfo &info) override {

@@ -55,9 +55,9 @@ TYPED_TEST(Allreduce, DropInAtDensityOneIsBitwiseMpiAllreduce) {
   std::vector<T> recv(kCount);
   for (int call = 0; call < 2; ++call) {
     const std::vector<T> send = gradient<T>(kCount, call);
-    ASSERT_EQ(DCT_Allreduce(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                            MPI_COMM_WORLD),
-              DCT_SUCCESS);
+    ASSERT_EQ(
+        DCT_Allreduce(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD),
+        DCT_SUCCESS);
     EXPECT_TRUE(same_bits(recv, mpi_sum(send)));
   }
   unsetenv("DCT_DENSITY");
@@ -99,12 +99,11 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
         long long mine = static_cast<long long>(reference.nnz), total = 0;
         MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         algorithm = total * (sizeof(T) + 4) < 2 * kCount * sizeof(T) ? DCT_ALGORITHM_ALLGATHER
-                                                                      : DCT_ALGORITHM_DENSE;
+                                                                     : DCT_ALGORITHM_DENSE;
       }
       EXPECT_EQ(status.algorithm, algorithm);
-      const std::vector<T> expected = algorithm == DCT_ALGORITHM_ALLGATHER
-                                          ? sum_in_rank_order(sent)
-                                          : mpi_sum(sent);
+      const std::vector<T> expected =
+          algorithm == DCT_ALGORITHM_ALLGATHER ? sum_in_rank_order(sent) : mpi_sum(sent);
       EXPECT_TRUE(same_bits(recv, expected)) << "call " << call;
       EXPECT_TRUE(same_bits(residual_of<T>(request, kCount), reference.residual));
       EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
@@ -136,8 +135,8 @@ TYPED_TEST(Allreduce, ErrorFeedbackConservesEveryInputOver50Calls) {
   MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_interval", "10"}});
   std::vector<T> send(n), recv(n);
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &request),
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD,
+                               info, &request),
             DCT_SUCCESS);
   std::vector<double> delivered(n, 0.0), inputs(n, 0.0);
   for (int call = 0; call < 50; ++call) {
@@ -164,8 +163,8 @@ TYPED_TEST(Allreduce, ErrorFeedbackConservesToRoundingOnGaussianData) {
   MPI_Info info = make_info({{"dct_density", "0.02"}, {"dct_interval", "7"}});
   std::vector<T> send(n), recv(n);
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &request),
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD,
+                               info, &request),
             DCT_SUCCESS);
   std::vector<double> delivered(n, 0.0), inputs(n, 0.0);
   for (int call = 0; call < 50; ++call) {
@@ -177,7 +176,8 @@ TYPED_TEST(Allreduce, ErrorFeedbackConservesToRoundingOnGaussianData) {
   }
   const std::vector<T> residual = residual_of<T>(request, n);
   const std::vector<double> all_inputs = mpi_sum(inputs),
-                            all_held = mpi_sum(std::vector<double>(residual.begin(), residual.end()));
+                            all_held =
+                                mpi_sum(std::vector<double>(residual.begin(), residual.end()));
   const double tolerance = (sizeof(T) == 4 ? 1e-4 : 1e-12) * 50 * size();
   double worst = 0;
   for (std::size_t i = 0; i < n; ++i)
@@ -260,9 +260,8 @@ TYPED_TEST(Allreduce, ZeroCountAndTinyTensors) {
         EXPECT_EQ(status.nnz_sent, 1);  // k = ceil(0.01 n) = 1
       }
       EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
-      const std::vector<T> expected = status.algorithm == DCT_ALGORITHM_ALLGATHER
-                                          ? sum_in_rank_order(sent)
-                                          : mpi_sum(sent);
+      const std::vector<T> expected =
+          status.algorithm == DCT_ALGORITHM_ALLGATHER ? sum_in_rank_order(sent) : mpi_sum(sent);
       EXPECT_TRUE(same_bits(recv, expected)) << "n=" << n << " call " << call;
     }
     EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
@@ -327,9 +326,9 @@ TEST(AllreducePersistent, RequestOutlivesItsCommunicator) {
   std::vector<double> send = gradient<double>(n, 1), recv(n);
   MPI_Info info = make_info({{"dct_density", "1"}});
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_DOUBLE, MPI_SUM, comm, info,
-                               &request),
-            DCT_SUCCESS);
+  ASSERT_EQ(
+      DCT_Allreduce_init(send.data(), recv.data(), n, MPI_DOUBLE, MPI_SUM, comm, info, &request),
+      DCT_SUCCESS);
   MPI_Comm_free(&comm);  // dct holds its own duplicate
   ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
   ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
@@ -346,9 +345,9 @@ TEST(AllreduceSubcommunicator, WorksOnSplitCommunicators) {
   std::vector<float> recv(n);
   MPI_Info info = make_info({{"dct_density", "0.1"}, {"dct_algorithm", "allgather"}});
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, half, info,
-                               &request),
-            DCT_SUCCESS);
+  ASSERT_EQ(
+      DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, half, info, &request),
+      DCT_SUCCESS);
   ReferenceDct<float> reference(n, 0.1, 1000);
   ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
   ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);

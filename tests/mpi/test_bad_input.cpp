@@ -47,19 +47,19 @@ TEST(BadInput, NullBuffersWithPositiveCount) {
 
 TEST(BadInput, NegativeAndOverflowingCounts) {
   Buffers b;
-  for (MPI_Count count : {MPI_Count(-1), MPI_Count(LLONG_MIN), DCT_MAX_COUNT + 1,
-                          MPI_Count(LLONG_MAX)}) {
+  for (MPI_Count count :
+       {MPI_Count(-1), MPI_Count(LLONG_MIN), DCT_MAX_COUNT + 1, MPI_Count(LLONG_MAX)}) {
     EXPECT_EQ(init(b.send.data(), b.recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
               DCT_ERR_COUNT)
         << count;
-    EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), count, MPI_DOUBLE, MPI_SUM,
-                            MPI_COMM_WORLD),
-              DCT_ERR_COUNT)
+    EXPECT_EQ(
+        DCT_Allreduce(b.send.data(), b.recv.data(), count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+        DCT_ERR_COUNT)
         << count;
   }
   // Passed-through calls go to MPI with an int count.
-  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), MPI_Count(INT_MAX) + 1, MPI_INT,
-                          MPI_SUM, MPI_COMM_WORLD),
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), MPI_Count(INT_MAX) + 1, MPI_INT, MPI_SUM,
+                          MPI_COMM_WORLD),
             DCT_ERR_COUNT);
   EXPECT_TRUE(b.untouched());
 }
@@ -68,11 +68,9 @@ TEST(BadInput, NullHandles) {
   Buffers b;
   EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL),
             DCT_ERR_COMM);
-  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
-                          MPI_COMM_NULL),
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL),
             DCT_ERR_COMM);
-  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_DATATYPE_NULL, MPI_SUM,
-                 MPI_COMM_WORLD),
+  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD),
             DCT_ERR_DATATYPE);
   EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_OP_NULL, MPI_COMM_WORLD),
             DCT_ERR_OP);
@@ -85,15 +83,14 @@ TEST(BadInput, NullHandles) {
 TEST(BadInput, BadInfoValues) {
   Buffers b;
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"dct_density", "0"},     {"dct_density", "-0.5"},     {"dct_density", "1.0001"},
-      {"dct_density", "abc"},   {"dct_density", "0.1 0.2"},  {"dct_density", "inf"},
-      {"dct_interval", "0"},    {"dct_interval", "-1"},      {"dct_interval", "2.5"},
-      {"dct_interval", "ten"},  {"dct_algorithm", "ring"},   {"dct_algorithm", "AUTO"},
+      {"dct_density", "0"},    {"dct_density", "-0.5"},    {"dct_density", "1.0001"},
+      {"dct_density", "abc"},  {"dct_density", "0.1 0.2"}, {"dct_density", "inf"},
+      {"dct_interval", "0"},   {"dct_interval", "-1"},     {"dct_interval", "2.5"},
+      {"dct_interval", "ten"}, {"dct_algorithm", "ring"},  {"dct_algorithm", "AUTO"},
       {"dct_densty", "0.1"}};
   for (const auto &[key, value] : bad) {
     MPI_Info info = make_info({{key, value}});
-    EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                   info),
+    EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info),
               DCT_ERR_INFO)
         << key << "=" << value;
     MPI_Info_free(&info);
@@ -101,13 +98,11 @@ TEST(BadInput, BadInfoValues) {
   EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_densty"), std::string::npos);
   // Keys of other software are not dct's business.
   MPI_Info info = make_info({{"cb_nodes", "4"}, {"dct_density", "0.5"}});
-  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                 info),
+  EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info),
             DCT_SUCCESS);
   MPI_Info_free(&info);
   setenv("DCT_INTERVAL", "0", 1);
-  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM,
-                          MPI_COMM_WORLD),
+  EXPECT_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
             DCT_ERR_INFO);
   unsetenv("DCT_INTERVAL");
   EXPECT_TRUE(b.untouched());

@@ -1,8 +1,8 @@
 // Who starts and stops Kokkos, and what dct does after MPI_Finalize. Its own main, since it
 // runs MPI_Init/MPI_Finalize itself. Argument: "library" (dct starts Kokkos and must stop it
 // at MPI_Finalize) or "application" (the application owns Kokkos; dct must leave it running).
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -34,8 +34,8 @@ int main(int argc, char **argv) {
         "DCT_Allreduce");
   check(Kokkos::is_initialized(), "Kokkos is running while dct is in use");
   DCT_Request leftover;
-  check(DCT_Allreduce_init(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD, MPI_INFO_NULL, &leftover) == DCT_SUCCESS,
+  check(DCT_Allreduce_init(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           MPI_INFO_NULL, &leftover) == DCT_SUCCESS,
         "DCT_Allreduce_init");
 
   MPI_Finalize();
@@ -49,7 +49,6 @@ int main(int argc, char **argv) {
         "DCT_Allreduce after MPI_Finalize");
   check(DCT_Request_free(&leftover) == DCT_SUCCESS, "DCT_Request_free after MPI_Finalize");
   if (application_owns_kokkos) Kokkos::finalize();
-  std::printf("%s: %d failure(s)\n", application_owns_kokkos ? "application" : "library",
-              failures);
+  std::printf("%s: %d failure(s)\n", application_owns_kokkos ? "application" : "library", failures);
   return failures == 0 ? 0 : 1;
 }

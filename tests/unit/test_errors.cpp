@@ -41,8 +41,7 @@ TEST(Version, RuntimeMatchesHeader) {
 
 TEST(LastError, CallsBeforeMpiInitFailCleanly) {
   float x = 1;
-  EXPECT_EQ(DCT_Allreduce(&x, &x, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-            DCT_ERR_NOT_INITIALIZED);
+  EXPECT_EQ(DCT_Allreduce(&x, &x, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), DCT_ERR_NOT_INITIALIZED);
   EXPECT_NE(std::string(DCT_Get_last_error()).find("MPI is not initialized"), std::string::npos);
   EXPECT_EQ(x, 1.0f);
 }

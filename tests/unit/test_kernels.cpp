@@ -49,8 +49,8 @@ TYPED_TEST(Kernels, KthLargestEqualsSortedReference) {
     for (std::size_t k : {std::size_t(1), n / 100 + 1, n / 2 + 1, n}) {
       const T expected = sorted_kth_largest_abs(send, residual, k);
       const T tau = kernels::kth_largest_abs(send.data(), residual.data(), n, k);
-      EXPECT_TRUE(same_bits(tau, expected)) << "n=" << n << " k=" << k << " tau=" << tau
-                                            << " expected=" << expected;
+      EXPECT_TRUE(same_bits(tau, expected))
+          << "n=" << n << " k=" << k << " tau=" << tau << " expected=" << expected;
     }
   }
 }
@@ -97,7 +97,7 @@ TYPED_TEST(Kernels, FilterConservesEveryEntryExactly) {
       ++expected_kept;
       ASSERT_LT(j, kept);
       EXPECT_EQ(idx[j], i);
-      EXPECT_TRUE(same_bits(val[j], acc));  // sent exactly acc ...
+      EXPECT_TRUE(same_bits(val[j], acc));        // sent exactly acc ...
       EXPECT_TRUE(same_bits(residual[i], T(0)));  // ... and nothing left behind
       ++j;
     } else {
@@ -118,8 +118,8 @@ TYPED_TEST(Kernels, FilterOverflowSecondPassCollectsTheRest) {
   auto residual_one = residual_before;
   std::vector<WireIndex> idx_one(n);
   std::vector<T> val_one(n);
-  const std::size_t kept = kernels::filter(send.data(), residual_one.data(), n, tau,
-                                           idx_one.data(), val_one.data(), n);
+  const std::size_t kept =
+      kernels::filter(send.data(), residual_one.data(), n, tau, idx_one.data(), val_one.data(), n);
 
   auto residual_two = residual_before;
   const std::size_t capacity = 123;
