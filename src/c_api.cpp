@@ -6,6 +6,7 @@
 #include <string>
 
 #include "allreduce.hpp"
+#include "config.hpp"
 #include "dct/dct.h"
 #include "error.hpp"
 #include "request_table.hpp"
@@ -91,6 +92,10 @@ int DCT_Error_string(int code, char *string, int *resultlen) {
 
 const char *DCT_Get_last_error(void) {
   return last_error.c_str();
+}
+
+const char *DCT_Algorithm_name(int algorithm) {
+  return algorithm_name(algorithm);
 }
 
 int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,

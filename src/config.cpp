@@ -80,7 +80,7 @@ void check_no_unknown_dct_keys(MPI_Info info) {
 
 }  // namespace
 
-const char *algorithm_name(DCT_Algorithm algorithm) {
+const char *algorithm_name(int algorithm) {
   switch (algorithm) {
     case DCT_ALGORITHM_AUTO:
       return "auto";

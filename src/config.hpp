@@ -22,6 +22,7 @@ struct Config {
   static Config from(MPI_Info info);
 };
 
-const char *algorithm_name(DCT_Algorithm algorithm);
+/// The spelling of the dct_algorithm key's values; "unknown" for anything else.
+const char *algorithm_name(int algorithm);
 
 }  // namespace dct::detail

@@ -196,19 +196,6 @@ Row measure(const Options &o, long long bytes) {
   return row;
 }
 
-const char *algorithm_name(int algorithm) {
-  switch (algorithm) {
-    case DCT_ALGORITHM_ALLGATHER:
-      return "allgather";
-    case DCT_ALGORITHM_DENSE:
-      return "dense";
-    case DCT_ALGORITHM_PASSTHROUGH:
-      return "passthrough";
-    default:
-      return "auto";
-  }
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -246,12 +233,12 @@ int main(int argc, char **argv) {
             "\"density\": %.6f, \"target_density\": %s, \"algorithm\": \"%s\", "
             "\"call_err\": %.4e, \"cum_err\": %.4e}%s\n",
             r.bytes, ranks, o.type.c_str(), r.mpi_us, r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio,
-            r.density, o.density.c_str(), algorithm_name(r.algorithm), r.call_err, r.cum_err,
+            r.density, o.density.c_str(), DCT_Algorithm_name(r.algorithm), r.call_err, r.cum_err,
             s + 1 < o.sizes.size() ? "," : "");
       } else {
         std::printf("%12lld %12.1f %12.1f %10.3f %11.2f %9.5f %10s %10.2e %10.2e\n", r.bytes,
                     r.mpi_us, r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio, r.density,
-                    algorithm_name(r.algorithm), r.call_err, r.cum_err);
+                    DCT_Algorithm_name(r.algorithm), r.call_err, r.cum_err);
       }
       std::fflush(stdout);
     }

@@ -89,6 +89,12 @@ typedef enum {
   DCT_ALGORITHM_PASSTHROUGH = 3 /**< Not compressed: the call was handed to MPI unchanged. */
 } DCT_Algorithm;
 
+/**
+ * @brief The name of an algorithm as the `dct_algorithm` key spells it ("auto", "allgather",
+ * "dense"; "passthrough" for calls handed to MPI), or "unknown". Never NULL.
+ */
+DCT_EXPORT const char *DCT_Algorithm_name(int algorithm);
+
 /** @brief Largest element count of a compressed tensor (indices are 32-bit on the wire). */
 #define DCT_MAX_COUNT ((MPI_Count)4294967295LL)
 

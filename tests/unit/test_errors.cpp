@@ -30,6 +30,15 @@ TEST(ErrorString, UnknownCodesAndNullPointersAreRefused) {
   EXPECT_EQ(DCT_Error_string(DCT_SUCCESS, text, nullptr), DCT_ERR_ARG);
 }
 
+TEST(AlgorithmName, SpellsTheInfoValues) {
+  EXPECT_STREQ(DCT_Algorithm_name(DCT_ALGORITHM_AUTO), "auto");
+  EXPECT_STREQ(DCT_Algorithm_name(DCT_ALGORITHM_ALLGATHER), "allgather");
+  EXPECT_STREQ(DCT_Algorithm_name(DCT_ALGORITHM_DENSE), "dense");
+  EXPECT_STREQ(DCT_Algorithm_name(DCT_ALGORITHM_PASSTHROUGH), "passthrough");
+  EXPECT_STREQ(DCT_Algorithm_name(-1), "unknown");
+  EXPECT_STREQ(DCT_Algorithm_name(99), "unknown");
+}
+
 TEST(Version, RuntimeMatchesHeader) {
   int major = -1, minor = -1, patch = -1;
   EXPECT_EQ(DCT_Get_version(&major, &minor, &patch), DCT_SUCCESS);
