@@ -93,8 +93,8 @@ class CompressedEngine final : public AllreduceEngine {
     send_ = static_cast<const T *>(send == MPI_IN_PLACE ? recv : send);
     recv_ = static_cast<T *>(recv);
     if (!exact()) {
-      compress();
       try {
+        compress();
         if (config_.algorithm != DCT_ALGORITHM_DENSE) post_header_exchange(comm);
       } catch (...) {
         undo_compress();
@@ -144,9 +144,11 @@ class CompressedEngine final : public AllreduceEngine {
     return static_cast<MPI_Count>(context_->size() - 1) * kHeaderWords * sizeof(std::int64_t);
   }
 
-  // acc = send + residual; tau re-estimated when due; kept entries into idx_/val_.
+  // acc = send + residual; tau re-estimated when due; kept entries into idx_/val_. At every
+  // point where it can throw, kept_ counts exactly the entries taken out of the residual.
   void compress() {
     const std::size_t n = elements();
+    kept_ = 0;
     previous_tau_ = tau_;
     const bool due = totals_.calls % config_.interval == 0;
     if (due && n > 0) {
@@ -157,14 +159,15 @@ class CompressedEngine final : public AllreduceEngine {
     }
     if (idx_.empty()) reserve_entries(static_cast<std::size_t>(config_.density * double(n)));
     const std::size_t capacity = idx_.size();
-    kept_ = kernels::filter(send_, residual_.data(), n, tau_, idx_.data(), val_.data(), capacity);
-    if (kept_ > capacity) {
+    const std::size_t found =
+        kernels::filter(send_, residual_.data(), n, tau_, idx_.data(), val_.data(), capacity);
+    kept_ = found < capacity ? found : capacity;
+    if (found > capacity) {
       // The entries past the capacity were left in the residual; collect them in a second pass.
-      reserve_entries(kept_);
-      const std::size_t rest =
-          kernels::filter<T>(nullptr, residual_.data(), n, tau_, idx_.data() + capacity,
-                             val_.data() + capacity, kept_ - capacity);
-      require(rest == kept_ - capacity, DCT_ERR_INTERNAL, "filter overflow pass lost entries");
+      reserve_entries(found);
+      kept_ += kernels::filter<T>(nullptr, residual_.data(), n, tau_, idx_.data() + capacity,
+                                  val_.data() + capacity, found - capacity);
+      require(kept_ == found, DCT_ERR_INTERNAL, "filter overflow pass lost entries");
     }
     status_.tau = static_cast<double>(tau_);
     status_.nnz_sent = static_cast<MPI_Count>(kept_);

@@ -61,11 +61,10 @@ const char *const error_strings[] = {
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
 
-std::unique_ptr<AllreduceEngine> new_engine(const AllreduceArgs &args, MPI_Info info) {
+/// Checks that dct can run and that the arguments are valid; reads no buffer.
+void admit(const AllreduceArgs &args) {
   ensure_library_ready();
   args.validate();
-  const Config config = Config::from(info);
-  return make_allreduce_engine(args, config);
 }
 
 }  // namespace
@@ -103,8 +102,9 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
+    admit(args);
     auto persistent = std::make_unique<PersistentRequest>();
-    persistent->engine = new_engine(args, info);
+    persistent->engine = make_allreduce_engine(args, Config::from(info));
     persistent->sendbuf = sendbuf;
     persistent->recvbuf = recvbuf;
     *request = RequestTable::instance().insert(std::move(persistent));
@@ -134,16 +134,12 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
                   MPI_Op op, MPI_Comm comm) {
   return guarded(__func__, [&] {
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
-    if (!args.compressed()) {
-      // No state to keep: exactly MPI's call (after the same argument checks).
-      ensure_library_ready();
-      args.validate();
+    admit(args);
+    if (!args.compressed()) {  // no state to keep: exactly MPI's call
       check_mpi(MPI_Allreduce(sendbuf, recvbuf, static_cast<int>(count), datatype, op, comm),
                 "MPI_Allreduce");
       return;
     }
-    ensure_library_ready();
-    args.validate();
     std::shared_ptr<CommContext> context = comm_context(comm);
     const CommContext::DropInKey key{recvbuf, count, datatype};
     AllreduceEngine *engine = nullptr;
@@ -151,7 +147,9 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
       std::lock_guard<std::recursive_mutex> lock(library_mutex());
       auto found = context->drop_in.find(key);
       if (found == context->drop_in.end())
-        found = context->drop_in.emplace(key, new_engine(args, MPI_INFO_NULL)).first;
+        found =
+            context->drop_in.emplace(key, make_allreduce_engine(args, Config::from(MPI_INFO_NULL)))
+                .first;
       engine = found->second.get();
     }
     engine->start(sendbuf, recvbuf);
