@@ -68,6 +68,8 @@ class PassthroughEngine final : public AllreduceEngine {
 
   const void *residual() const override { return nullptr; }
   double tau() const override { return 0.0; }
+  bool checkpointed() const override { return false; }
+  void restore(const void *, double, MPI_Count) override {}
 
  private:
   MPI_Datatype datatype_;
@@ -127,6 +129,12 @@ class CompressedEngine final : public AllreduceEngine {
 
   const void *residual() const override { return exact() ? nullptr : residual_.data(); }
   double tau() const override { return static_cast<double>(tau_); }
+  bool checkpointed() const override { return true; }
+  void restore(const void *residual, double tau, MPI_Count calls) override {
+    if (!exact() && elements() > 0) std::memcpy(residual_.data(), residual, elements() * sizeof(T));
+    tau_ = static_cast<T>(tau);
+    totals_.calls = calls;
+  }
 
  private:
   // What each rank announces before the payload: kept entries, tensor length, element size.

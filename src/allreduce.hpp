@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "config.hpp"
 #include "dct/dct.h"
@@ -46,6 +47,18 @@ class AllreduceEngine {
   /// datatype (nullptr when the request keeps no residual), and the threshold in use.
   virtual const void *residual() const = 0;
   virtual double tau() const = 0;
+
+  /// Whether checkpoints save this engine (compressed ones; MPI's passthrough has no state).
+  virtual bool checkpointed() const = 0;
+  /// Replaces the error-feedback state: `residual` holds `count` elements (ignored when the
+  /// request keeps none), `calls` the number of completed calls (it drives the tau schedule).
+  virtual void restore(const void *residual, double tau, MPI_Count calls) = 0;
+
+  const std::string &name() const { return config_.name; }
+  MPI_Count count() const { return count_; }
+  int element_size() const { return element_size_; }
+  MPI_Count calls() const { return totals_.calls; }
+  const CommContext *context() const { return context_.get(); }
 
  protected:
   AllreduceEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "allreduce.hpp"
+#include "checkpoint.hpp"
 #include "config.hpp"
 #include "dct/dct.h"
 #include "error.hpp"
@@ -57,6 +58,13 @@ const char *const error_strings[] = {
     "MPI is not initialized, or already finalized",
     "feature or backend not compiled into this build",
     "internal error in dct",
+    "checkpoint file not found",
+    "not a dct checkpoint (not HDF5, or another layout)",
+    "unsupported checkpoint format version",
+    "checkpoint does not match the live requests",
+    "checkpoint checksum mismatch",
+    "checkpoint file truncated or damaged",
+    "checkpoint I/O failed",
 };
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
@@ -103,8 +111,13 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
     admit(args);
+    Config config = Config::from(info);
+    if (config.name.empty()) {
+      std::lock_guard<std::recursive_mutex> lock(library_mutex());
+      config.name = comm_context(comm)->next_default_name();
+    }
     auto persistent = std::make_unique<PersistentRequest>();
-    persistent->engine = make_allreduce_engine(args, Config::from(info));
+    persistent->engine = make_allreduce_engine(args, config);
     persistent->sendbuf = sendbuf;
     persistent->recvbuf = recvbuf;
     *request = RequestTable::instance().insert(std::move(persistent));
@@ -154,6 +167,20 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
     }
     engine->start(sendbuf, recvbuf);
     engine->wait(DCT_STATUS_IGNORE);
+  });
+}
+
+int DCT_Checkpoint_save(MPI_Comm comm, const char *path) {
+  return guarded(__func__, [&] {
+    require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
+    checkpoint_save(comm, path);
+  });
+}
+
+int DCT_Checkpoint_load(MPI_Comm comm, const char *path) {
+  return guarded(__func__, [&] {
+    require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
+    checkpoint_load(comm, path);
   });
 }
 

@@ -56,6 +56,12 @@ void parse_name(Config &config, const std::string &value, const std::string &) {
   config.name = value;
 }
 
+void parse_restart(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "strict" && value != "redistribute")
+    bad_value(origin, value, "strict or redistribute");
+  config.redistribute_on_restart = value == "redistribute";
+}
+
 // The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
 // docs/configuration.md documents the same table for users.
 const Knob knobs[] = {
@@ -63,6 +69,7 @@ const Knob knobs[] = {
     {"dct_interval", "DCT_INTERVAL", parse_interval},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
     {"dct_name", nullptr, parse_name},
+    {"dct_restart", "DCT_RESTART", parse_restart},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {

@@ -16,6 +16,8 @@ struct Config {
   std::int64_t interval = 1000;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   std::string name;
+  /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
+  bool redistribute_on_restart = false;
 
   /// Defaults, overridden by DCT_* environment variables, overridden by `info` (may be
   /// MPI_INFO_NULL). Throws DCT_ERR_INFO naming the key or variable and the bad value.

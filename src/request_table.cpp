@@ -37,3 +37,15 @@ void RequestTable::erase(DCT_Request handle) {
 }
 
 }  // namespace dct::detail
+
+namespace dct::detail {
+
+std::vector<PersistentRequest *> RequestTable::on_context(const CommContext *context) {
+  std::lock_guard<std::recursive_mutex> lock(library_mutex());
+  std::vector<PersistentRequest *> found;
+  for (auto &[id, request] : requests_)
+    if (request->engine->context() == context) found.push_back(request.get());
+  return found;
+}
+
+}  // namespace dct::detail

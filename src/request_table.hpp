@@ -3,8 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <unordered_map>
+#include <vector>
 
 #include "allreduce.hpp"
 #include "dct/dct.h"
@@ -26,10 +27,12 @@ class RequestTable {
   PersistentRequest &find(const DCT_Request *handle);
   /// Throws as find, and DCT_ERR_ACTIVE if the request is started and not completed.
   void erase(DCT_Request handle);
+  /// The live requests whose engine works on `context`, in creation order.
+  std::vector<PersistentRequest *> on_context(const CommContext *context);
 
  private:
   std::uintptr_t next_id_ = 1;
-  std::unordered_map<std::uintptr_t, std::unique_ptr<PersistentRequest>> requests_;
+  std::map<std::uintptr_t, std::unique_ptr<PersistentRequest>> requests_;  // ordered: ids grow
 };
 
 }  // namespace dct::detail

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 namespace dct::detail {
@@ -42,6 +43,10 @@ class CommContext {
 
   std::map<DropInKey, std::unique_ptr<AllreduceEngine>> drop_in;
 
+  /// Default name of the next persistent request on this communicator ("allreduce.N"): the
+  /// same program creates the same names in every run, which is what checkpoints match.
+  std::string next_default_name() { return "allreduce." + std::to_string(persistent_created_++); }
+
   /// Frees the private communicator (at the user's MPI_Comm_free or at MPI_Finalize); later
   /// collectives on this context fail with DCT_ERR_NOT_INITIALIZED.
   void release();
@@ -53,6 +58,7 @@ class CommContext {
   int rank_ = 0;
   int size_ = 1;
   bool attached_ = true;  // the user communicator still carries our attribute
+  int persistent_created_ = 0;
 };
 
 /// The context of `user_comm`, created (collectively: MPI_Comm_dup) on first use and cached

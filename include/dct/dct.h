@@ -66,7 +66,14 @@ typedef enum {
   DCT_ERR_NOT_INITIALIZED = 14, /**< MPI not initialized, or already finalized. */
   DCT_ERR_NOT_COMPILED = 15,    /**< The feature or backend was not compiled into this build. */
   DCT_ERR_INTERNAL = 16,        /**< A bug in dct: please report it with the message. */
-  DCT_ERR_LASTCODE = 16         /**< Largest code, for range checks. */
+  DCT_ERR_CKPT_NOT_FOUND = 17,  /**< No checkpoint file at the path. */
+  DCT_ERR_CKPT_FORMAT = 18,     /**< The file is not HDF5, or not a dct checkpoint. */
+  DCT_ERR_CKPT_VERSION = 19,    /**< The checkpoint's format version is not supported. */
+  DCT_ERR_CKPT_MISMATCH = 20,   /**< A live request is missing from the checkpoint, or differs. */
+  DCT_ERR_CKPT_CHECKSUM = 21,   /**< A rank's saved data does not match its checksum. */
+  DCT_ERR_CKPT_TRUNCATED = 22,  /**< The file is HDF5 but cut short or damaged. */
+  DCT_ERR_CKPT_IO = 23,         /**< Creating, writing or renaming the checkpoint failed. */
+  DCT_ERR_LASTCODE = 23         /**< Largest code, for range checks. */
 } DCT_Error;
 /** @} */
 
@@ -232,6 +239,53 @@ DCT_EXPORT int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count
  */
 DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                                     MPI_Comm comm, DCT_Status *status);
+/** @} */
+
+/**
+ * @defgroup checkpoint Checkpoints of the error-feedback state
+ *
+ * A checkpoint is one HDF5 file (format: docs/checkpoint-format.md) holding, for every live
+ * persistent request on a communicator, its residual on every rank, its threshold and its call
+ * counter, so that a restarted job continues exactly where it stopped. Requests are matched by
+ * name: the `dct_name` info key, or by default "allreduce.N" where N counts the persistent
+ * requests created on that communicator (stable across runs of the same program). Drop-in
+ * `DCT_Allreduce` states are keyed by buffer addresses, which do not survive a restart, and are
+ * not saved; use persistent requests for state that must be restartable.
+ *
+ * Restart on another number of ranks is governed by `DCT_RESTART` (knob table): `strict`
+ * (default) refuses it; `redistribute` gives saved rank r's residual to new rank r mod P, so
+ * that the sum over ranks of the residuals is preserved: exactly when the new job has at least
+ * as many ranks, and up to one rounding per element (the rows merged onto a rank are added in
+ * double precision) when it has fewer.
+ * @{
+ */
+
+/**
+ * @brief Saves every live persistent request on `comm` into `path`. Collective over `comm`.
+ *
+ * Written with parallel HDF5 to a temporary file in the same directory, which is renamed to
+ * `path` only once every rank has written and the file is closed: a crash at any moment leaves
+ * the previous checkpoint at `path` intact. No request may be active (started, not waited).
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL path, duplicate request names), `DCT_ERR_ACTIVE`,
+ *         `DCT_ERR_CKPT_MISMATCH` (ranks hold different requests), `DCT_ERR_CKPT_IO`,
+ *         `DCT_ERR_NOT_COMPILED` (built without HDF5), `DCT_ERR_COMM`, `DCT_ERR_MPI`. Every
+ *         rank returns the same code.
+ */
+DCT_EXPORT int DCT_Checkpoint_save(MPI_Comm comm, const char *path);
+
+/**
+ * @brief Restores every live persistent request on `comm` from `path`. Collective over `comm`.
+ *
+ * The whole file is validated (format, version, ranks, every live request present with the same
+ * count and datatype, every checksum) before any state is touched; on any error every rank
+ * returns the same code and all residuals, thresholds and counters stay as they were. Requests
+ * in the file that are not live are ignored.
+ * @return `DCT_SUCCESS`, `DCT_ERR_CKPT_NOT_FOUND`, `DCT_ERR_CKPT_FORMAT`,
+ *         `DCT_ERR_CKPT_VERSION`, `DCT_ERR_CKPT_MISMATCH`, `DCT_ERR_CKPT_CHECKSUM`,
+ *         `DCT_ERR_CKPT_TRUNCATED`, `DCT_ERR_ACTIVE`, `DCT_ERR_INFO` (bad `DCT_RESTART`),
+ *         `DCT_ERR_ARG`, `DCT_ERR_NOT_COMPILED`, `DCT_ERR_COMM`, `DCT_ERR_MPI`.
+ */
+DCT_EXPORT int DCT_Checkpoint_load(MPI_Comm comm, const char *path);
 /** @} */
 
 /**

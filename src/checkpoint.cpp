@@ -1,0 +1,578 @@
+#include "checkpoint.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+
+#include "allreduce.hpp"
+#include "config.hpp"
+#include "error.hpp"
+#include "request_table.hpp"
+#include "runtime.hpp"
+
+namespace dct::detail {
+namespace {
+
+constexpr const char *kFormatName = "dct-checkpoint";
+constexpr std::int64_t kFormatVersion = 1;
+constexpr const char *kRequestsGroup = "requests";
+
+/// Silences HDF5's error printing while dct calls it (dct reports errors itself), and gives
+/// the application its own handler back afterwards.
+class QuietHdf5 {
+ public:
+  QuietHdf5() {
+    H5Eget_auto2(H5E_DEFAULT, &handler_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, handler_, data_); }
+  QuietHdf5(const QuietHdf5 &) = delete;
+  QuietHdf5 &operator=(const QuietHdf5 &) = delete;
+
+ private:
+  H5E_auto2_t handler_ = nullptr;
+  void *data_ = nullptr;
+};
+
+/// Owns an HDF5 identifier; a negative identifier is an error reported with `code`.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*closer)(hid_t), int code, const std::string &what)
+      : id_(id), close_(closer) {
+    require(id >= 0, code, what);
+  }
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle &) = delete;
+  Handle &operator=(const Handle &) = delete;
+  hid_t get() const { return id_; }
+  /// Closes now and reports failure: closing a parallel file is where its data is flushed.
+  void close(int code, const std::string &what) {
+    const herr_t rc = close_(id_);
+    id_ = -1;
+    require(rc >= 0, code, what);
+  }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void check_h5(herr_t rc, int code, const std::string &what) {
+  require(rc >= 0, code, what);
+}
+
+hid_t memory_type(int element_size) {
+  return element_size == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+}
+hid_t file_type(int element_size) {
+  return element_size == 4 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+}
+
+// --- attributes ---------------------------------------------------------------------------
+
+void write_attribute(hid_t object, const char *name, hid_t stored, hid_t memory,
+                     const void *value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, DCT_ERR_CKPT_IO, "H5Screate failed");
+  Handle attribute(H5Acreate2(object, name, stored, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                   H5Aclose, DCT_ERR_CKPT_IO, std::string("cannot create attribute ") + name);
+  check_h5(H5Awrite(attribute.get(), memory, value), DCT_ERR_CKPT_IO,
+           std::string("cannot write attribute ") + name);
+}
+void write_attribute(hid_t object, const char *name, std::int64_t value) {
+  write_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+void write_attribute(hid_t object, const char *name, double value) {
+  write_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+void write_attribute(hid_t object, const char *name, const std::string &value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose, DCT_ERR_CKPT_IO, "H5Tcopy failed");
+  check_h5(H5Tset_size(type.get(), std::max<std::size_t>(value.size(), 1)), DCT_ERR_CKPT_IO,
+           "H5Tset_size failed");
+  check_h5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), DCT_ERR_CKPT_IO, "H5Tset_strpad failed");
+  std::string padded = value;
+  padded.resize(std::max<std::size_t>(value.size(), 1), '\0');
+  write_attribute(object, name, type.get(), type.get(), padded.data());
+}
+
+Handle open_attribute(hid_t object, const char *name) {
+  require(H5Aexists(object, name) > 0, DCT_ERR_CKPT_FORMAT,
+          std::string("attribute '") + name + "' is missing");
+  return Handle(H5Aopen(object, name, H5P_DEFAULT), H5Aclose, DCT_ERR_CKPT_FORMAT,
+                std::string("cannot open attribute ") + name);
+}
+std::int64_t read_int(hid_t object, const char *name) {
+  Handle attribute = open_attribute(object, name);
+  std::int64_t value = 0;
+  check_h5(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), DCT_ERR_CKPT_FORMAT,
+           std::string("cannot read attribute ") + name);
+  return value;
+}
+double read_double(hid_t object, const char *name) {
+  Handle attribute = open_attribute(object, name);
+  double value = 0;
+  check_h5(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value), DCT_ERR_CKPT_FORMAT,
+           std::string("cannot read attribute ") + name);
+  return value;
+}
+std::string read_string(hid_t object, const char *name) {
+  Handle attribute = open_attribute(object, name);
+  Handle type(H5Aget_type(attribute.get()), H5Tclose, DCT_ERR_CKPT_FORMAT, "H5Aget_type failed");
+  require(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) == 0,
+          DCT_ERR_CKPT_FORMAT, std::string("attribute ") + name + " is not a fixed string");
+  std::string value(H5Tget_size(type.get()), '\0');
+  check_h5(H5Aread(attribute.get(), type.get(), value.data()), DCT_ERR_CKPT_FORMAT,
+           std::string("cannot read attribute ") + name);
+  value.resize(std::strlen(value.c_str()));
+  return value;
+}
+
+// --- datasets: one row or one element per rank ----------------------------------------------
+
+/// Creates `name` with shape [ranks] + `row_shape` and writes this rank's row collectively.
+void write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, int ranks, int rank,
+                    hsize_t row_length, bool matrix, const void *row, hid_t transfer) {
+  const hsize_t dims[2] = {static_cast<hsize_t>(ranks), row_length};
+  Handle space(H5Screate_simple(matrix ? 2 : 1, dims, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
+               "H5Screate_simple failed");
+  Handle dataset(
+      H5Dcreate2(group, name, stored, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+      DCT_ERR_CKPT_IO, std::string("cannot create dataset ") + name);
+  const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
+  const hsize_t count[2] = {1, row_length};
+  check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
+           DCT_ERR_CKPT_IO, "H5Sselect_hyperslab failed");
+  const hsize_t elements = matrix ? row_length : 1;
+  Handle row_space(H5Screate_simple(1, &elements, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
+                   "H5Screate_simple failed");
+  check_h5(H5Dwrite(dataset.get(), memory, row_space.get(), space.get(), transfer, row),
+           DCT_ERR_CKPT_IO, std::string("cannot write dataset ") + name);
+}
+
+/// Reads a whole 1-D dataset of `length` elements, checking its shape.
+template <typename Value>
+std::vector<Value> read_vector(hid_t group, const char *name, hid_t memory, hsize_t length) {
+  Handle dataset(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
+                 std::string("dataset '") + name + "' is missing");
+  Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT, "H5Dget_space failed");
+  hsize_t dims[2] = {0, 0};
+  require(H5Sget_simple_extent_ndims(space.get()) == 1 &&
+              H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 1 && dims[0] == length,
+          DCT_ERR_CKPT_FORMAT, std::string("dataset '") + name + "' has the wrong shape");
+  std::vector<Value> values(length);
+  check_h5(H5Dread(dataset.get(), memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+           DCT_ERR_CKPT_TRUNCATED, std::string("cannot read dataset ") + name);
+  return values;
+}
+
+// --- agreement between ranks ---------------------------------------------------------------
+
+/// Runs `body` on every rank; if it failed anywhere, every rank throws the same error: the
+/// highest code, with the message of the lowest rank that has it.
+void run_agreed(MPI_Comm comm, const std::function<void()> &body) {
+  int code = DCT_SUCCESS;
+  std::string message;
+  try {
+    body();
+  } catch (const Error &e) {
+    code = e.code();
+    message = e.what();
+  } catch (const std::bad_alloc &) {
+    code = DCT_ERR_NO_MEMORY;
+    message = "out of memory";
+  } catch (const std::exception &e) {
+    code = DCT_ERR_INTERNAL;
+    message = e.what();
+  }
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int mine[2] = {code, rank}, worst[2] = {0, 0};
+  check_mpi(MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, comm), "MPI_Allreduce");
+  if (worst[0] == DCT_SUCCESS) return;
+  int length = static_cast<int>(message.size());
+  check_mpi(MPI_Bcast(&length, 1, MPI_INT, worst[1], comm), "MPI_Bcast");
+  message.resize(static_cast<std::size_t>(length));
+  check_mpi(MPI_Bcast(message.data(), length, MPI_CHAR, worst[1], comm), "MPI_Bcast");
+  fail(worst[0], "rank " + std::to_string(worst[1]) + ": " + message);
+}
+
+std::vector<AllreduceEngine *> live_engines(const CommContext *context) {
+  std::vector<AllreduceEngine *> engines;
+  for (PersistentRequest *request : RequestTable::instance().on_context(context))
+    if (request->engine->checkpointed()) engines.push_back(request->engine.get());
+  std::sort(engines.begin(), engines.end(), [](const AllreduceEngine *a, const AllreduceEngine *b) {
+    return a->name() < b->name();
+  });
+  for (std::size_t i = 0; i < engines.size(); ++i) {
+    const std::string &name = engines[i]->name();
+    require(name.find('/') == std::string::npos && name != "." && name != "..", DCT_ERR_ARG,
+            "request name '" + name + "' cannot name an HDF5 group (contains '/')");
+    require(i == 0 || engines[i - 1]->name() != name, DCT_ERR_ARG,
+            "two live requests are named '" + name + "': give them distinct dct_name values");
+    require(!engines[i]->active(), DCT_ERR_ACTIVE,
+            "request '" + name + "' is started: complete it with DCT_Wait first");
+  }
+  return engines;
+}
+
+bool has_residual(const AllreduceEngine &engine) {
+  return engine.residual() != nullptr && engine.count() > 0;
+}
+
+void sync_to_disk(const std::string &path, int code) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  require(fd >= 0, code, "cannot open " + path + " to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  require(rc == 0, code, "fsync of " + path + " failed: " + std::strerror(errno));
+}
+
+std::string directory_of(const std::string &path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
+                const std::vector<AllreduceEngine *> &engines) {
+  QuietHdf5 quiet;
+  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
+           "H5Pset_fapl_mpio failed");
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose,
+              DCT_ERR_CKPT_IO, "cannot create " + path);
+  write_attribute(file.get(), "format", std::string(kFormatName));
+  write_attribute(file.get(), "format_version", kFormatVersion);
+  write_attribute(file.get(), "dct_version",
+                  std::to_string(DCT_VERSION_MAJOR) + "." + std::to_string(DCT_VERSION_MINOR) +
+                      "." + std::to_string(DCT_VERSION_PATCH));
+  write_attribute(file.get(), "ranks", static_cast<std::int64_t>(ranks));
+  Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
+           "H5Pset_dxpl_mpio failed");
+  Handle requests(H5Gcreate2(file.get(), kRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
+  for (const AllreduceEngine *engine : engines) {
+    Handle group(
+        H5Gcreate2(requests.get(), engine->name().c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+        H5Gclose, DCT_ERR_CKPT_IO, "cannot create group for " + engine->name());
+    const Config &config = engine->config();
+    const bool residual = has_residual(*engine);
+    write_attribute(group.get(), "kind", std::string("allreduce"));
+    write_attribute(group.get(), "count", static_cast<std::int64_t>(engine->count()));
+    write_attribute(group.get(), "element_size", static_cast<std::int64_t>(engine->element_size()));
+    write_attribute(group.get(), "datatype",
+                    std::string(engine->element_size() == 4 ? "float" : "double"));
+    write_attribute(group.get(), "calls", static_cast<std::int64_t>(engine->calls()));
+    write_attribute(group.get(), "density", config.density);
+    write_attribute(group.get(), "interval", config.interval);
+    write_attribute(group.get(), "algorithm", std::string(algorithm_name(config.algorithm)));
+    write_attribute(group.get(), "has_residual", static_cast<std::int64_t>(residual));
+    std::uint32_t crc = 0;
+    if (residual) {
+      const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
+      crc = checksum(engine->residual(), bytes);
+      write_rank_row(group.get(), "residual", file_type(engine->element_size()),
+                     memory_type(engine->element_size()), ranks, rank,
+                     static_cast<hsize_t>(engine->count()), true, engine->residual(),
+                     transfer.get());
+    }
+    const double tau = engine->tau();
+    write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
+                   &tau, transfer.get());
+    write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1, false,
+                   &crc, transfer.get());
+  }
+  // Fault injection for the crash-safety test only: this rank dies with the file half-written.
+  if (const char *crash = std::getenv("DCT_TEST_CRASH_IN_CHECKPOINT_SAVE"))
+    if (std::atoi(crash) == rank) std::_Exit(42);
+  requests.close(DCT_ERR_CKPT_IO, "closing group requests failed");
+  file.close(DCT_ERR_CKPT_IO, "closing " + path + " failed");
+}
+
+}  // namespace
+
+std::uint32_t checksum(const void *data, std::size_t bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto *p = static_cast<const Bytef *>(data);
+  while (bytes > 0) {  // zlib takes uInt lengths
+    const uInt chunk = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    bytes -= chunk;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
+  ensure_library_ready();
+  std::shared_ptr<CommContext> context = comm_context(user_comm);
+  const MPI_Comm comm = context->comm();
+  require(comm != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
+  const int rank = context->rank(), ranks = context->size();
+
+  std::vector<AllreduceEngine *> engines;
+  std::string manifest;
+  run_agreed(comm, [&] {
+    engines = live_engines(context.get());
+    for (const AllreduceEngine *e : engines)
+      manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
+                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
+  });
+  // Every rank must save the same requests, or the collective writes would not match.
+  const std::uint32_t mine = checksum(manifest.data(), manifest.size());
+  std::uint32_t lowest = 0, highest = 0;
+  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(&mine, &highest, 1, MPI_UINT32_T, MPI_MAX, comm), "MPI_Allreduce");
+  require(lowest == highest, DCT_ERR_CKPT_MISMATCH,
+          "ranks hold different requests (names, counts or datatypes) on this communicator");
+
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  int length = static_cast<int>(temporary.size());
+  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  temporary.resize(static_cast<std::size_t>(length));
+  check_mpi(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
+
+  try {
+    run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines); });
+    // Only a complete, closed file takes the checkpoint's name.
+    run_agreed(comm, [&] {
+      if (rank != 0) return;
+      sync_to_disk(temporary, DCT_ERR_CKPT_IO);
+      require(std::rename(temporary.c_str(), path.c_str()) == 0, DCT_ERR_CKPT_IO,
+              "cannot rename " + temporary + " to " + path + ": " + std::strerror(errno));
+      sync_to_disk(directory_of(path), DCT_ERR_CKPT_IO);
+    });
+  } catch (...) {
+    if (rank == 0) std::remove(temporary.c_str());
+    throw;
+  }
+}
+
+namespace {
+
+/// What a load will install into one engine, prepared before anything is touched.
+struct PendingState {
+  AllreduceEngine *engine;
+  std::vector<std::byte> residual;
+  double tau;
+  std::int64_t calls;
+};
+
+/// The saved rows this rank takes on a restart: its own (same ranks), or every saved rank r
+/// with r mod ranks == rank (redistribute).
+std::vector<int> rows_for(int rank, int ranks, int saved_ranks, bool redistribute) {
+  if (!redistribute) return {rank};
+  std::vector<int> rows;
+  for (int r = rank; r < saved_ranks; r += ranks) rows.push_back(r);
+  return rows;
+}
+
+template <typename T>
+void sum_rows(const CheckpointReader &reader, const SavedRequest &saved,
+              const std::vector<int> &rows, std::byte *out) {
+  const std::size_t n = static_cast<std::size_t>(saved.count);
+  std::vector<T> row(n);
+  std::vector<double> sum(n, 0.0);
+  for (int r : rows) {
+    reader.read_residual(saved, r, row.data());
+    for (std::size_t i = 0; i < n; ++i) sum[i] += row[i];
+  }
+  T *result = reinterpret_cast<T *>(out);
+  for (std::size_t i = 0; i < n; ++i) result[i] = static_cast<T>(sum[i]);
+}
+
+PendingState prepare(const CheckpointReader &reader, AllreduceEngine *engine, int rank, int ranks,
+                     bool redistribute) {
+  const SavedRequest *saved = reader.find(engine->name());
+  require(saved != nullptr, DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() + "' is not in the checkpoint");
+  require(saved->kind == "allreduce" && saved->count == engine->count() &&
+              saved->element_size == engine->element_size(),
+          DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() + "' has " + std::to_string(engine->count()) +
+              " elements of " + std::to_string(engine->element_size()) +
+              " bytes, the checkpoint has " + std::to_string(saved->count) + " of " +
+              std::to_string(saved->element_size));
+  require(saved->has_residual == has_residual(*engine), DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() +
+              "' keeps a residual in one run and not in the other "
+              "(density 1 on one side?)");
+  PendingState state{
+      engine, {}, saved->tau[static_cast<std::size_t>(rank % reader.ranks())], saved->calls};
+  if (!saved->has_residual) return state;
+  state.residual.assign(static_cast<std::size_t>(saved->count) * saved->element_size, std::byte{0});
+  const std::vector<int> rows = rows_for(rank, ranks, reader.ranks(), redistribute);
+  if (rows.size() == 1) {
+    reader.read_residual(*saved, rows[0], state.residual.data());  // exact copy
+  } else if (rows.size() > 1) {
+    if (saved->element_size == 4)
+      sum_rows<float>(reader, *saved, rows, state.residual.data());
+    else
+      sum_rows<double>(reader, *saved, rows, state.residual.data());
+  }
+  return state;
+}
+
+}  // namespace
+
+void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
+  ensure_library_ready();
+  std::shared_ptr<CommContext> context = comm_context(user_comm);
+  const MPI_Comm comm = context->comm();
+  require(comm != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
+  const int rank = context->rank(), ranks = context->size();
+
+  bool redistribute = false;
+  std::vector<AllreduceEngine *> engines;
+  run_agreed(comm, [&] {
+    redistribute = Config::from(MPI_INFO_NULL).redistribute_on_restart;
+    engines = live_engines(context.get());
+  });
+  // Rank 0 looks first, so that a missing or foreign file never reaches collective HDF5 calls.
+  run_agreed(comm, [&] {
+    if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);
+  });
+  std::vector<PendingState> pending;
+  run_agreed(comm, [&] {
+    CheckpointReader reader(path, comm);
+    require(redistribute || reader.ranks() == ranks, DCT_ERR_CKPT_MISMATCH,
+            "the checkpoint was saved on " + std::to_string(reader.ranks()) +
+                " ranks and this job has " + std::to_string(ranks) +
+                ": set DCT_RESTART=redistribute to restart on another rank count");
+    for (AllreduceEngine *engine : engines)
+      pending.push_back(prepare(reader, engine, rank, ranks, redistribute));
+  });
+  // Everything is validated on every rank: now, and only now, the state changes.
+  for (const PendingState &state : pending)
+    state.engine->restore(state.residual.empty() ? nullptr : state.residual.data(), state.tau,
+                          state.calls);
+}
+
+// --- reader -------------------------------------------------------------------------------
+
+CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
+  QuietHdf5 quiet;
+  struct stat info {};
+  require(::stat(path.c_str(), &info) == 0, DCT_ERR_CKPT_NOT_FOUND,
+          "no checkpoint at " + path + ": " + std::strerror(errno));
+  require(H5Fis_hdf5(path.c_str()) > 0, DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
+  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  if (comm != MPI_COMM_SELF)
+    check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
+             "H5Pset_fapl_mpio failed");
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
+  require(file_ >= 0, DCT_ERR_CKPT_TRUNCATED,
+          path + " is an HDF5 file that HDF5 cannot open: truncated or damaged");
+  try {
+    require(H5Aexists(file_, "format") > 0 && read_string(file_, "format") == kFormatName,
+            DCT_ERR_CKPT_FORMAT, path + " is an HDF5 file but not a dct checkpoint");
+    format_version_ = static_cast<int>(read_int(file_, "format_version"));
+    require(format_version_ == kFormatVersion, DCT_ERR_CKPT_VERSION,
+            path + " has checkpoint format version " + std::to_string(format_version_) +
+                "; this dct reads version " + std::to_string(kFormatVersion));
+    dct_version_ = read_string(file_, "dct_version");
+    ranks_ = static_cast<int>(read_int(file_, "ranks"));
+    require(ranks_ >= 1, DCT_ERR_CKPT_FORMAT, "ranks attribute is not positive");
+
+    Handle requests(H5Gopen2(file_, kRequestsGroup, H5P_DEFAULT), H5Gclose, DCT_ERR_CKPT_FORMAT,
+                    "group 'requests' is missing");
+    H5G_info_t group_info;
+    check_h5(H5Gget_info(requests.get(), &group_info), DCT_ERR_CKPT_FORMAT, "H5Gget_info failed");
+    for (hsize_t i = 0; i < group_info.nlinks; ++i) {
+      const ssize_t length = H5Lget_name_by_idx(requests.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i,
+                                                nullptr, 0, H5P_DEFAULT);
+      require(length > 0, DCT_ERR_CKPT_FORMAT, "cannot read a request name");
+      SavedRequest saved;
+      saved.name.assign(static_cast<std::size_t>(length) + 1, '\0');
+      H5Lget_name_by_idx(requests.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, saved.name.data(),
+                         saved.name.size(), H5P_DEFAULT);
+      saved.name.resize(static_cast<std::size_t>(length));
+      Handle group(H5Gopen2(requests.get(), saved.name.c_str(), H5P_DEFAULT), H5Gclose,
+                   DCT_ERR_CKPT_FORMAT, "cannot open request " + saved.name);
+      saved.kind = read_string(group.get(), "kind");
+      saved.count = read_int(group.get(), "count");
+      saved.element_size = static_cast<int>(read_int(group.get(), "element_size"));
+      require(saved.count >= 0 && (saved.element_size == 4 || saved.element_size == 8),
+              DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has an invalid count or type");
+      saved.calls = read_int(group.get(), "calls");
+      saved.density = read_double(group.get(), "density");
+      saved.interval = read_int(group.get(), "interval");
+      saved.algorithm = read_string(group.get(), "algorithm");
+      saved.has_residual = read_int(group.get(), "has_residual") != 0;
+      saved.tau =
+          read_vector<double>(group.get(), "tau", H5T_NATIVE_DOUBLE, static_cast<hsize_t>(ranks_));
+      saved.checksums = read_vector<std::uint32_t>(group.get(), "checksum", H5T_NATIVE_UINT32,
+                                                   static_cast<hsize_t>(ranks_));
+      if (saved.has_residual) {
+        Handle dataset(H5Dopen2(group.get(), "residual", H5P_DEFAULT), H5Dclose,
+                       DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has no residual");
+        Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
+                     "H5Dget_space failed");
+        hsize_t dims[2] = {0, 0};
+        require(H5Sget_simple_extent_ndims(space.get()) == 2 &&
+                    H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 2 &&
+                    dims[0] == static_cast<hsize_t>(ranks_) &&
+                    dims[1] == static_cast<hsize_t>(saved.count),
+                DCT_ERR_CKPT_FORMAT,
+                "the residual of " + saved.name + " does not have the shape [ranks, count]");
+      }
+      requests_.push_back(std::move(saved));
+    }
+  } catch (...) {
+    H5Fclose(file_);
+    file_ = -1;
+    throw;
+  }
+}
+
+CheckpointReader::~CheckpointReader() {
+  if (file_ >= 0) {
+    QuietHdf5 quiet;
+    H5Fclose(file_);
+  }
+}
+
+const SavedRequest *CheckpointReader::find(const std::string &name) const {
+  for (const SavedRequest &saved : requests_)
+    if (saved.name == name) return &saved;
+  return nullptr;
+}
+
+void CheckpointReader::read_residual(const SavedRequest &request, int rank, void *out) const {
+  QuietHdf5 quiet;
+  require(request.has_residual && rank >= 0 && rank < ranks_, DCT_ERR_INTERNAL,
+          "read_residual: no such row");
+  const std::string where = std::string(kRequestsGroup) + "/" + request.name + "/residual";
+  Handle dataset(H5Dopen2(file_, where.c_str(), H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
+                 "cannot open " + where);
+  Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT, "H5Dget_space failed");
+  const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
+  const hsize_t count[2] = {1, static_cast<hsize_t>(request.count)};
+  check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
+           DCT_ERR_CKPT_FORMAT, "H5Sselect_hyperslab failed");
+  const hsize_t elements = static_cast<hsize_t>(request.count);
+  Handle row_space(H5Screate_simple(1, &elements, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
+                   "H5Screate_simple failed");
+  check_h5(H5Dread(dataset.get(), memory_type(request.element_size), row_space.get(), space.get(),
+                   H5P_DEFAULT, out),
+           DCT_ERR_CKPT_TRUNCATED,
+           "cannot read " + where + " of saved rank " + std::to_string(rank));
+  const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
+  require(checksum(out, bytes) == request.checksums[static_cast<std::size_t>(rank)],
+          DCT_ERR_CKPT_CHECKSUM,
+          "the residual of '" + request.name + "' saved by rank " + std::to_string(rank) +
+              " does not match its checksum: the file is corrupt");
+}
+
+}  // namespace dct::detail

@@ -1,0 +1,65 @@
+// Checkpoints of the error-feedback state in one parallel-HDF5 file (docs/checkpoint-format.md).
+// The format lives here only: DCT_Checkpoint_save/load and the dct-ckpt tool both use it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dct::detail {
+
+/// Collective over `comm`; the semantics are DCT_Checkpoint_save's and DCT_Checkpoint_load's.
+void checkpoint_save(MPI_Comm comm, const std::string &path);
+void checkpoint_load(MPI_Comm comm, const std::string &path);
+
+/// CRC-32 (zlib's) of a rank's saved bytes.
+std::uint32_t checksum(const void *data, std::size_t bytes);
+
+/// One request as a checkpoint holds it.
+struct SavedRequest {
+  std::string name;
+  std::string kind;  // "allreduce"
+  std::int64_t count = 0;
+  int element_size = 0;  // 4: float, 8: double
+  bool has_residual = false;
+  std::int64_t calls = 0;
+  double density = 0;
+  std::int64_t interval = 0;
+  std::string algorithm;
+  std::vector<double> tau;               // one per saved rank
+  std::vector<std::uint32_t> checksums;  // one per saved rank (0 without residual)
+};
+
+/// Read access to a checkpoint. Opening validates the file (throws DCT_ERR_CKPT_NOT_FOUND,
+/// _FORMAT, _TRUNCATED, _VERSION) and reads every request's metadata.
+class CheckpointReader {
+ public:
+  /// `comm`: the ranks opening the file together with MPI-IO, or MPI_COMM_SELF for one process.
+  CheckpointReader(const std::string &path, MPI_Comm comm);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader &) = delete;
+  CheckpointReader &operator=(const CheckpointReader &) = delete;
+
+  int ranks() const { return ranks_; }
+  int format_version() const { return format_version_; }
+  const std::string &dct_version() const { return dct_version_; }
+  const std::vector<SavedRequest> &requests() const { return requests_; }
+  /// nullptr if the checkpoint has no request of that name.
+  const SavedRequest *find(const std::string &name) const;
+  /// Reads saved rank `rank`'s residual of `request` (count * element_size bytes) into `out`
+  /// and checks it against its checksum (throws DCT_ERR_CKPT_CHECKSUM).
+  void read_residual(const SavedRequest &request, int rank, void *out) const;
+
+ private:
+  std::int64_t file_ = -1;  // hid_t
+  int ranks_ = 0;
+  int format_version_ = 0;
+  std::string dct_version_;
+  std::vector<SavedRequest> requests_;
+};
+
+}  // namespace dct::detail

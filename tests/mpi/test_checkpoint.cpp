@@ -1,0 +1,296 @@
+// Checkpoints: bitwise round trip, restart equals an uninterrupted run, and every corruption
+// detected with its own code while the live state stays exactly as it was.
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "checkpoint.hpp"
+#include "common.hpp"
+
+namespace dct::test {
+namespace {
+
+constexpr std::size_t kCount = 3001;
+
+/// A fresh path in a directory every rank sees (the ranks of these tests share one machine),
+/// one directory per rank count since ctest runs them concurrently.
+std::string scratch(const std::string &name) {
+  const std::string directory = "dct_checkpoint_test.np" + std::to_string(size());
+  const std::string path = directory + "/" + name + ".h5";
+  if (rank() == 0) {
+    ::mkdir(directory.c_str(), 0755);
+    std::remove(path.c_str());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
+/// Two live requests with some history, float and double. They are named: default names
+/// count requests per communicator and process, which these in-process tests share (the
+/// restart script test checks default names across real restarts).
+struct Model {
+  std::vector<float> a_send = std::vector<float>(kCount), a_recv = std::vector<float>(kCount);
+  std::vector<double> b_send = std::vector<double>(kCount / 2),
+                      b_recv = std::vector<double>(kCount / 2);
+  DCT_Request a = DCT_REQUEST_NULL, b = DCT_REQUEST_NULL;
+  int calls = 0;
+
+  Model() {
+    MPI_Info info = make_info({{"dct_name", "layer.a"}, {"dct_interval", "3"}});
+    EXPECT_EQ(DCT_Allreduce_init(a_send.data(), a_recv.data(), a_send.size(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &a),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    info = make_info({{"dct_name", "layer.b"}, {"dct_density", "0.05"}});
+    EXPECT_EQ(DCT_Allreduce_init(b_send.data(), b_recv.data(), b_send.size(), MPI_DOUBLE, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &b),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+  }
+  ~Model() {
+    DCT_Request_free(&a);
+    DCT_Request_free(&b);
+  }
+  void step() {
+    overwrite(a_send, gradient<float>(a_send.size(), calls));
+    overwrite(b_send, gradient<double>(b_send.size(), calls, 5));
+    ++calls;
+    for (DCT_Request *r : {&a, &b}) {
+      ASSERT_EQ(DCT_Start(r), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    }
+  }
+};
+
+/// Everything a checkpoint restores, as bits.
+struct Snapshot {
+  std::vector<float> a_residual;
+  std::vector<double> b_residual;
+  double a_tau, b_tau;
+  MPI_Count a_calls, b_calls;
+
+  explicit Snapshot(const Model &m)
+      : a_residual(residual_of<float>(m.a, m.a_send.size())),
+        b_residual(residual_of<double>(m.b, m.b_send.size())),
+        a_tau(engine(m.a).tau()),
+        b_tau(engine(m.b).tau()),
+        a_calls(engine(m.a).calls()),
+        b_calls(engine(m.b).calls()) {}
+
+  static const detail::AllreduceEngine &engine(DCT_Request r) {
+    return *detail::RequestTable::instance().find(&r).engine;
+  }
+  bool operator==(const Snapshot &o) const {
+    return same_bits(a_residual, o.a_residual) && same_bits(b_residual, o.b_residual) &&
+           std::memcmp(&a_tau, &o.a_tau, sizeof a_tau) == 0 &&
+           std::memcmp(&b_tau, &o.b_tau, sizeof b_tau) == 0 && a_calls == o.a_calls &&
+           b_calls == o.b_calls;
+  }
+};
+
+TEST(Checkpoint, SaveThenLoadRestoresTheStateBitForBit) {
+  const std::string path = scratch("roundtrip");
+  Model model;
+  for (int i = 0; i < 5; ++i) model.step();
+  const Snapshot saved(model);
+  ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+  for (int i = 0; i < 3; ++i) model.step();
+  EXPECT_FALSE(Snapshot(model) == saved);
+  ASSERT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+  EXPECT_TRUE(Snapshot(model) == saved);
+}
+
+TEST(Checkpoint, RestartedRunContinuesExactlyLikeAnUninterruptedOne) {
+  const std::string path = scratch("restart");
+  std::vector<float> result;
+  std::unique_ptr<Snapshot> uninterrupted;
+  {
+    Model model;
+    for (int i = 0; i < 5; ++i) model.step();
+    ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+    model.step();  // call 6: "layer.a" (interval 3) re-estimates tau here
+    model.step();
+    result = model.a_recv;
+    uninterrupted = std::make_unique<Snapshot>(model);
+  }
+
+  Model restarted;  // a new job: same program, fresh requests
+  ASSERT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+  restarted.calls = 5;
+  restarted.step();
+  restarted.step();
+  EXPECT_TRUE(same_bits(restarted.a_recv, result));
+  EXPECT_TRUE(Snapshot(restarted) == *uninterrupted);
+}
+
+/// Rank 0 edits a copy of a good checkpoint with serial HDF5 or plain file I/O.
+void on_rank_zero(const std::function<void()> &edit) {
+  if (rank() == 0) edit();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void copy_file(const std::string &from, const std::string &to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+}
+
+TEST(Checkpoint, EveryCorruptionHasItsCodeAndLeavesTheStateAlone) {
+  const std::string good = scratch("good");
+  Model model;
+  for (int i = 0; i < 4; ++i) model.step();
+  ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  model.step();
+  const Snapshot live(model);
+
+  auto expect_load = [&](const std::string &path, int code, const char *what) {
+    EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), code)
+        << what << ": " << DCT_Get_last_error();
+    EXPECT_TRUE(Snapshot(model) == live) << what << " changed the live state";
+  };
+
+  expect_load(scratch("missing"), DCT_ERR_CKPT_NOT_FOUND, "missing file");
+
+  const std::string text = scratch("text");
+  on_rank_zero([&] { std::ofstream(text) << "not a checkpoint\n"; });
+  expect_load(text, DCT_ERR_CKPT_FORMAT, "not HDF5");
+
+  const std::string foreign = scratch("foreign");
+  on_rank_zero(
+      [&] { H5Fclose(H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)); });
+  expect_load(foreign, DCT_ERR_CKPT_FORMAT, "HDF5 but not dct");
+
+  const std::string version = scratch("version");
+  on_rank_zero([&] {
+    copy_file(good, version);
+    hid_t file = H5Fopen(version.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t attribute = H5Aopen(file, "format_version", H5P_DEFAULT);
+    const std::int64_t future = 99;
+    H5Awrite(attribute, H5T_NATIVE_INT64, &future);
+    H5Aclose(attribute);
+    H5Fclose(file);
+  });
+  expect_load(version, DCT_ERR_CKPT_VERSION, "wrong format version");
+
+  const std::string truncated = scratch("truncated");
+  on_rank_zero([&] {
+    copy_file(good, truncated);
+    struct stat info {};
+    ::stat(truncated.c_str(), &info);
+    EXPECT_EQ(::truncate(truncated.c_str(), info.st_size / 2), 0);
+  });
+  expect_load(truncated, DCT_ERR_CKPT_TRUNCATED, "truncated");
+
+  // Flip one byte in the last saved rank's residual row of "layer.a".
+  const std::string flipped = scratch("flipped");
+  on_rank_zero([&] {
+    copy_file(good, flipped);
+    hid_t file = H5Fopen(flipped.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dataset = H5Dopen2(file, "requests/layer.a/residual", H5P_DEFAULT);
+    const haddr_t offset = H5Dget_offset(dataset);
+    H5Dclose(dataset);
+    H5Fclose(file);
+    ASSERT_NE(offset, HADDR_UNDEF);
+    std::fstream bytes(flipped, std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = static_cast<std::streamoff>(offset) +
+                              static_cast<std::streamoff>((size() - 1) * kCount * 4 + 17);
+    bytes.seekg(at);
+    char c = 0;
+    bytes.get(c);
+    bytes.seekp(at);
+    bytes.put(static_cast<char>(c ^ 0x10));
+  });
+  expect_load(flipped, DCT_ERR_CKPT_CHECKSUM, "flipped byte");
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("checksum"), std::string::npos);
+
+  {  // A live request that the checkpoint does not have.
+    std::vector<float> x(10), y(10);
+    MPI_Info info = make_info({{"dct_name", "layer.new"}});
+    DCT_Request extra;
+    ASSERT_EQ(DCT_Allreduce_init(x.data(), y.data(), 10, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info,
+                                 &extra),
+              DCT_SUCCESS);
+    expect_load(good, DCT_ERR_CKPT_MISMATCH, "request missing from the file");
+    DCT_Request_free(&extra);
+    MPI_Info_free(&info);
+  }
+  // The good file itself still loads, and takes the state back to the saved call 4.
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  EXPECT_EQ(Snapshot(model).a_calls, 4);
+}
+
+TEST(Checkpoint, RequestOfAnotherSizeIsAMismatch) {
+  const std::string path = scratch("size");
+  {
+    Model model;
+    model.step();
+    ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+  }
+  std::vector<float> x(kCount + 1), y(kCount + 1);
+  MPI_Info info = make_info({{"dct_name", "layer.a"}});
+  DCT_Request resized;
+  ASSERT_EQ(DCT_Allreduce_init(x.data(), y.data(), x.size(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               info, &resized),
+            DCT_SUCCESS);
+  MPI_Info_free(&info);
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_CKPT_MISMATCH);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("3002 elements"), std::string::npos)
+      << DCT_Get_last_error();
+  DCT_Request_free(&resized);
+}
+
+TEST(Checkpoint, MisuseIsRefusedOnEveryRank) {
+  const std::string path = scratch("misuse");
+  EXPECT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, nullptr), DCT_ERR_ARG);
+  EXPECT_EQ(DCT_Checkpoint_save(MPI_COMM_NULL, path.c_str()), DCT_ERR_COMM);
+  Model model;
+  model.step();
+  ASSERT_EQ(DCT_Start(&model.a), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_ERR_ACTIVE);
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_ACTIVE);
+  ASSERT_EQ(DCT_Wait(&model.a, DCT_STATUS_IGNORE), DCT_SUCCESS);
+
+  std::vector<float> x(10), y(10);
+  MPI_Info info = make_info({{"dct_name", "layer.a"}});  // the same name twice
+  DCT_Request twin;
+  ASSERT_EQ(
+      DCT_Allreduce_init(x.data(), y.data(), 10, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info, &twin),
+      DCT_SUCCESS);
+  MPI_Info_free(&info);
+  EXPECT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_ERR_ARG);
+  DCT_Request_free(&twin);
+  EXPECT_EQ(::access(path.c_str(), F_OK), -1);  // nothing was written under the name
+
+  setenv("DCT_RESTART", "sometimes", 1);
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_INFO);
+  unsetenv("DCT_RESTART");
+}
+
+TEST(Checkpoint, ReaderSeesWhatWasSaved) {
+  const std::string path = scratch("reader");
+  Model model;
+  for (int i = 0; i < 3; ++i) model.step();
+  ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+  const std::vector<float> mine = residual_of<float>(model.a, kCount);
+  detail::CheckpointReader reader(path, MPI_COMM_SELF);
+  EXPECT_EQ(reader.ranks(), size());
+  ASSERT_EQ(reader.requests().size(), 2u);
+  EXPECT_EQ(reader.requests()[0].name, "layer.a");
+  EXPECT_EQ(reader.requests()[1].name, "layer.b");
+  const detail::SavedRequest *a = reader.find("layer.a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->calls, 3);
+  EXPECT_EQ(a->count, MPI_Count(kCount));
+  std::vector<float> saved(kCount);
+  reader.read_residual(*a, rank(), saved.data());
+  EXPECT_TRUE(same_bits(saved, mine));
+}
+
+}  // namespace
+}  // namespace dct::test
