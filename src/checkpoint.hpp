@@ -51,11 +51,14 @@ class CheckpointReader {
   /// nullptr if the checkpoint has no request of that name.
   const SavedRequest *find(const std::string &name) const;
   /// Reads saved rank `rank`'s residual of `request` (count * element_size bytes) into `out`
-  /// and checks it against its checksum (throws DCT_ERR_CKPT_CHECKSUM).
+  /// and checks it against its checksum (throws DCT_ERR_CKPT_CHECKSUM). On a file opened by
+  /// several ranks the read is collective: every rank must call it, in the same order, with
+  /// `rank` = -1 (and any `out`) on the ranks that take no row.
   void read_residual(const SavedRequest &request, int rank, void *out) const;
 
  private:
   std::int64_t file_ = -1;  // hid_t
+  bool collective_ = false;
   int ranks_ = 0;
   int format_version_ = 0;
   std::string dct_version_;

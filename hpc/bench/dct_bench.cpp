@@ -1,5 +1,6 @@
 // dct-bench: measures dct against MPI in the same run.
 //
+//   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .]   (checkpoint_bench.cpp)
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01]
 //       [--algorithm auto|allgather|dense] [--interval 1000] [--type float|double]
 //       [--iters 20] [--warmup 3] [--json]
@@ -59,7 +60,7 @@ long long parse_size(const std::string &text) {
 Options parse(int argc, char **argv) {
   Options o;
   if (argc < 2 || std::strcmp(argv[1], "allreduce") != 0)
-    throw std::invalid_argument("usage: dct-bench allreduce [options]; see --help");
+    throw std::invalid_argument("usage: dct-bench allreduce|checkpoint [options]");
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -198,11 +199,29 @@ Row measure(const Options &o, long long bytes) {
 
 }  // namespace
 
+#if DCT_HAVE_HDF5
+int bench_checkpoint(int argc, char **argv);  // checkpoint_bench.cpp
+#endif
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, ranks = 1, exit_code = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (argc > 1 && std::strcmp(argv[1], "checkpoint") == 0) {
+    try {
+#if DCT_HAVE_HDF5
+      exit_code = bench_checkpoint(argc, argv);
+#else
+      throw std::runtime_error("this dct was built without HDF5 checkpoints");
+#endif
+    } catch (const std::exception &e) {
+      if (rank == 0) std::fprintf(stderr, "dct-bench checkpoint: %s\n", e.what());
+      exit_code = 1;
+    }
+    MPI_Finalize();
+    return exit_code;
+  }
   try {
     const Options o = parse(argc, argv);
     int major, minor, patch;

@@ -45,6 +45,16 @@ void allreduce(const T *send, T *recv, std::size_t count, MPI_Comm comm) {
   check(DCT_Allreduce(send, recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm));
 }
 
+/** @brief Saves every live persistent request on `comm` (see DCT_Checkpoint_save). */
+inline void checkpoint_save(MPI_Comm comm, const std::string &path) {
+  check(DCT_Checkpoint_save(comm, path.c_str()));
+}
+
+/** @brief Restores every live persistent request on `comm` (see DCT_Checkpoint_load). */
+inline void checkpoint_load(MPI_Comm comm, const std::string &path) {
+  check(DCT_Checkpoint_load(comm, path.c_str()));
+}
+
 /** @brief Owns a persistent compressed allreduce (DCT_Allreduce_init ... DCT_Request_free). */
 class AllreduceRequest {
  public:

@@ -1,0 +1,150 @@
+// dct-bench checkpoint: DCT_Checkpoint_save/load against a plain parallel-HDF5 write/read of the
+// same bytes, in the same run.
+//
+//   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .]
+//
+// Every rank holds one float request of `mib` MiB of residual. Times are wall times from a
+// barrier to a barrier (so the slowest rank counts), averaged over `iters`. The plain write is
+// H5Fcreate + one collective H5Dwrite of each rank's row + H5Fclose; "+fsync" adds the fsync
+// that dct does before renaming (durability), so dct / plain+fsync compares the same work.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dct/dct.hpp"
+
+namespace {
+
+struct Options {
+  long long mib = 256;
+  int iters = 3;
+  std::string dir = ".";
+};
+
+Options parse(int argc, char **argv) {
+  Options o;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+    if (arg == "--mib")
+      o.mib = std::atoll(argv[++i]);
+    else if (arg == "--iters")
+      o.iters = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--dir")
+      o.dir = argv[++i];
+    else
+      throw std::invalid_argument("unknown option " + arg);
+  }
+  if (o.mib <= 0) throw std::invalid_argument("--mib must be positive");
+  return o;
+}
+
+double timed(const std::function<void()> &body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  body();
+  MPI_Barrier(MPI_COMM_WORLD);
+  return MPI_Wtime() - start;
+}
+
+void check(bool ok, const char *what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+void fsync_file(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  check(fd >= 0 && ::fsync(fd) == 0, "fsync");
+  ::close(fd);
+}
+
+/// The plain parallel-HDF5 baseline: one [ranks, n] float dataset, each rank its row.
+void plain_io(const std::string &path, std::vector<float> &row, int rank, int ranks, bool write) {
+  hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_mpio(access, MPI_COMM_WORLD, MPI_INFO_NULL);
+  hid_t file = write ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access)
+                     : H5Fopen(path.c_str(), H5F_ACC_RDONLY, access);
+  check(file >= 0, "plain HDF5 open");
+  const hsize_t dims[2] = {static_cast<hsize_t>(ranks), row.size()};
+  hid_t space = H5Screate_simple(2, dims, nullptr);
+  hid_t dataset = write ? H5Dcreate2(file, "residual", H5T_IEEE_F32LE, space, H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT)
+                        : H5Dopen2(file, "residual", H5P_DEFAULT);
+  const hsize_t start[2] = {static_cast<hsize_t>(rank), 0}, count[2] = {1, row.size()};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  const hsize_t n = row.size();
+  hid_t row_space = H5Screate_simple(1, &n, nullptr);
+  hid_t transfer = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(transfer, H5FD_MPIO_COLLECTIVE);
+  const herr_t rc =
+      write ? H5Dwrite(dataset, H5T_NATIVE_FLOAT, row_space, space, transfer, row.data())
+            : H5Dread(dataset, H5T_NATIVE_FLOAT, row_space, space, transfer, row.data());
+  check(rc >= 0, "plain HDF5 transfer");
+  H5Pclose(transfer);
+  H5Sclose(row_space);
+  H5Sclose(space);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  H5Pclose(access);
+}
+
+}  // namespace
+
+int bench_checkpoint(int argc, char **argv) {
+  const Options o = parse(argc, argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const std::size_t n = static_cast<std::size_t>(o.mib) << 18;  // floats in `mib` MiB
+  std::vector<float> send(n), recv(n);
+  for (std::size_t i = 0; i < n; ++i)
+    send[i] = static_cast<float>((i * 2654435761u + rank) % 1000) - 500;
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "dct_name", "bench");
+  dct::AllreduceRequest request(send.data(), recv.data(), n, MPI_COMM_WORLD, info);
+  MPI_Info_free(&info);
+  request();  // 99% of the gradient is now residual
+
+  const std::string dct_path = o.dir + "/dct-bench-checkpoint.h5";
+  const std::string plain_path = o.dir + "/dct-bench-plain.h5";
+  std::vector<float> row(send);
+  double save = 0, load = 0, plain_write = 0, plain_fsync = 0, plain_read = 0;
+  for (int i = 0; i < o.iters; ++i) {
+    save += timed([&] { dct::checkpoint_save(MPI_COMM_WORLD, dct_path); });
+    load += timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); });
+    plain_write += timed([&] { plain_io(plain_path, row, rank, ranks, true); });
+    plain_fsync += timed([&] {
+      plain_io(plain_path, row, rank, ranks, true);
+      if (rank == 0) fsync_file(plain_path);
+    });
+    plain_read += timed([&] { plain_io(plain_path, row, rank, ranks, false); });
+  }
+  if (rank == 0) {
+    std::remove(dct_path.c_str());
+    std::remove(plain_path.c_str());
+    const double gib = double(n) * sizeof(float) * ranks / double(1 << 30);
+    auto rate = [&](double seconds) { return gib / (seconds / o.iters); };
+    std::printf(
+        "# dct-bench checkpoint: %d ranks x %lld MiB of float residual (%.2f GiB), "
+        "%d iterations, in %s\n",
+        ranks, o.mib, gib, o.iters, o.dir.c_str());
+    std::printf("%-28s %10s %12s\n", "operation", "GiB/s", "dct / plain");
+    std::printf("%-28s %10.3f %12s\n", "plain HDF5 write", rate(plain_write), "");
+    std::printf("%-28s %10.3f %12s\n", "plain HDF5 write + fsync", rate(plain_fsync), "");
+    std::printf("%-28s %10.3f %12.3f\n", "DCT_Checkpoint_save", rate(save), plain_write / save);
+    std::printf("%-28s %10s %12.3f\n", "  vs plain write + fsync", "", plain_fsync / save);
+    std::printf("%-28s %10.3f %12s\n", "plain HDF5 read", rate(plain_read), "");
+    std::printf("%-28s %10.3f %12.3f\n", "DCT_Checkpoint_load", rate(load), plain_read / load);
+  }
+  return 0;
+}
