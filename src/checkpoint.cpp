@@ -232,6 +232,41 @@ bool has_residual(const AllreduceEngine &engine) {
   return engine.residual() != nullptr && engine.count() > 0;
 }
 
+/// The communicator dct works on for `user_comm`, and this rank's place in it.
+struct Collective {
+  std::shared_ptr<CommContext> context;
+  MPI_Comm comm;
+  int rank;
+  int ranks;
+};
+
+Collective open_collective(MPI_Comm user_comm) {
+  ensure_library_ready();
+  std::shared_ptr<CommContext> context = comm_context(user_comm);
+  require(context->comm() != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
+  return Collective{context, context->comm(), context->rank(), context->size()};
+}
+
+/// The live requests, checked on every rank and the same on every rank: the collective HDF5
+/// calls that follow need every rank to handle the same requests in the same order.
+std::vector<AllreduceEngine *> agreed_engines(const Collective &c) {
+  std::vector<AllreduceEngine *> engines;
+  std::string manifest;
+  run_agreed(c.comm, [&] {
+    engines = live_engines(c.context.get());
+    for (const AllreduceEngine *e : engines)
+      manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
+                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
+  });
+  const std::uint32_t mine = checksum(manifest.data(), manifest.size());
+  std::uint32_t lowest = 0, highest = 0;
+  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_UINT32_T, MPI_MIN, c.comm), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(&mine, &highest, 1, MPI_UINT32_T, MPI_MAX, c.comm), "MPI_Allreduce");
+  require(lowest == highest, DCT_ERR_CKPT_MISMATCH,
+          "ranks hold different requests (names, counts or datatypes) on this communicator");
+  return engines;
+}
+
 void sync_to_disk(const std::string &path, int code) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   require(fd >= 0, code, "cannot open " + path + " to sync it: " + std::strerror(errno));
@@ -317,27 +352,10 @@ std::uint32_t checksum(const void *data, std::size_t bytes) {
 }
 
 void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
-  ensure_library_ready();
-  std::shared_ptr<CommContext> context = comm_context(user_comm);
-  const MPI_Comm comm = context->comm();
-  require(comm != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
-  const int rank = context->rank(), ranks = context->size();
-
-  std::vector<AllreduceEngine *> engines;
-  std::string manifest;
-  run_agreed(comm, [&] {
-    engines = live_engines(context.get());
-    for (const AllreduceEngine *e : engines)
-      manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
-                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
-  });
-  // Every rank must save the same requests, or the collective writes would not match.
-  const std::uint32_t mine = checksum(manifest.data(), manifest.size());
-  std::uint32_t lowest = 0, highest = 0;
-  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(&mine, &highest, 1, MPI_UINT32_T, MPI_MAX, comm), "MPI_Allreduce");
-  require(lowest == highest, DCT_ERR_CKPT_MISMATCH,
-          "ranks hold different requests (names, counts or datatypes) on this communicator");
+  const Collective c = open_collective(user_comm);
+  const MPI_Comm comm = c.comm;
+  const int rank = c.rank, ranks = c.ranks;
+  const std::vector<AllreduceEngine *> engines = agreed_engines(c);
 
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
   int length = static_cast<int>(temporary.size());
@@ -453,28 +471,12 @@ void read_rows(const CheckpointReader &reader, PendingState &state, std::size_t 
 }  // namespace
 
 void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
-  ensure_library_ready();
-  std::shared_ptr<CommContext> context = comm_context(user_comm);
-  const MPI_Comm comm = context->comm();
-  require(comm != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
-  const int rank = context->rank(), ranks = context->size();
-
+  const Collective c = open_collective(user_comm);
+  const MPI_Comm comm = c.comm;
+  const int rank = c.rank, ranks = c.ranks;
   bool redistribute = false;
-  std::vector<AllreduceEngine *> engines;
-  std::string manifest;
-  run_agreed(comm, [&] {
-    redistribute = Config::from(MPI_INFO_NULL).redistribute_on_restart;
-    engines = live_engines(context.get());
-    for (const AllreduceEngine *e : engines)
-      manifest += e->name() + ' ' + std::to_string(e->count()) + '\n';
-  });
-  // The collective reads below need every rank to load the same requests.
-  const std::uint32_t mine = checksum(manifest.data(), manifest.size());
-  std::uint32_t lowest = 0, highest = 0;
-  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(&mine, &highest, 1, MPI_UINT32_T, MPI_MAX, comm), "MPI_Allreduce");
-  require(lowest == highest, DCT_ERR_CKPT_MISMATCH,
-          "ranks hold different requests (names or counts) on this communicator");
+  run_agreed(comm, [&] { redistribute = Config::from(MPI_INFO_NULL).redistribute_on_restart; });
+  const std::vector<AllreduceEngine *> engines = agreed_engines(c);
   // Rank 0 looks first, so that a missing or foreign file never reaches collective HDF5 calls.
   run_agreed(comm, [&] {
     if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);
