@@ -325,8 +325,16 @@ class CompressedEngine final : public AllreduceEngine {
 
 }  // namespace
 
+int AllreduceArgs::compressed_element_size() const {
+  if (op != MPI_SUM || datatype == MPI_DATATYPE_NULL) return 0;
+  // Fortran's REAL and DOUBLE PRECISION are IEEE binary32/binary64 wherever dct runs.
+  if (datatype == MPI_FLOAT || datatype == MPI_REAL || datatype == MPI_REAL4) return 4;
+  if (datatype == MPI_DOUBLE || datatype == MPI_DOUBLE_PRECISION || datatype == MPI_REAL8) return 8;
+  return 0;
+}
+
 bool AllreduceArgs::compressed() const {
-  return (datatype == MPI_FLOAT || datatype == MPI_DOUBLE) && op == MPI_SUM;
+  return compressed_element_size() != 0;
 }
 
 void AllreduceArgs::validate() const {
@@ -374,7 +382,7 @@ std::unique_ptr<AllreduceEngine> make_allreduce_engine(const AllreduceArgs &args
                                                        const Config &config) {
   std::shared_ptr<CommContext> context = comm_context(args.comm);
   if (!args.compressed()) return std::make_unique<PassthroughEngine>(context, args);
-  if (args.datatype == MPI_FLOAT)
+  if (args.compressed_element_size() == 4)
     return std::make_unique<CompressedEngine<float>>(context, args, config);
   return std::make_unique<CompressedEngine<double>>(context, args, config);
 }

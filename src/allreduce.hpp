@@ -24,7 +24,9 @@ struct AllreduceArgs {
 
   /// Throws the documented code for the first bad argument; reads no buffer.
   void validate() const;
-  /// True for MPI_FLOAT / MPI_DOUBLE with MPI_SUM.
+  /// 4 or 8 for the sums dct compresses (MPI_FLOAT, MPI_DOUBLE and Fortran's MPI_REAL,
+  /// MPI_DOUBLE_PRECISION, MPI_REAL4, MPI_REAL8 with MPI_SUM), 0 for everything else.
+  int compressed_element_size() const;
   bool compressed() const;
 };
 

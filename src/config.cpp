@@ -12,8 +12,8 @@ namespace dct::detail {
 namespace {
 
 struct Knob {
-  const char *info_key;
-  const char *env_var;  // nullptr: no environment default
+  const char *info_key;  // nullptr: environment only
+  const char *env_var;   // nullptr: no environment default
   void (*apply)(Config &config, const std::string &value, const std::string &origin);
 };
 
@@ -56,6 +56,29 @@ void parse_name(Config &config, const std::string &value, const std::string &) {
   config.name = value;
 }
 
+bool parse_flag(const std::string &value, const std::string &origin) {
+  if (value != "0" && value != "1") bad_value(origin, value, "0 or 1");
+  return value == "1";
+}
+
+void parse_pmpi(Config &config, const std::string &value, const std::string &origin) {
+  config.pmpi_enabled = parse_flag(value, origin);
+}
+
+void parse_pmpi_report(Config &config, const std::string &value, const std::string &origin) {
+  config.pmpi_report = parse_flag(value, origin);
+}
+
+void parse_pmpi_min_count(Config &config, const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const long long count = std::strtoll(begin, &end, 10);
+  if (end == begin || *end != '\0' || errno != 0 || count < 0)
+    bad_value(origin, value, "an integer >= 0");
+  config.pmpi_min_count = count;
+}
+
 void parse_restart(Config &config, const std::string &value, const std::string &origin) {
   if (value != "strict" && value != "redistribute")
     bad_value(origin, value, "strict or redistribute");
@@ -70,6 +93,10 @@ const Knob knobs[] = {
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
     {"dct_name", nullptr, parse_name},
     {"dct_restart", "DCT_RESTART", parse_restart},
+    // Read by libdct_pmpi from the environment only (nullptr: no MPI_Info key).
+    {nullptr, "DCT_PMPI", parse_pmpi},
+    {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count},
+    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {
@@ -80,7 +107,8 @@ void check_no_unknown_dct_keys(MPI_Info info) {
     check_mpi(MPI_Info_get_nthkey(info, i, key), "MPI_Info_get_nthkey");
     if (std::strncmp(key, "dct_", 4) != 0) continue;
     bool known = false;
-    for (const Knob &knob : knobs) known = known || std::strcmp(key, knob.info_key) == 0;
+    for (const Knob &knob : knobs)
+      known = known || (knob.info_key && std::strcmp(key, knob.info_key) == 0);
     require(known, DCT_ERR_INFO, std::string("unknown MPI_Info key '") + key + "'");
   }
 }
@@ -111,6 +139,7 @@ Config Config::from(MPI_Info info) {
   if (info == MPI_INFO_NULL) return config;
   check_no_unknown_dct_keys(info);
   for (const Knob &knob : knobs) {
+    if (knob.info_key == nullptr) continue;
     int length = 0, present = 0;
     check_mpi(MPI_Info_get_valuelen(info, knob.info_key, &length, &present),
               "MPI_Info_get_valuelen");

@@ -18,6 +18,10 @@ struct Config {
   std::string name;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
   bool redistribute_on_restart = false;
+  /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.
+  bool pmpi_enabled = false;
+  long long pmpi_min_count = 4096;
+  bool pmpi_report = false;
 
   /// Defaults, overridden by DCT_* environment variables, overridden by `info` (may be
   /// MPI_INFO_NULL). Throws DCT_ERR_INFO naming the key or variable and the bad value.

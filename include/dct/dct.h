@@ -161,7 +161,8 @@ typedef struct DCT_Request_s *DCT_Request;
  * reach the result as with MPI); `residual = acc - sent`; the result, identical on all ranks,
  * is the sum over ranks of the sent entries, added in rank order.
  *
- * Datatypes and operations: `MPI_FLOAT` and `MPI_DOUBLE` with `MPI_SUM` are compressed. Every
+ * Datatypes and operations: `MPI_FLOAT` and `MPI_DOUBLE` (and Fortran's `MPI_REAL`,
+ * `MPI_DOUBLE_PRECISION`, `MPI_REAL4`, `MPI_REAL8`) with `MPI_SUM` are compressed. Every
  * other combination is handed to `MPI_Allreduce` unchanged (`DCT_Status.algorithm` is then
  * `DCT_ALGORITHM_PASSTHROUGH`), so a code may route all its allreduces through dct.
  * @{

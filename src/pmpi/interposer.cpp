@@ -1,0 +1,201 @@
+// libdct_pmpi: compresses the MPI_Allreduce calls of an unmodified MPI program.
+//
+//   DCT_PMPI=1 LD_PRELOAD=libdct_pmpi.so mpiexec -n 4 ./app
+//
+// Off unless DCT_PMPI=1. A call is compressed when it is a sum of MPI_FLOAT / MPI_DOUBLE (or
+// Fortran REAL / DOUBLE PRECISION) of at least DCT_PMPI_MIN_COUNT elements on an
+// intra-communicator; it then goes through DCT_Allreduce (state per communicator, receive
+// buffer, count and datatype, released with the communicator). Every other call goes to MPI
+// untouched, through its PMPI entry point, so MPI's own semantics and error handling apply.
+//
+// Fortran: Open MPI's (and MPICH's) Fortran bindings call PMPI_Allreduce directly, so the
+// Fortran entry points are intercepted too: mpi_allreduce_ and its name-mangling variants (mpif.h,
+// use mpi) and mpi_allreduce_f08_ (use mpi_f08). They compress only when this MPI's Fortran
+// MPI_IN_PLACE sentinel is known (Open MPI's mpi_fortran_in_place_), and otherwise forward.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "allreduce.hpp"
+#include "config.hpp"
+#include "dct/dct.h"
+#include "error.hpp"
+
+#define DCT_PMPI_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Fortran entry points of the MPI library, resolved at run time if it has them.
+extern "C" {
+extern int mpi_fortran_in_place_ __attribute__((weak));  // Open MPI's Fortran MPI_IN_PLACE
+void pmpi_allreduce_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *)
+    __attribute__((weak));
+void pmpi_allreduce_f08_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *)
+    __attribute__((weak));
+}
+
+namespace dct::detail {
+namespace {
+
+/// Set while dct itself runs: its own MPI calls must reach MPI, not this interposer.
+thread_local bool inside_dct = false;
+
+struct Tally {
+  long long compressed = 0, passed = 0, bytes_sent = 0, dense_bytes = 0, entries = 0, elements = 0;
+};
+Tally tally;
+
+/// The DCT_* environment, read once; a bad value disables the interposer with a message
+/// rather than failing the application's MPI calls.
+const Config &settings() {
+  static const Config config = [] {
+    try {
+      return Config::from(MPI_INFO_NULL);
+    } catch (const Error &e) {
+      std::fprintf(stderr, "dct-pmpi: disabled: %s\n", e.what());
+      Config off;
+      off.pmpi_enabled = false;
+      return off;
+    }
+  }();
+  return config;
+}
+
+int report_at_finalize(MPI_Comm, int, void *, void *) {
+  long long mine[6] = {tally.compressed,  tally.passed,  tally.bytes_sent,
+                       tally.dense_bytes, tally.entries, tally.elements};
+  long long all[6] = {};
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  PMPI_Reduce(mine, all, 6, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "dct-pmpi: %lld allreduce calls compressed, %lld passed to MPI unchanged; "
+                 "bytes sent %lld vs %lld for ring MPI_Allreduce (%.1fx less); achieved "
+                 "density %.5f\n",
+                 all[0], all[1], all[2], all[3], all[2] > 0 ? double(all[3]) / all[2] : 0.0,
+                 all[5] > 0 ? double(all[4]) / all[5] : 0.0);
+  return MPI_SUCCESS;
+}
+
+/// The report hook, hung on MPI_COMM_SELF (deleted first thing in MPI_Finalize) once.
+void arm_report() {
+  static bool armed = false;
+  if (armed || !settings().pmpi_report) return;
+  armed = true;
+  int keyval = MPI_KEYVAL_INVALID;
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_at_finalize, &keyval, nullptr);
+  PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
+}
+
+bool should_compress(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm) {
+  if (inside_dct || !settings().pmpi_enabled) return false;
+  const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
+  if (!args.compressed() || count < settings().pmpi_min_count || count > DCT_MAX_COUNT ||
+      sendbuf == nullptr || recvbuf == nullptr || comm == MPI_COMM_NULL)
+    return false;
+  int inter = 1;
+  return PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
+}
+
+/// The compressed call; MPI error semantics for its failures (the communicator's handler).
+int compressed_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                         MPI_Op op, MPI_Comm comm) {
+  arm_report();
+  inside_dct = true;
+  int rc = DCT_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  DCT_Status status;
+  if (rc == DCT_SUCCESS) rc = DCT_Allreduce_status(recvbuf, count, datatype, comm, &status);
+  inside_dct = false;
+  if (rc != DCT_SUCCESS) {
+    std::fprintf(stderr, "dct-pmpi: %s\n", DCT_Get_last_error());
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);  // aborts under MPI_ERRORS_ARE_FATAL
+    return MPI_ERR_OTHER;
+  }
+  tally.compressed += 1;
+  tally.bytes_sent += status.bytes_sent;
+  tally.dense_bytes += status.dense_bytes;
+  tally.entries += status.nnz_sent;
+  tally.elements += status.count;
+  return MPI_SUCCESS;
+}
+
+void count_passed() {
+  if (!inside_dct && settings().pmpi_enabled) {
+    arm_report();
+    tally.passed += 1;
+  }
+}
+
+/// Fortran: the C handles and buffers of a call, or false when this MPI's Fortran in-place
+/// sentinel is unknown (then the call is forwarded untouched).
+bool fortran_call(void *&sendbuf, const MPI_Fint *datatype, const MPI_Fint *op,
+                  const MPI_Fint *comm, MPI_Datatype &c_datatype, MPI_Op &c_op, MPI_Comm &c_comm) {
+  if (&mpi_fortran_in_place_ == nullptr) return false;
+  if (sendbuf == static_cast<void *>(&mpi_fortran_in_place_)) sendbuf = MPI_IN_PLACE;
+  c_datatype = MPI_Type_f2c(*datatype);
+  c_op = MPI_Op_f2c(*op);
+  c_comm = MPI_Comm_f2c(*comm);
+  return true;
+}
+
+using FortranAllreduce = void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+                                  MPI_Fint *);
+
+void fortran_allreduce(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *datatype,
+                       MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierror, FortranAllreduce forward) {
+  void *send = sendbuf;
+  MPI_Datatype c_datatype;
+  MPI_Op c_op;
+  MPI_Comm c_comm;
+  if (fortran_call(send, datatype, op, comm, c_datatype, c_op, c_comm) &&
+      should_compress(send, recvbuf, *count, c_datatype, c_op, c_comm)) {
+    const int rc = compressed_allreduce(send, recvbuf, *count, c_datatype, c_op, c_comm);
+    if (ierror) *ierror = rc;
+    return;
+  }
+  count_passed();
+  if (forward != nullptr) {
+    forward(sendbuf, recvbuf, count, datatype, op, comm, ierror);
+  } else if (ierror) {  // an MPI without this Fortran PMPI entry point: nothing to forward to
+    *ierror = MPI_ERR_OTHER;
+  }
+}
+
+}  // namespace
+}  // namespace dct::detail
+
+using namespace dct::detail;
+
+DCT_PMPI_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  if (should_compress(sendbuf, recvbuf, count, datatype, op, comm))
+    return compressed_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  count_passed();
+  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+// Not compressed yet: dct's allreduce does not progress in the background, and completing it
+// inside MPI_Iallreduce could deadlock a correct program that communicates before its Wait.
+DCT_PMPI_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
+                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                   MPI_Request *request) {
+  count_passed();
+  return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+#define DCT_FORTRAN_ALLREDUCE(name, forward)                                                   \
+  DCT_PMPI_EXPORT void name(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *datatype, \
+                            MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierror) {                  \
+    fortran_allreduce(sendbuf, recvbuf, count, datatype, op, comm, ierror, forward);           \
+  }
+// mpif.h and `use mpi`, in every name mangling Fortran compilers use.
+DCT_FORTRAN_ALLREDUCE(mpi_allreduce_, pmpi_allreduce_)
+DCT_FORTRAN_ALLREDUCE(mpi_allreduce__, pmpi_allreduce_)
+DCT_FORTRAN_ALLREDUCE(mpi_allreduce, pmpi_allreduce_)
+DCT_FORTRAN_ALLREDUCE(MPI_ALLREDUCE, pmpi_allreduce_)
+// `use mpi_f08` (Open MPI passes the handles' integer by reference, ierror may be absent).
+DCT_FORTRAN_ALLREDUCE(mpi_allreduce_f08_, pmpi_allreduce_f08_)
+#undef DCT_FORTRAN_ALLREDUCE
