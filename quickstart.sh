@@ -18,7 +18,7 @@ build_dir=${DCT_BUILD_DIR:-build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # --- 1. Debian packages, installed only if missing -------------------------------------
-packages=(g++ make cmake pkg-config libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
+packages=(g++ gfortran make cmake pkg-config libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
           libgtest-dev libhdf5-openmpi-dev zlib1g-dev)
 missing=()
 for package in "${packages[@]}"; do

@@ -143,6 +143,19 @@ int DCT_Request_free(DCT_Request *request) {
   });
 }
 
+int DCT_Request_get_residual(DCT_Request request, void *residual) {
+  return guarded(__func__, [&] {
+    require(residual != nullptr, DCT_ERR_ARG, "residual is NULL");
+    const AllreduceEngine &engine = *RequestTable::instance().find(&request).engine;
+    require(!engine.active(), DCT_ERR_ACTIVE, "request is started: complete it first");
+    const std::size_t bytes = static_cast<std::size_t>(engine.count()) * engine.element_size();
+    if (engine.residual() != nullptr)
+      std::memcpy(residual, engine.residual(), bytes);
+    else
+      std::memset(residual, 0, bytes);
+  });
+}
+
 int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm) {
   return guarded(__func__, [&] {

@@ -222,6 +222,15 @@ DCT_EXPORT int DCT_Wait(DCT_Request *request, DCT_Status *status);
 DCT_EXPORT int DCT_Request_free(DCT_Request *request);
 
 /**
+ * @brief Copies this rank's residual (the gradient mass not sent yet) into `residual`: `count`
+ * elements of the request's datatype, zeros for a request that keeps none (density 1, or not
+ * compressed). For diagnostics and for checking error feedback: the sum over ranks of the
+ * residuals plus every result delivered equals every input. The request must not be active.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
+ */
+DCT_EXPORT int DCT_Request_get_residual(DCT_Request request, void *residual);
+
+/**
  * @brief Drop-in replacement for `MPI_Allreduce` with the same arguments.
  *
  * The error-feedback state lives inside dct, one per (`comm`, `recvbuf`, `count`, `datatype`),

@@ -208,6 +208,27 @@ TYPED_TEST(Allreduce, KeptCountFarAboveCapacityMatchesReference) {
   MPI_Info_free(&info);
 }
 
+TYPED_TEST(Allreduce, PublicResidualGetterMatchesTheEngine) {
+  using T = TypeParam;
+  MPI_Info info = make_info({{"dct_density", "0.05"}});
+  std::vector<T> send = gradient<T>(kCount, 3), recv(kCount), residual(kCount, T(7));
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &request),
+            DCT_SUCCESS);
+  ASSERT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_SUCCESS);
+  EXPECT_EQ(residual, std::vector<T>(kCount, T(0)));
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_ERR_ACTIVE);
+  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(residual, residual_of<T>(request, kCount)));
+  EXPECT_EQ(DCT_Request_get_residual(request, nullptr), DCT_ERR_ARG);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_ERR_REQUEST);
+  MPI_Info_free(&info);
+}
+
 TYPED_TEST(Allreduce, TauIsReusedBetweenReestimationsAndReestimatedOnSchedule) {
   using T = TypeParam;
   MPI_Info info = make_info({{"dct_density", "0.05"}, {"dct_interval", "4"}});

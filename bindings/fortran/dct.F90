@@ -1,0 +1,314 @@
+!> @file dct.F90
+!> @brief Fortran module `dct`: the C ABI of dct for Fortran codes, in the style of mpi_f08.
+!>
+!> Handles are `type(MPI_Comm)`, `type(MPI_Datatype)`, `type(MPI_Op)`, `type(MPI_Info)`, or the
+!> legacy integers of `use mpi` (every routine is generic over both). Buffers are arrays of any
+!> rank of `real(4)` or `real(8)` (assumed-rank, contiguous). `ierror` is optional as in MPI:
+!> when it is absent, a failure stops the program with dct's message, like MPI's default error
+!> handler; when present it receives `DCT_SUCCESS` or a `DCT_ERR_*` code (the same codes as C).
+!> `MPI_IN_PLACE` is recognised with Open MPI.
+module dct
+  use, intrinsic :: iso_c_binding, only : c_int, c_int64_t, c_long_long, c_double, c_ptr, &
+                                           c_null_ptr, c_char, c_f_pointer, c_loc
+  use mpi_f08, only : MPI_Comm, MPI_Datatype, MPI_Op, MPI_Info
+  implicit none
+  private
+
+  integer, parameter, public :: DCT_SUCCESS = 0, DCT_ERR_ARG = 1, DCT_ERR_BUFFER = 2, &
+    DCT_ERR_COUNT = 3, DCT_ERR_DATATYPE = 4, DCT_ERR_OP = 5, DCT_ERR_COMM = 6, &
+    DCT_ERR_INFO = 7, DCT_ERR_REQUEST = 8, DCT_ERR_ACTIVE = 9, DCT_ERR_MPI = 10, &
+    DCT_ERR_PEER = 11, DCT_ERR_MISMATCH = 12, DCT_ERR_NO_MEMORY = 13, &
+    DCT_ERR_NOT_INITIALIZED = 14, DCT_ERR_NOT_COMPILED = 15, DCT_ERR_INTERNAL = 16, &
+    DCT_ERR_CKPT_NOT_FOUND = 17, DCT_ERR_CKPT_FORMAT = 18, DCT_ERR_CKPT_VERSION = 19, &
+    DCT_ERR_CKPT_MISMATCH = 20, DCT_ERR_CKPT_CHECKSUM = 21, DCT_ERR_CKPT_TRUNCATED = 22, &
+    DCT_ERR_CKPT_IO = 23
+  integer, parameter, public :: DCT_ALGORITHM_AUTO = 0, DCT_ALGORITHM_ALLGATHER = 1, &
+    DCT_ALGORITHM_DENSE = 2, DCT_ALGORITHM_PASSTHROUGH = 3
+
+  !> A persistent compressed allreduce (DCT_Request); null until dct_allreduce_init.
+  type, public, bind(C) :: dct_request
+    type(c_ptr) :: handle = c_null_ptr
+  end type dct_request
+
+  !> What one call did (DCT_Status; the fields are documented in dct.h).
+  type, public, bind(C) :: dct_status
+    integer(c_long_long) :: count, nnz_sent, nnz_received, bytes_sent, bytes_received, &
+                            dense_bytes
+    real(c_double) :: tau, density
+    integer(c_int) :: tau_reestimated, algorithm
+    integer(c_long_long) :: calls, total_bytes_sent, total_dense_bytes
+  end type dct_status
+
+  public :: dct_allreduce_init, dct_start, dct_wait, dct_request_free, dct_allreduce, &
+            dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
+            dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version
+
+  interface dct_allreduce_init
+    module procedure allreduce_init_f08, allreduce_init_int
+  end interface
+  interface dct_allreduce
+    module procedure allreduce_f08, allreduce_int
+  end interface
+  interface dct_allreduce_status
+    module procedure allreduce_status_f08, allreduce_status_int
+  end interface
+  interface dct_checkpoint_save
+    module procedure checkpoint_save_f08, checkpoint_save_int
+  end interface
+  interface dct_checkpoint_load
+    module procedure checkpoint_load_f08, checkpoint_load_int
+  end interface
+
+  interface  ! the C side: bindings/fortran/dct_fortran.c and dct.h
+    integer(c_int) function c_allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, &
+                                             info, request) bind(C, name='dct_f_allreduce_init')
+      import :: c_int, c_int64_t, dct_request
+      type(*), dimension(..), intent(in), asynchronous :: sendbuf
+      type(*), dimension(..), asynchronous :: recvbuf
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: datatype, op, comm, info
+      type(dct_request) :: request
+    end function
+    integer(c_int) function c_allreduce(sendbuf, recvbuf, count, datatype, op, comm) &
+        bind(C, name='dct_f_allreduce')
+      import :: c_int, c_int64_t
+      type(*), dimension(..), intent(in) :: sendbuf
+      type(*), dimension(..) :: recvbuf
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: datatype, op, comm
+    end function
+    integer(c_int) function c_allreduce_status(recvbuf, count, datatype, comm, status) &
+        bind(C, name='dct_f_allreduce_status')
+      import :: c_int, c_int64_t, dct_status
+      type(*), dimension(..), intent(in) :: recvbuf
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: datatype, comm
+      type(dct_status) :: status
+    end function
+    integer(c_int) function c_get_residual(request, residual) &
+        bind(C, name='dct_f_request_get_residual')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request
+      type(*), dimension(..) :: residual
+    end function
+    integer(c_int) function c_start(request) bind(C, name='dct_f_start')
+      import :: c_int, dct_request
+      type(dct_request) :: request
+    end function
+    integer(c_int) function c_wait(request, status) bind(C, name='dct_f_wait')
+      import :: c_int, c_ptr, dct_request
+      type(dct_request) :: request
+      type(c_ptr), value :: status
+    end function
+    integer(c_int) function c_request_free(request) bind(C, name='dct_f_request_free')
+      import :: c_int, dct_request
+      type(dct_request) :: request
+    end function
+    integer(c_int) function c_checkpoint(comm, path, length, load) bind(C, name='dct_f_checkpoint')
+      import :: c_int, c_int64_t, c_char
+      integer(c_int), value :: comm
+      character(kind=c_char), dimension(*), intent(in) :: path
+      integer(c_int64_t), value :: length
+      integer(c_int), value :: load
+    end function
+    type(c_ptr) function c_last_error() bind(C, name='dct_f_last_error')
+      import :: c_ptr
+    end function
+    integer(c_int) function c_error_string(code, string, length) bind(C, name='DCT_Error_string')
+      import :: c_int, c_char
+      integer(c_int), value :: code
+      character(kind=c_char), dimension(*) :: string
+      integer(c_int) :: length
+    end function
+    integer(c_int) function c_get_version(major, minor, patch) bind(C, name='DCT_Get_version')
+      import :: c_int
+      integer(c_int) :: major, minor, patch
+    end function
+  end interface
+
+contains
+
+  !> Hands `code` to the caller: into ierror when present, else a failure stops the program.
+  subroutine finish(code, ierror)
+    integer(c_int), intent(in) :: code
+    integer, optional, intent(out) :: ierror
+    character(len=1024) :: message
+    if (present(ierror)) then
+      ierror = code
+    else if (code /= DCT_SUCCESS) then
+      call dct_get_last_error(message)
+      write (*, '(a)') trim(message)
+      error stop 'dct: a call failed and no ierror argument was given'
+    end if
+  end subroutine finish
+
+  subroutine allreduce_init_f08(sendbuf, recvbuf, count, datatype, op, comm, info, request, &
+                                ierror)
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    type(*), dimension(..), asynchronous :: recvbuf
+    integer, intent(in) :: count
+    type(MPI_Datatype), intent(in) :: datatype
+    type(MPI_Op), intent(in) :: op
+    type(MPI_Comm), intent(in) :: comm
+    type(MPI_Info), intent(in) :: info
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    call finish(c_allreduce_init(sendbuf, recvbuf, int(count, c_int64_t), datatype%MPI_VAL, &
+                                 op%MPI_VAL, comm%MPI_VAL, info%MPI_VAL, request), ierror)
+  end subroutine allreduce_init_f08
+
+  subroutine allreduce_init_int(sendbuf, recvbuf, count, datatype, op, comm, info, request, &
+                                ierror)
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    type(*), dimension(..), asynchronous :: recvbuf
+    integer, intent(in) :: count, datatype, op, comm, info
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    call finish(c_allreduce_init(sendbuf, recvbuf, int(count, c_int64_t), datatype, op, comm, &
+                                 info, request), ierror)
+  end subroutine allreduce_init_int
+
+  subroutine dct_start(request, ierror)
+    type(dct_request), intent(inout) :: request
+    integer, optional, intent(out) :: ierror
+    call finish(c_start(request), ierror)
+  end subroutine dct_start
+
+  subroutine dct_wait(request, status, ierror)
+    type(dct_request), intent(inout) :: request
+    type(dct_status), optional, target, intent(out) :: status
+    integer, optional, intent(out) :: ierror
+    if (present(status)) then
+      call finish(c_wait(request, c_loc(status)), ierror)
+    else
+      call finish(c_wait(request, c_null_ptr), ierror)
+    end if
+  end subroutine dct_wait
+
+  subroutine dct_request_free(request, ierror)
+    type(dct_request), intent(inout) :: request
+    integer, optional, intent(out) :: ierror
+    call finish(c_request_free(request), ierror)
+  end subroutine dct_request_free
+
+  subroutine allreduce_f08(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+    type(*), dimension(..), intent(in) :: sendbuf
+    type(*), dimension(..) :: recvbuf
+    integer, intent(in) :: count
+    type(MPI_Datatype), intent(in) :: datatype
+    type(MPI_Op), intent(in) :: op
+    type(MPI_Comm), intent(in) :: comm
+    integer, optional, intent(out) :: ierror
+    call finish(c_allreduce(sendbuf, recvbuf, int(count, c_int64_t), datatype%MPI_VAL, &
+                            op%MPI_VAL, comm%MPI_VAL), ierror)
+  end subroutine allreduce_f08
+
+  subroutine allreduce_int(sendbuf, recvbuf, count, datatype, op, comm, ierror)
+    type(*), dimension(..), intent(in) :: sendbuf
+    type(*), dimension(..) :: recvbuf
+    integer, intent(in) :: count, datatype, op, comm
+    integer, optional, intent(out) :: ierror
+    call finish(c_allreduce(sendbuf, recvbuf, int(count, c_int64_t), datatype, op, comm), ierror)
+  end subroutine allreduce_int
+
+  subroutine allreduce_status_f08(recvbuf, count, datatype, comm, status, ierror)
+    type(*), dimension(..), intent(in) :: recvbuf
+    integer, intent(in) :: count
+    type(MPI_Datatype), intent(in) :: datatype
+    type(MPI_Comm), intent(in) :: comm
+    type(dct_status), intent(out) :: status
+    integer, optional, intent(out) :: ierror
+    call finish(c_allreduce_status(recvbuf, int(count, c_int64_t), datatype%MPI_VAL, &
+                                   comm%MPI_VAL, status), ierror)
+  end subroutine allreduce_status_f08
+
+  subroutine allreduce_status_int(recvbuf, count, datatype, comm, status, ierror)
+    type(*), dimension(..), intent(in) :: recvbuf
+    integer, intent(in) :: count, datatype, comm
+    type(dct_status), intent(out) :: status
+    integer, optional, intent(out) :: ierror
+    call finish(c_allreduce_status(recvbuf, int(count, c_int64_t), datatype, comm, status), &
+                ierror)
+  end subroutine allreduce_status_int
+
+  !> This rank's residual (DCT_Request_get_residual) into an array of the request's type.
+  subroutine dct_request_get_residual(request, residual, ierror)
+    type(dct_request), intent(in) :: request
+    type(*), dimension(..) :: residual
+    integer, optional, intent(out) :: ierror
+    call finish(c_get_residual(request%handle, residual), ierror)
+  end subroutine dct_request_get_residual
+
+  subroutine checkpoint_save_f08(comm, path, ierror)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: path
+    integer, optional, intent(out) :: ierror
+    call finish(c_checkpoint(comm%MPI_VAL, path, int(len(path), c_int64_t), 0_c_int), ierror)
+  end subroutine checkpoint_save_f08
+
+  subroutine checkpoint_save_int(comm, path, ierror)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: path
+    integer, optional, intent(out) :: ierror
+    call finish(c_checkpoint(comm, path, int(len(path), c_int64_t), 0_c_int), ierror)
+  end subroutine checkpoint_save_int
+
+  subroutine checkpoint_load_f08(comm, path, ierror)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: path
+    integer, optional, intent(out) :: ierror
+    call finish(c_checkpoint(comm%MPI_VAL, path, int(len(path), c_int64_t), 1_c_int), ierror)
+  end subroutine checkpoint_load_f08
+
+  subroutine checkpoint_load_int(comm, path, ierror)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: path
+    integer, optional, intent(out) :: ierror
+    call finish(c_checkpoint(comm, path, int(len(path), c_int64_t), 1_c_int), ierror)
+  end subroutine checkpoint_load_int
+
+  !> The fixed sentence of a code (DCT_Error_string), blank-padded.
+  subroutine dct_error_string(code, string, resultlen, ierror)
+    integer, intent(in) :: code
+    character(len=*), intent(out) :: string
+    integer, intent(out) :: resultlen
+    integer, optional, intent(out) :: ierror
+    character(kind=c_char) :: buffer(256)
+    integer(c_int) :: length, rc
+    integer :: i
+    rc = c_error_string(int(code, c_int), buffer, length)
+    string = ' '
+    resultlen = 0
+    if (rc == DCT_SUCCESS) then
+      resultlen = min(int(length), len(string))
+      do i = 1, resultlen
+        string(i:i) = buffer(i)
+      end do
+    end if
+    call finish(rc, ierror)
+  end subroutine dct_error_string
+
+  !> The detailed message of the last failure on this thread (DCT_Get_last_error).
+  subroutine dct_get_last_error(message)
+    character(len=*), intent(out) :: message
+    character(kind=c_char), pointer :: text(:)
+    integer :: i
+    message = ' '
+    call c_f_pointer(c_last_error(), text, [len(message)])
+    do i = 1, len(message)
+      if (text(i) == char(0)) exit
+      message(i:i) = text(i)
+    end do
+  end subroutine dct_get_last_error
+
+  subroutine dct_get_version(major, minor, patch, ierror)
+    integer, intent(out) :: major, minor, patch
+    integer, optional, intent(out) :: ierror
+    integer(c_int) :: c_major, c_minor, c_patch
+    call finish(c_get_version(c_major, c_minor, c_patch), ierror)
+    major = c_major
+    minor = c_minor
+    patch = c_patch
+  end subroutine dct_get_version
+
+end module dct

@@ -1,0 +1,113 @@
+! The Fortran module against MPI_Allreduce and against error feedback's conservation law, with
+! mpi_f08 handles and legacy integer handles, arrays of several ranks and kinds, and bad input.
+! Run at 2 and 4 ranks; exits non-zero on every rank if a check failed on any.
+program test_fortran
+  use mpi_f08
+  use dct
+  implicit none
+  integer, parameter :: n = 3000, calls = 20
+  integer :: rank, failures, any_failures, ierror, major, minor, patch, length, step, i
+  real(4) :: x(30, 100), y(30, 100), expected(30, 100)
+  real(8), allocatable :: a(:,:,:), b(:,:,:), ref(:,:,:)
+  real(8) :: g(n), s(n), residual(n), delivered(n), inputs(n), held(n), total_inputs(n)
+  type(MPI_Info) :: info
+  type(dct_request) :: request, freed
+  type(dct_status) :: status
+  character(len=256) :: text
+
+  call MPI_Init()
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  failures = 0
+
+  ! 1. Density 1 is MPI_Allreduce, bit for bit: a 2-D real(4) array, persistent request.
+  call MPI_Info_create(info)
+  call MPI_Info_set(info, 'dct_density', '1')
+  x = reshape([(sin(real(i + 7 * rank)), i = 1, 3000)], shape(x))
+  call dct_allreduce_init(x, y, size(x), MPI_REAL, MPI_SUM, MPI_COMM_WORLD, info, request)
+  call dct_start(request)
+  call dct_wait(request, status)
+  call MPI_Allreduce(x, expected, size(x), MPI_REAL, MPI_SUM, MPI_COMM_WORLD)
+  call check(all(transfer(y, [0]) == transfer(expected, [0])), &
+             'density 1, real(4) 2-D, persistent')
+  call check(status%nnz_sent == size(x) .and. status%density == 1d0, 'status at density 1')
+  call dct_request_free(request)
+
+  ! 2. The same with a 3-D real(8) array, the drop-in call and legacy integer handles.
+  allocate (a(10, 20, 15), b(10, 20, 15), ref(10, 20, 15))
+  a = reshape([(cos(dble(i) * (rank + 1)), i = 1, size(a))], shape(a))
+  call MPI_Allreduce(a, ref, size(a), MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call dct_allreduce_init(a, b, size(a), MPI_DOUBLE_PRECISION%MPI_VAL, MPI_SUM%MPI_VAL, &
+                          MPI_COMM_WORLD%MPI_VAL, info%MPI_VAL, request, ierror)
+  call check(ierror == DCT_SUCCESS, 'init with integer handles')
+  call dct_start(request)
+  call dct_wait(request)
+  call check(all(b == ref), 'density 1, real(8) 3-D, integer handles')
+  call dct_request_free(request)
+  call MPI_Info_free(info)
+  ! The drop-in (environment defaults: compressed) and its status query.
+  call dct_allreduce(a, b, size(a), MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierror)
+  call check(ierror == DCT_SUCCESS, 'drop-in call')
+  call dct_allreduce_status(b, size(a), MPI_DOUBLE_PRECISION, MPI_COMM_WORLD, status)
+  call check(status%calls == 1 .and. status%nnz_sent >= 30, 'drop-in status')
+
+  ! 3. Error feedback conserves everything at density 0.01 (dyadic data: exact sums).
+  call MPI_Info_create(info)
+  call MPI_Info_set(info, 'dct_density', '0.01')
+  call MPI_Info_set(info, 'dct_interval', '5')
+  call dct_allreduce_init(g, s, n, MPI_DOUBLE_PRECISION%MPI_VAL, MPI_SUM%MPI_VAL, &
+                          MPI_COMM_WORLD%MPI_VAL, info%MPI_VAL, request)
+  delivered = 0
+  inputs = 0
+  do step = 1, calls
+    g = [(dble(mod(i * 37 + rank * 11 + step * 5, 4001) - 2000) / 1024d0, i = 1, n)]
+    inputs = inputs + g
+    call dct_start(request)
+    call dct_wait(request)
+    delivered = delivered + s
+  end do
+  call dct_request_get_residual(request, residual)
+  call MPI_Allreduce(residual, held, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call MPI_Allreduce(inputs, total_inputs, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call check(all(delivered + held == total_inputs), 'conservation at density 0.01')
+  call dct_request_free(request)
+  call MPI_Info_free(info)
+
+  ! 4. Bad input: the C codes, through ierror; nothing written.
+  freed = request
+  call dct_request_free(freed, ierror)
+  call check(ierror == DCT_ERR_REQUEST, 'freeing twice')
+  y = -1
+  call dct_allreduce(x, y, -1, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, ierror)
+  call check(ierror == DCT_ERR_COUNT .and. all(y == -1), 'negative count')
+  call dct_allreduce_init(x(1, :), y(1, :), 100, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &
+                          MPI_INFO_NULL, request, ierror)
+  call check(ierror == DCT_ERR_BUFFER, 'non-contiguous section refused')
+  call dct_get_last_error(text)
+  call check(index(text, 'contiguous') > 0, 'message names the problem')
+  call dct_error_string(DCT_ERR_COUNT, text, length)
+  call check(length > 0 .and. index(text, 'count') > 0, 'error string')
+  call dct_get_version(major, minor, patch)
+  call check(major == 0 .and. minor >= 1, 'version')
+
+  ! 5. Checkpoints (when built with HDF5): a missing file is reported as such.
+  call dct_checkpoint_load(MPI_COMM_WORLD, 'no-such-checkpoint.h5', ierror)
+  call check(ierror == DCT_ERR_CKPT_NOT_FOUND .or. ierror == DCT_ERR_NOT_COMPILED, &
+             'checkpoint load of a missing file')
+
+  call MPI_Allreduce(failures, any_failures, 1, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD)
+  if (rank == 0 .and. any_failures == 0) print '(a)', 'fortran: all checks passed'
+  call MPI_Finalize()
+  if (any_failures /= 0) error stop 1
+
+contains
+
+  subroutine check(ok, what)
+    logical, intent(in) :: ok
+    character(len=*), intent(in) :: what
+    if (.not. ok) then
+      print '(a, i0, 2a)', 'rank ', rank, ': FAILED: ', what
+      failures = failures + 1
+    end if
+  end subroutine check
+
+end program test_fortran
