@@ -8,7 +8,7 @@ program test_fortran
   integer, parameter :: n = 3000, calls = 20
   integer :: rank, failures, any_failures, ierror, major, minor, patch, length, step, i
   real(4) :: x(30, 100), y(30, 100), expected(30, 100)
-  real(8), allocatable :: a(:,:,:), b(:,:,:), ref(:,:,:)
+  real(8) :: a(10, 20, 15), b(10, 20, 15), ref(10, 20, 15)
   real(8) :: g(n), s(n), residual(n), delivered(n), inputs(n), held(n), total_inputs(n)
   type(MPI_Info) :: info
   type(dct_request) :: request, freed
@@ -33,7 +33,6 @@ program test_fortran
   call dct_request_free(request)
 
   ! 2. The same with a 3-D real(8) array, the drop-in call and legacy integer handles.
-  allocate (a(10, 20, 15), b(10, 20, 15), ref(10, 20, 15))
   a = reshape([(cos(dble(i) * (rank + 1)), i = 1, size(a))], shape(a))
   call MPI_Allreduce(a, ref, size(a), MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
   call dct_allreduce_init(a, b, size(a), MPI_DOUBLE_PRECISION%MPI_VAL, MPI_SUM%MPI_VAL, &
