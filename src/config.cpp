@@ -32,14 +32,19 @@ void parse_density(Config &config, const std::string &value, const std::string &
   config.density = density;
 }
 
-void parse_interval(Config &config, const std::string &value, const std::string &origin) {
+long long parse_integer(const std::string &value, const std::string &origin, long long minimum,
+                        const char *expected) {
   const char *begin = value.c_str();
   char *end = nullptr;
   errno = 0;
-  const long long interval = std::strtoll(begin, &end, 10);
-  if (end == begin || *end != '\0' || errno != 0 || interval < 1)
-    bad_value(origin, value, "an integer >= 1");
-  config.interval = interval;
+  const long long integer = std::strtoll(begin, &end, 10);
+  if (end == begin || *end != '\0' || errno != 0 || integer < minimum)
+    bad_value(origin, value, expected);
+  return integer;
+}
+
+void parse_interval(Config &config, const std::string &value, const std::string &origin) {
+  config.interval = parse_integer(value, origin, 1, "an integer >= 1");
 }
 
 void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
@@ -70,13 +75,7 @@ void parse_pmpi_report(Config &config, const std::string &value, const std::stri
 }
 
 void parse_pmpi_min_count(Config &config, const std::string &value, const std::string &origin) {
-  const char *begin = value.c_str();
-  char *end = nullptr;
-  errno = 0;
-  const long long count = std::strtoll(begin, &end, 10);
-  if (end == begin || *end != '\0' || errno != 0 || count < 0)
-    bad_value(origin, value, "an integer >= 0");
-  config.pmpi_min_count = count;
+  config.pmpi_min_count = parse_integer(value, origin, 0, "an integer >= 0");
 }
 
 void parse_restart(Config &config, const std::string &value, const std::string &origin) {

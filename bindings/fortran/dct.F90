@@ -43,6 +43,7 @@ module dct
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
             dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version
 
+  ! Every routine taking handles comes as a pair: the mpi_f08 one delegates to the integer one.
   interface dct_allreduce_init
     module procedure allreduce_init_f08, allreduce_init_int
   end interface
@@ -153,8 +154,8 @@ contains
     type(MPI_Info), intent(in) :: info
     type(dct_request), intent(out) :: request
     integer, optional, intent(out) :: ierror
-    call finish(c_allreduce_init(sendbuf, recvbuf, int(count, c_int64_t), datatype%MPI_VAL, &
-                                 op%MPI_VAL, comm%MPI_VAL, info%MPI_VAL, request), ierror)
+    call allreduce_init_int(sendbuf, recvbuf, count, datatype%MPI_VAL, op%MPI_VAL, comm%MPI_VAL, &
+                            info%MPI_VAL, request, ierror)
   end subroutine allreduce_init_f08
 
   subroutine allreduce_init_int(sendbuf, recvbuf, count, datatype, op, comm, info, request, &
@@ -199,8 +200,7 @@ contains
     type(MPI_Op), intent(in) :: op
     type(MPI_Comm), intent(in) :: comm
     integer, optional, intent(out) :: ierror
-    call finish(c_allreduce(sendbuf, recvbuf, int(count, c_int64_t), datatype%MPI_VAL, &
-                            op%MPI_VAL, comm%MPI_VAL), ierror)
+    call allreduce_int(sendbuf, recvbuf, count, datatype%MPI_VAL, op%MPI_VAL, comm%MPI_VAL, ierror)
   end subroutine allreduce_f08
 
   subroutine allreduce_int(sendbuf, recvbuf, count, datatype, op, comm, ierror)
@@ -218,8 +218,7 @@ contains
     type(MPI_Comm), intent(in) :: comm
     type(dct_status), intent(out) :: status
     integer, optional, intent(out) :: ierror
-    call finish(c_allreduce_status(recvbuf, int(count, c_int64_t), datatype%MPI_VAL, &
-                                   comm%MPI_VAL, status), ierror)
+    call allreduce_status_int(recvbuf, count, datatype%MPI_VAL, comm%MPI_VAL, status, ierror)
   end subroutine allreduce_status_f08
 
   subroutine allreduce_status_int(recvbuf, count, datatype, comm, status, ierror)
@@ -243,7 +242,7 @@ contains
     type(MPI_Comm), intent(in) :: comm
     character(len=*), intent(in) :: path
     integer, optional, intent(out) :: ierror
-    call finish(c_checkpoint(comm%MPI_VAL, path, int(len(path), c_int64_t), 0_c_int), ierror)
+    call checkpoint_save_int(comm%MPI_VAL, path, ierror)
   end subroutine checkpoint_save_f08
 
   subroutine checkpoint_save_int(comm, path, ierror)
@@ -257,7 +256,7 @@ contains
     type(MPI_Comm), intent(in) :: comm
     character(len=*), intent(in) :: path
     integer, optional, intent(out) :: ierror
-    call finish(c_checkpoint(comm%MPI_VAL, path, int(len(path), c_int64_t), 1_c_int), ierror)
+    call checkpoint_load_int(comm%MPI_VAL, path, ierror)
   end subroutine checkpoint_load_f08
 
   subroutine checkpoint_load_int(comm, path, ierror)
