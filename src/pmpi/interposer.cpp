@@ -54,9 +54,7 @@ const Config &settings() {
       return Config::from(MPI_INFO_NULL);
     } catch (const Error &e) {
       std::fprintf(stderr, "dct-pmpi: disabled: %s\n", e.what());
-      Config off;
-      off.pmpi_enabled = false;
-      return off;
+      return Config{};  // the defaults: interposer off
     }
   }();
   return config;
