@@ -5,10 +5,14 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cost_model.hpp"
 #include "error.hpp"
+#include "exchange/exchange.hpp"
 #include "kernels.hpp"
+#include "progress.hpp"
 
 namespace dct::detail {
 namespace {
@@ -51,27 +55,27 @@ class PassthroughEngine final : public AllreduceEngine {
     begin_call();
     send_ = send;
     recv_ = recv;
-    active_ = true;
+    launch();
   }
 
-  void wait(DCT_Status *status) override {
-    require(active_, DCT_ERR_ACTIVE, "request was not started");
-    active_ = false;
-    check_mpi(MPI_Allreduce(send_, recv_, static_cast<int>(count_), datatype_, op_, comm()),
-              "MPI_Allreduce");
-    status_.algorithm = DCT_ALGORITHM_PASSTHROUGH;
-    status_.nnz_sent = status_.nnz_received = count_;
-    status_.density = 1.0;
-    status_.bytes_sent = status_.bytes_received = status_.dense_bytes;
-    finish_call(status);
-  }
-
+  bool blocking() const override { return true; }
   const void *residual() const override { return nullptr; }
   double tau() const override { return 0.0; }
   bool checkpointed() const override { return false; }
   void restore(const void *, double, MPI_Count) override {}
 
  private:
+  bool advance(bool) override {
+    check_mpi(MPI_Allreduce(send_, recv_, static_cast<int>(count_), datatype_, op_, comm()),
+              "MPI_Allreduce");
+    status_.algorithm = DCT_ALGORITHM_PASSTHROUGH;
+    status_.nnz_sent = status_.nnz_received = count_;
+    status_.density = 1.0;
+    status_.bytes_sent = status_.bytes_received = status_.dense_bytes;
+    return true;
+  }
+  void abandon() override {}
+
   MPI_Datatype datatype_;
   MPI_Op op_;
   const void *send_ = nullptr;
@@ -86,47 +90,36 @@ class CompressedEngine final : public AllreduceEngine {
                    const Config &config)
       : AllreduceEngine(std::move(context), args.count, sizeof(T), config),
         datatype_(args.datatype) {
-    if (!exact()) residual_.assign(elements(), T(0));
+    if (exact()) return;
+    residual_.assign(elements(), T(0));
+    // Calls in flight progress independently, so each request talks on its own communicator.
+    check_mpi(MPI_Comm_dup(AllreduceEngine::comm(), &own_comm_), "MPI_Comm_dup");
+  }
+
+  ~CompressedEngine() override {
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!finalized && own_comm_ != MPI_COMM_NULL) MPI_Comm_free(&own_comm_);
   }
 
   void start(const void *send, void *recv) override {
     begin_call();
-    MPI_Comm comm = this->comm();
     send_ = static_cast<const T *>(send == MPI_IN_PLACE ? recv : send);
     recv_ = static_cast<T *>(recv);
     if (!exact()) {
+      MPI_Comm comm = this->comm();
       try {
         compress();
-        if (config_.algorithm != DCT_ALGORITHM_DENSE) post_header_exchange(comm);
+        post_header_exchange(comm);
       } catch (...) {
         undo_compress();
         throw;
       }
     }
-    active_ = true;
+    launch();
   }
 
-  void wait(DCT_Status *status) override {
-    require(active_, DCT_ERR_ACTIVE, "request was not started");
-    active_ = false;
-    try {
-      if (exact()) {
-        exact_allreduce();
-      } else {
-        DCT_Algorithm algorithm = config_.algorithm;
-        if (algorithm != DCT_ALGORITHM_DENSE) algorithm = complete_header_exchange();
-        if (algorithm == DCT_ALGORITHM_ALLGATHER)
-          sparse_allgather();
-        else
-          masked_dense_allreduce();
-      }
-    } catch (...) {
-      if (!exact()) undo_compress();
-      throw;
-    }
-    finish_call(status);
-  }
-
+  bool blocking() const override { return exact(); }
   const void *residual() const override { return exact() ? nullptr : residual_.data(); }
   double tau() const override { return static_cast<double>(tau_); }
   bool checkpointed() const override { return true; }
@@ -134,22 +127,42 @@ class CompressedEngine final : public AllreduceEngine {
     if (!exact() && elements() > 0) std::memcpy(residual_.data(), residual, elements() * sizeof(T));
     tau_ = static_cast<T>(tau);
     totals_.calls = calls;
+    layout_.boundaries.clear();  // re-balanced, on every rank, by the next split call
   }
 
  private:
-  // What each rank announces before the payload: kept entries, tensor length, element size.
-  static constexpr int kHeaderWords = 3;
-  static constexpr std::size_t kEntryBytes = sizeof(T) + sizeof(WireIndex);
-  // Payload blocks are padded to 8 bytes so that every rank's values stay aligned.
-  static constexpr std::size_t kUnitBytes = 8;
+  // What each rank announces before the payload: kept entries, tensor length, element size,
+  // and whether it asks split to re-balance its segments (any rank asking decides for all).
+  static constexpr int kHeaderWords = 4;
 
   bool exact() const { return config_.density >= 1.0; }
   std::size_t elements() const { return static_cast<std::size_t>(count_); }
-  static std::size_t block_units(std::int64_t entries) {
-    return (static_cast<std::size_t>(entries) * kEntryBytes + kUnitBytes - 1) / kUnitBytes;
+  MPI_Comm comm() const {
+    AllreduceEngine::comm();  // throws once the user's communicator or MPI is gone
+    return own_comm_;
   }
-  MPI_Count header_bytes() const {
-    return static_cast<MPI_Count>(context_->size() - 1) * kHeaderWords * sizeof(std::int64_t);
+
+  bool advance(bool block) override {
+    if (exact()) {
+      exact_allreduce();
+      return true;
+    }
+    if (!exchange_) {
+      if (!header_complete(block)) return false;
+      exchange_ = make_exchange(decide_algorithm());
+    }
+    const bool done = exchange_->advance(block);
+    if (done) account(*exchange_);
+    return done;
+  }
+
+  void abandon() override {
+    if (exact()) return;
+    // After an MPI failure operations may still be pending on the exchange's buffers: leak
+    // them rather than let MPI write into freed memory.
+    if (exchange_ && !exchange_->idle()) static_cast<void>(exchange_.release());
+    exchange_.reset();
+    undo_compress();
   }
 
   // acc = send + residual; tau re-estimated when due; kept entries into idx_/val_. At every
@@ -197,7 +210,8 @@ class CompressedEngine final : public AllreduceEngine {
 
   void exact_allreduce() {
     const void *send = send_ == recv_ ? MPI_IN_PLACE : static_cast<const void *>(send_);
-    allreduce_in_chunks(send, recv_, count_, datatype_, sizeof(T), MPI_SUM, comm());
+    allreduce_in_chunks(send, recv_, count_, datatype_, sizeof(T), MPI_SUM,
+                        AllreduceEngine::comm());
     status_.algorithm = DCT_ALGORITHM_DENSE;
     status_.nnz_sent = status_.nnz_received = count_;
     status_.density = 1.0;
@@ -208,19 +222,31 @@ class CompressedEngine final : public AllreduceEngine {
     header_[0] = static_cast<std::int64_t>(kept_);
     header_[1] = static_cast<std::int64_t>(count_);
     header_[2] = static_cast<std::int64_t>(sizeof(T));
+    header_[3] = status_.tau_reestimated || layout_.boundaries.empty() ? 1 : 0;
     headers_.resize(static_cast<std::size_t>(context_->size()) * kHeaderWords);
     check_mpi(MPI_Iallgather(header_, kHeaderWords, MPI_INT64_T, headers_.data(), kHeaderWords,
                              MPI_INT64_T, comm, &header_request_),
               "MPI_Iallgather");
   }
 
-  // Validates every rank's header and decides the algorithm from the global kept count, so
-  // that every rank takes the same decision.
-  DCT_Algorithm complete_header_exchange() {
-    check_mpi(MPI_Wait(&header_request_, MPI_STATUS_IGNORE), "MPI_Wait");
-    std::size_t total_units = 0;
-    std::int64_t total_entries = 0;
-    for (int rank = 0; rank < context_->size(); ++rank) {
+  bool header_complete(bool block) {
+    if (block) {
+      check_mpi(MPI_Wait(&header_request_, MPI_STATUS_IGNORE), "MPI_Wait");
+      return true;
+    }
+    int complete = 0;
+    check_mpi(MPI_Test(&header_request_, &complete, MPI_STATUS_IGNORE), "MPI_Test");
+    return complete != 0;
+  }
+
+  // Validates every rank's header and decides the algorithm from what every rank announced,
+  // so that every rank takes the same decision.
+  DCT_Algorithm decide_algorithm() {
+    const int ranks = context_->size();
+    kept_per_rank_.assign(static_cast<std::size_t>(ranks), 0);
+    rebalance_ = false;
+    double total_kept = 0;
+    for (int rank = 0; rank < ranks; ++rank) {
       const std::int64_t *h = &headers_[static_cast<std::size_t>(rank) * kHeaderWords];
       require(h[1] == count_ && h[2] == std::int64_t(sizeof(T)), DCT_ERR_MISMATCH,
               "rank " + std::to_string(rank) + " reduces " + std::to_string(h[1]) +
@@ -230,84 +256,62 @@ class CompressedEngine final : public AllreduceEngine {
       require(h[0] >= 0 && h[0] <= count_, DCT_ERR_PEER,
               "rank " + std::to_string(rank) + " announced " + std::to_string(h[0]) +
                   " entries for a tensor of " + std::to_string(count_));
-      total_units += block_units(h[0]);
-      total_entries += h[0];
+      kept_per_rank_[static_cast<std::size_t>(rank)] = h[0];
+      total_kept += double(h[0]);
+      rebalance_ = rebalance_ || h[3] != 0;
     }
-    status_.bytes_sent = status_.bytes_received = header_bytes();
-    // The allgather's displacements are ints counted in 8-byte units.
-    const bool fits = total_units <= static_cast<std::size_t>(INT_MAX);
-    if (config_.algorithm == DCT_ALGORITHM_ALLGATHER && fits) return DCT_ALGORITHM_ALLGATHER;
-    const double sparse = double(total_entries) * kEntryBytes;
-    const double dense = 2.0 * double(count_) * sizeof(T);
-    return fits && sparse < dense ? DCT_ALGORITHM_ALLGATHER : DCT_ALGORITHM_DENSE;
+    status_.bytes_sent = status_.bytes_received =
+        static_cast<MPI_Count>(ranks - 1) * kHeaderWords * sizeof(std::int64_t);
+
+    DCT_Algorithm algorithm = config_.algorithm;
+    if (algorithm == DCT_ALGORITHM_AUTO) {
+      ExchangeSize size;
+      size.ranks = ranks;
+      size.count = double(count_);
+      size.value_bytes = sizeof(T);
+      size.total_kept = total_kept;
+      size.union_hint = union_hint_;
+      algorithm = cheapest_algorithm(size, config_.network);
+    }
+    // Sparse messages are described by int counts of 8-byte units; beyond, only dense works.
+    const double limit = double(INT_MAX) * wire::kUnitBytes;
+    const double dense_bytes = double(count_) * sizeof(T) + 8.0 * ranks;
+    const double gathered_bytes = total_kept * (sizeof(T) + sizeof(WireIndex)) + 8.0 * ranks;
+    if (algorithm == DCT_ALGORITHM_ALLGATHER && gathered_bytes > limit)
+      algorithm = DCT_ALGORITHM_DENSE;
+    if (algorithm != DCT_ALGORITHM_ALLGATHER && dense_bytes > limit)
+      algorithm = DCT_ALGORITHM_DENSE;
+    return algorithm;
   }
 
-  void sparse_allgather() {
-    const int ranks = context_->size();
-    std::vector<int> units(static_cast<std::size_t>(ranks)), offsets(units.size());
-    std::size_t total_units = 0;
-    for (int rank = 0; rank < ranks; ++rank) {
-      units[rank] = static_cast<int>(block_units(headers_[rank * kHeaderWords]));
-      offsets[rank] = static_cast<int>(total_units);
-      total_units += static_cast<std::size_t>(units[rank]);
+  std::unique_ptr<SparseExchange<T>> make_exchange(DCT_Algorithm algorithm) {
+    status_.algorithm = algorithm;
+    SparseInput<T> input{comm(),        context_->rank(), context_->size(), elements(),
+                         kept_per_rank_, idx_.data(),     val_.data(),      recv_};
+    switch (algorithm) {
+      case DCT_ALGORITHM_ALLGATHER:
+        return make_allgather_exchange(std::move(input));
+      case DCT_ALGORITHM_SPLIT:
+        return make_split_exchange(std::move(input), layout_, rebalance_);
+      case DCT_ALGORITHM_RECURSIVE_DOUBLING:
+        return make_recursive_doubling_exchange(std::move(input));
+      default:
+        return make_dense_exchange(std::move(input), datatype_);
     }
-    const int me = context_->rank();
-    message_.assign(static_cast<std::size_t>(units[me]) * kUnitBytes, std::byte{0});
-    if (kept_ > 0) {
-      std::memcpy(message_.data(), val_.data(), kept_ * sizeof(T));
-      std::memcpy(message_.data() + kept_ * sizeof(T), idx_.data(), kept_ * sizeof(WireIndex));
-    }
-    gathered_.resize(total_units * kUnitBytes);
-    // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
-    // sending float arrays in place do.
-    check_mpi(MPI_Allgatherv(message_.data(), units[me], MPI_UINT64_T, gathered_.data(),
-                             units.data(), offsets.data(), MPI_UINT64_T, comm()),
-              "MPI_Allgatherv");
-
-    // Never trust a peer: validate every block before writing anything into recvbuf.
-    std::int64_t received = 0;
-    for (int rank = 0; rank < ranks; ++rank) {
-      if (rank == me) continue;
-      const std::int64_t entries = headers_[rank * kHeaderWords];
-      require(kernels::indices_valid(block_indices(offsets[rank], entries),
-                                     static_cast<std::size_t>(entries), elements()),
-              DCT_ERR_PEER,
-              "rank " + std::to_string(rank) + " sent indices out of range or out of order");
-      received += entries;
-    }
-    kernels::fill_zero(recv_, elements());
-    for (int rank = 0; rank < ranks; ++rank) {
-      const std::int64_t entries = headers_[rank * kHeaderWords];
-      kernels::scatter_add(block_indices(offsets[rank], entries), block_values(offsets[rank]),
-                           static_cast<std::size_t>(entries), recv_);
-    }
-    status_.algorithm = DCT_ALGORITHM_ALLGATHER;
-    status_.nnz_received = received;
-    status_.bytes_sent += static_cast<MPI_Count>(ranks - 1) * units[me] * kUnitBytes;
-    status_.bytes_received +=
-        static_cast<MPI_Count>(total_units - static_cast<std::size_t>(units[me])) * kUnitBytes;
   }
 
-  const T *block_values(int offset_units) const {
-    return reinterpret_cast<const T *>(gathered_.data() + std::size_t(offset_units) * kUnitBytes);
-  }
-  const WireIndex *block_indices(int offset_units, std::int64_t entries) const {
-    return reinterpret_cast<const WireIndex *>(gathered_.data() +
-                                               std::size_t(offset_units) * kUnitBytes +
-                                               static_cast<std::size_t>(entries) * sizeof(T));
-  }
-
-  void masked_dense_allreduce() {
-    kernels::fill_zero(recv_, elements());
-    kernels::scatter_add(idx_.data(), val_.data(), kept_, recv_);
-    allreduce_in_chunks(MPI_IN_PLACE, recv_, count_, datatype_, sizeof(T), MPI_SUM, comm());
-    status_.algorithm = DCT_ALGORITHM_DENSE;
-    status_.nnz_received = context_->size() > 1 ? count_ : 0;
-    status_.bytes_sent += status_.dense_bytes;
-    status_.bytes_received += status_.dense_bytes;
+  void account(const SparseExchange<T> &exchange) {
+    const ExchangeTraffic &traffic = exchange.traffic();
+    status_.bytes_sent += traffic.bytes_sent;
+    status_.bytes_received += traffic.bytes_received;
+    status_.nnz_received = traffic.nnz_received;
+    // Every rank learns the same nonzero count, so auto's next decision stays collective.
+    if (traffic.result_nnz >= 0) union_hint_ = double(traffic.result_nnz);
+    exchange_.reset();
   }
 
   MPI_Datatype datatype_;
+  MPI_Comm own_comm_ = MPI_COMM_NULL;
   std::vector<T> residual_;
   T tau_ = T(0);
   T previous_tau_ = T(0);
@@ -319,8 +323,11 @@ class CompressedEngine final : public AllreduceEngine {
   std::int64_t header_[kHeaderWords] = {};
   std::vector<std::int64_t> headers_;
   MPI_Request header_request_ = MPI_REQUEST_NULL;
-  std::vector<std::byte> message_;
-  std::vector<std::byte> gathered_;
+  std::vector<std::int64_t> kept_per_rank_;
+  bool rebalance_ = false;
+  SplitLayout layout_;
+  double union_hint_ = 0;
+  std::unique_ptr<SparseExchange<T>> exchange_;
 };
 
 }  // namespace
@@ -366,6 +373,49 @@ void AllreduceEngine::begin_call() {
   status_ = DCT_Status{};
   status_.count = count_;
   status_.dense_bytes = ring_bytes(count_, element_size_, context_->size());
+}
+
+AllreduceEngine::~AllreduceEngine() {
+  remove_in_flight(this);
+}
+
+void AllreduceEngine::launch() {
+  active_ = true;
+  complete_ = false;
+  error_ = nullptr;
+  add_in_flight(this);
+}
+
+bool AllreduceEngine::progress(bool block) noexcept {
+  if (complete_) return true;
+  try {
+    complete_ = advance(block);
+  } catch (...) {
+    error_ = std::current_exception();
+    complete_ = true;
+    try {
+      abandon();
+    } catch (...) {
+    }
+  }
+  return complete_;
+}
+
+void AllreduceEngine::wait(DCT_Status *status) {
+  require(active_, DCT_ERR_ACTIVE, "request was not started");
+  progress_in_flight(this, true);
+  active_ = false;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  finish_call(status);
+}
+
+bool AllreduceEngine::test(DCT_Status *status) {
+  require(active_, DCT_ERR_ACTIVE, "request was not started");
+  if (!progress_in_flight(this, false)) return false;
+  active_ = false;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  finish_call(status);
+  return true;
 }
 
 void AllreduceEngine::finish_call(DCT_Status *status) {

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -32,14 +33,23 @@ struct AllreduceArgs {
 
 class AllreduceEngine {
  public:
-  virtual ~AllreduceEngine() = default;
+  virtual ~AllreduceEngine();
 
   /// Compresses `send` (MPI_IN_PLACE: take it from `recv`) and posts the first exchange.
   /// Throws DCT_ERR_ACTIVE if already started; on any error the state is as before.
   virtual void start(const void *send, void *recv) = 0;
-  /// Completes the call and fills the status (may be nullptr). On error the request is
-  /// inactive and this call's contribution is back in the residual.
-  virtual void wait(DCT_Status *status) = 0;
+  /// Completes the call (progressing every call in flight meanwhile) and fills the status
+  /// (may be nullptr). On error the request is inactive and this call's contribution is back
+  /// in the residual.
+  void wait(DCT_Status *status);
+  /// As wait if the call is complete after one round of progress; else returns false.
+  bool test(DCT_Status *status);
+
+  /// Advances the call without throwing; `block` lets it wait inside MPI. Returns true once
+  /// the call is complete, successfully or not (the error is reported by wait/test).
+  bool progress(bool block) noexcept;
+  /// Whether the call is one blocking MPI call (run in start order: see progress.hpp).
+  virtual bool blocking() const = 0;
 
   bool active() const { return active_; }
   const DCT_Status &last_status() const { return status_; }
@@ -72,13 +82,21 @@ class AllreduceEngine {
 
   MPI_Comm comm() const;  // throws DCT_ERR_NOT_INITIALIZED once MPI_Finalize released it
   void begin_call();      // throws DCT_ERR_ACTIVE
+  void launch();          // the call is started: in flight until complete
   void finish_call(DCT_Status *status);
+
+  /// One step of the call; true when done. May throw.
+  virtual bool advance(bool block) = 0;
+  /// Undoes what start() took out of the error-feedback state, after an error.
+  virtual void abandon() = 0;
 
   std::shared_ptr<CommContext> context_;
   MPI_Count count_;
   int element_size_;
   Config config_;
   bool active_ = false;
+  bool complete_ = false;
+  std::exception_ptr error_;
   DCT_Status status_{};
   DCT_Status totals_{};
 };

@@ -135,6 +135,41 @@ int DCT_Wait(DCT_Request *request, DCT_Status *status) {
   return guarded(__func__, [&] { RequestTable::instance().find(request).engine->wait(status); });
 }
 
+int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
+  return guarded(__func__, [&] {
+    require(flag != nullptr, DCT_ERR_ARG, "flag is NULL");
+    AllreduceEngine &engine = *RequestTable::instance().find(request).engine;
+    *flag = 0;
+    const bool started = engine.active();
+    try {
+      *flag = engine.test(status) ? 1 : 0;
+    } catch (...) {
+      if (started && !engine.active()) *flag = 1;  // the call completed with an error
+      throw;
+    }
+  });
+}
+
+int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
+  int first_error = DCT_SUCCESS;
+  std::string first_message;
+  const int checked = guarded(__func__, [&] {
+    require(count >= 0, DCT_ERR_ARG, "count is negative");
+    require(count == 0 || requests != nullptr, DCT_ERR_ARG, "requests is NULL");
+  });
+  if (checked != DCT_SUCCESS) return checked;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == DCT_REQUEST_NULL) continue;
+    const int code = DCT_Wait(&requests[i], statuses ? &statuses[i] : DCT_STATUS_IGNORE);
+    if (code != DCT_SUCCESS && first_error == DCT_SUCCESS) {
+      first_error = code;
+      first_message = "request " + std::to_string(i) + ": " + last_error;
+    }
+  }
+  last_error = first_message.empty() ? std::string() : "DCT_Waitall: " + first_message;
+  return first_error;
+}
+
 int DCT_Request_free(DCT_Request *request) {
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");

@@ -48,13 +48,32 @@ void parse_interval(Config &config, const std::string &value, const std::string 
 }
 
 void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
-  for (DCT_Algorithm a : {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE}) {
+  for (DCT_Algorithm a : {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE,
+                          DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
     if (value == algorithm_name(a)) {
       config.algorithm = a;
       return;
     }
   }
-  bad_value(origin, value, "one of auto, allgather, dense");
+  bad_value(origin, value, "one of auto, allgather, split, recursive_doubling, dense");
+}
+
+double parse_positive(const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double number = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(number > 0.0) || !std::isfinite(number))
+    bad_value(origin, value, "a positive number");
+  return number;
+}
+
+void parse_alpha(Config &config, const std::string &value, const std::string &origin) {
+  config.network.alpha_us = parse_positive(value, origin);
+}
+
+void parse_beta(Config &config, const std::string &value, const std::string &origin) {
+  config.network.beta_gbps = parse_positive(value, origin);
 }
 
 void parse_name(Config &config, const std::string &value, const std::string &) {
@@ -90,6 +109,8 @@ const Knob knobs[] = {
     {"dct_density", "DCT_DENSITY", parse_density},
     {"dct_interval", "DCT_INTERVAL", parse_interval},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
+    {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha},
+    {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta},
     {"dct_name", nullptr, parse_name},
     {"dct_restart", "DCT_RESTART", parse_restart},
     // Read by libdct_pmpi from the environment only (nullptr: no MPI_Info key).
@@ -124,6 +145,10 @@ const char *algorithm_name(int algorithm) {
       return "dense";
     case DCT_ALGORITHM_PASSTHROUGH:
       return "passthrough";
+    case DCT_ALGORITHM_SPLIT:
+      return "split";
+    case DCT_ALGORITHM_RECURSIVE_DOUBLING:
+      return "recursive_doubling";
   }
   return "unknown";
 }

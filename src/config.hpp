@@ -11,11 +11,18 @@
 
 namespace dct::detail {
 
+/// The alpha-beta network model behind dct_algorithm=auto (see cost_model.hpp).
+struct NetworkModel {
+  double alpha_us = 2.0;     ///< latency of one message, microseconds
+  double beta_gbps = 12.5;   ///< bandwidth per rank, GB/s (12.5 GB/s = 100 Gb/s)
+};
+
 struct Config {
   double density = 0.01;
   std::int64_t interval = 1000;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   std::string name;
+  NetworkModel network;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
   bool redistribute_on_restart = false;
   /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.

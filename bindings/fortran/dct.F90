@@ -23,7 +23,8 @@ module dct
     DCT_ERR_CKPT_MISMATCH = 20, DCT_ERR_CKPT_CHECKSUM = 21, DCT_ERR_CKPT_TRUNCATED = 22, &
     DCT_ERR_CKPT_IO = 23
   integer, parameter, public :: DCT_ALGORITHM_AUTO = 0, DCT_ALGORITHM_ALLGATHER = 1, &
-    DCT_ALGORITHM_DENSE = 2, DCT_ALGORITHM_PASSTHROUGH = 3
+    DCT_ALGORITHM_DENSE = 2, DCT_ALGORITHM_PASSTHROUGH = 3, DCT_ALGORITHM_SPLIT = 4, &
+    DCT_ALGORITHM_RECURSIVE_DOUBLING = 5
 
   !> A persistent compressed allreduce (DCT_Request); null until dct_allreduce_init.
   type, public, bind(C) :: dct_request

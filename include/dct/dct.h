@@ -90,10 +90,12 @@ DCT_EXPORT int DCT_Get_version(int *major, int *minor, int *patch);
 
 /** @brief Algorithms of the sparse allreduce (`dct_algorithm` info key). */
 typedef enum {
-  DCT_ALGORITHM_AUTO = 0,       /**< Per call, whichever of the others moves fewer bytes. */
+  DCT_ALGORITHM_AUTO = 0,       /**< Per call, the fastest of the others by a cost model. */
   DCT_ALGORITHM_ALLGATHER = 1,  /**< Allgatherv of (index, value) lists, local scatter-add. */
   DCT_ALGORITHM_DENSE = 2,      /**< Threshold-masked dense `MPI_Allreduce`. */
-  DCT_ALGORITHM_PASSTHROUGH = 3 /**< Not compressed: the call was handed to MPI unchanged. */
+  DCT_ALGORITHM_PASSTHROUGH = 3, /**< Not compressed: the call was handed to MPI unchanged. */
+  DCT_ALGORITHM_SPLIT = 4,       /**< Sparse reduce-scatter to segment owners, then gather. */
+  DCT_ALGORITHM_RECURSIVE_DOUBLING = 5 /**< Pairwise sparse merges in log2(P) rounds. */
 } DCT_Algorithm;
 
 /**
@@ -149,7 +151,13 @@ typedef struct DCT_Request_s *DCT_Request;
  *   With `1` the call is exactly `MPI_Allreduce` (same result bits).
  * - `dct_interval` [`DCT_INTERVAL`], default `1000`: calls between re-estimations of `tau`,
  *   an integer >= 1. `tau` is estimated on the first call and then every `interval` calls.
- * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather` or `dense`.
+ * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather`, `split`,
+ *   `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm gives the same sums
+ *   of the same sent entries, added in its own order (bitwise equal where sums are exact).
+ * - `dct_alpha_us` [`DCT_ALPHA_US`], default `2`: network latency in microseconds, and
+ *   `dct_beta_gbps` [`DCT_BETA_GBPS`], default `12.5`: bandwidth per rank in GB/s, the two
+ *   parameters of the cost model behind `auto` (docs/algorithms.md; `dct-bench calibrate`
+ *   measures them).
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  *
  * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
@@ -171,8 +179,8 @@ typedef struct DCT_Request_s *DCT_Request;
 /**
  * @brief Creates a persistent compressed allreduce, like `MPI_Allreduce_init` (MPI-4).
  *
- * Collective over `comm` only in that every rank must create a matching request; no
- * communication happens here. The buffers are bound to the request: every `DCT_Start` reads
+ * Collective over `comm`: every rank creates its matching requests in the same order (a
+ * compressed request duplicates `comm` for its own traffic). The buffers are bound to the request: every `DCT_Start` reads
  * `sendbuf` and writes `recvbuf`.
  *
  * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
@@ -193,9 +201,20 @@ DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count 
 
 /**
  * @brief Starts one call of a persistent request: compresses `sendbuf` (updating the
- * residual) and posts the first exchange. Complete it with `DCT_Wait`.
+ * residual) and posts the first exchange, without waiting for any other rank. Complete it
+ * with `DCT_Wait`, `DCT_Test` or `DCT_Waitall`.
  *
- * Between `DCT_Start` and `DCT_Wait` the buffers belong to dct: do not touch them.
+ * Like MPI's nonblocking collectives, the exchange advances when the application calls into
+ * dct: every `DCT_Test`, `DCT_Wait`, `DCT_Waitall` or `DCT_Allreduce` progresses *all* calls in
+ * flight, so a code can start the allreduce of one layer's gradients, compute the next layer
+ * and call `DCT_Test` now and then. Several requests may be in flight on one communicator;
+ * every rank must start them in the same order (as MPI requires for collectives), and may
+ * complete them in any order. At density 1 the call is `MPI_Allreduce` itself (for its exact
+ * result bits) and runs, blocking, in the first completion call after every call started
+ * before it is complete.
+ *
+ * Between `DCT_Start` and completion the buffers belong to dct: do not touch them. dct calls
+ * must be serialized across threads (`MPI_THREAD_SERIALIZED` discipline).
  * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (already started),
  *         `DCT_ERR_MPI`, `DCT_ERR_NOT_INITIALIZED`.
  */
@@ -210,6 +229,31 @@ DCT_EXPORT int DCT_Start(DCT_Request *request);
  *         and this call's contribution is kept in the residual.
  */
 DCT_EXPORT int DCT_Wait(DCT_Request *request, DCT_Status *status);
+
+/**
+ * @brief Progresses every call in flight once, and completes `request` if it is done.
+ * @param request The started request.
+ * @param flag    Set to 1 if the call completed (its result is in `recvbuf`, the request is
+ *                inactive and `status` is filled), else 0.
+ * @param status  As for `DCT_Wait`, written only when `*flag` is 1; or `DCT_STATUS_IGNORE`.
+ * @return The codes of `DCT_Wait`, and `DCT_ERR_ARG` if `flag` is NULL. An error completes the
+ *         call (`*flag` is 1) as `DCT_Wait` would.
+ */
+DCT_EXPORT int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status);
+
+/** @brief Pass as the statuses argument of `DCT_Waitall` when they are not wanted. */
+#define DCT_STATUSES_IGNORE ((DCT_Status *)0)
+
+/**
+ * @brief Completes `count` started requests, in whatever order they finish.
+ *
+ * Every request is completed even if some fail; the first failure (in array order) is
+ * returned and `DCT_Get_last_error` names its index. `DCT_REQUEST_NULL` entries are skipped.
+ * @param statuses Array of `count` statuses, or `DCT_STATUSES_IGNORE`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (requests NULL with count > 0, or count < 0), or the
+ *         first code `DCT_Wait` would have returned for one of the requests.
+ */
+DCT_EXPORT int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]);
 
 /**
  * @brief Frees a request and its residual, and sets `*request` to `DCT_REQUEST_NULL`.

@@ -154,4 +154,60 @@ inline bool all_ranks(bool ok, MPI_Comm comm = MPI_COMM_WORLD) {
   return all == 1;
 }
 
+/// Bytes of the header every compressed call exchanges with each peer (4 x int64).
+constexpr MPI_Count kHeaderBytes = 32;
+
+/// Rank 0's value of `value`, on every rank.
+template <typename T>
+T agreed(T value, MPI_Comm comm = MPI_COMM_WORLD) {
+  MPI_Bcast(&value, sizeof(T), MPI_BYTE, 0, comm);
+  return value;
+}
+
+/// What MPI's nonblocking allreduce makes of `mine`: the dense algorithm's exact bits.
+template <typename T>
+std::vector<T> mpi_isum(const std::vector<T> &mine, MPI_Comm comm = MPI_COMM_WORLD) {
+  std::vector<T> sum(mine);
+  MPI_Request request;
+  MPI_Iallreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), mpi_type<T>(), MPI_SUM,
+                 comm, &request);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  return sum;
+}
+
+/// Checks `result` against the sum over ranks of every rank's `sent`: bitwise where the
+/// algorithm's order of addition is known (rank order for allgather and split, MPI's for
+/// dense), to rounding for recursive doubling; and bitwise equal on every rank in all cases.
+template <typename T>
+void expect_sum_of(const std::vector<T> &result, const std::vector<T> &sent,
+                   DCT_Algorithm algorithm, const std::string &what,
+                   MPI_Comm comm = MPI_COMM_WORLD) {
+  if (algorithm == DCT_ALGORITHM_DENSE) {
+    EXPECT_TRUE(same_bits(result, mpi_isum(sent, comm))) << what;
+  } else {
+    const std::vector<T> expected = sum_in_rank_order(sent, comm);
+    if (algorithm == DCT_ALGORITHM_RECURSIVE_DOUBLING) {
+      double worst = 0;
+      for (std::size_t i = 0; i < result.size(); ++i)
+        worst = std::max(worst, std::abs(double(result[i]) - double(expected[i])) /
+                                    (1.0 + std::abs(double(expected[i]))));
+      EXPECT_LT(worst, sizeof(T) == 4 ? 1e-5 : 1e-13) << what;
+    } else {
+      EXPECT_TRUE(same_bits(result, expected)) << what;
+    }
+  }
+  std::vector<T> first(result);
+  MPI_Bcast(first.data(), static_cast<int>(first.size() * sizeof(T)), MPI_BYTE, 0, comm);
+  EXPECT_TRUE(all_ranks(same_bits(result, first), comm)) << what << ": ranks disagree";
+}
+
+/// Every byte some rank reports sent, some rank reports received.
+inline void expect_bytes_balance(const DCT_Status &status, MPI_Comm comm = MPI_COMM_WORLD) {
+  long long mine[2] = {static_cast<long long>(status.bytes_sent),
+                       static_cast<long long>(status.bytes_received)};
+  long long total[2] = {0, 0};
+  MPI_Allreduce(mine, total, 2, MPI_LONG_LONG, MPI_SUM, comm);
+  EXPECT_EQ(total[0], total[1]) << "bytes sent and received over all ranks";
+}
+
 }  // namespace dct::test

@@ -15,7 +15,7 @@ constexpr std::size_t kCount = 10007;  // prime: no accidental alignment with an
 
 TYPED_TEST(Allreduce, DensityOneIsBitwiseMpiAllreduce) {
   using T = TypeParam;
-  for (const char *algorithm : {"auto", "allgather", "dense"}) {
+  for (const char *algorithm : {"auto", "allgather", "dense", "split", "recursive_doubling"}) {
     MPI_Info info = make_info({{"dct_density", "1"}, {"dct_algorithm", algorithm}});
     std::vector<T> send(kCount), recv(kCount), inplace(kCount);
     DCT_Request request = DCT_REQUEST_NULL, inplace_request = DCT_REQUEST_NULL;
@@ -69,13 +69,11 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
   struct Case {
     const char *algorithm;
     const char *density;
-    DCT_Algorithm expected;  // DCT_ALGORITHM_AUTO: by the documented byte rule below
   };
-  const Case cases[] = {{"allgather", "0.01", DCT_ALGORITHM_ALLGATHER},
-                        {"auto", "0.01", DCT_ALGORITHM_AUTO},
-                        {"dense", "0.01", DCT_ALGORITHM_DENSE},
-                        {"auto", "0.6", DCT_ALGORITHM_AUTO},
-                        {"allgather", "0.6", DCT_ALGORITHM_ALLGATHER}};
+  const Case cases[] = {{"allgather", "0.01"}, {"auto", "0.01"},  {"dense", "0.01"},
+                        {"split", "0.01"},     {"auto", "0.6"},   {"allgather", "0.6"},
+                        {"recursive_doubling", "0.01"}, {"split", "0.6"},
+                        {"recursive_doubling", "0.6"}};
   for (const Case &c : cases) {
     SCOPED_TRACE(std::string(c.algorithm) + " density " + c.density);
     MPI_Info info = make_info(
@@ -92,19 +90,13 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
       DCT_Status status;
       ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
       ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
-      DCT_Algorithm algorithm = c.expected;
-      if (algorithm == DCT_ALGORITHM_AUTO) {
-        // auto: allgather iff all ranks' (value, index) entries take fewer bytes than the two
-        // dense passes of a ring allreduce.
-        long long mine = static_cast<long long>(reference.nnz), total = 0;
-        MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        algorithm = total * (sizeof(T) + 4) < 2 * kCount * sizeof(T) ? DCT_ALGORITHM_ALLGATHER
-                                                                     : DCT_ALGORITHM_DENSE;
+      const auto algorithm = static_cast<DCT_Algorithm>(status.algorithm);
+      if (std::string(c.algorithm) != "auto") {
+        EXPECT_STREQ(DCT_Algorithm_name(algorithm), c.algorithm);
       }
-      EXPECT_EQ(status.algorithm, algorithm);
-      const std::vector<T> expected =
-          algorithm == DCT_ALGORITHM_ALLGATHER ? sum_in_rank_order(sent) : mpi_sum(sent);
-      EXPECT_TRUE(same_bits(recv, expected)) << "call " << call;
+      // Whatever auto picked, every rank picked the same.
+      EXPECT_TRUE(all_ranks(algorithm == agreed(algorithm)));
+      expect_sum_of(recv, sent, algorithm, "call " + std::to_string(call));
       EXPECT_TRUE(same_bits(residual_of<T>(request, kCount), reference.residual));
       EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
       EXPECT_EQ(status.tau, double(reference.tau));
@@ -113,14 +105,15 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
       const MPI_Count peers = size() - 1;
       const MPI_Count dense = 2 * peers * MPI_Count(kCount * sizeof(T)) / size();
       EXPECT_EQ(status.dense_bytes, dense);
+      const MPI_Count header = peers * kHeaderBytes;
       if (algorithm == DCT_ALGORITHM_ALLGATHER) {
-        // Header (3 x int64) and this rank's 8-byte-padded (value, index) block, to P-1 peers.
+        // Header and this rank's 8-byte-padded (value, index) block, to P-1 peers.
         const MPI_Count block = (MPI_Count(reference.nnz) * (sizeof(T) + 4) + 7) / 8 * 8;
-        EXPECT_EQ(status.bytes_sent, peers * 24 + peers * block);
-      } else {
-        const MPI_Count header = std::string(c.algorithm) == "auto" ? peers * 24 : 0;
+        EXPECT_EQ(status.bytes_sent, header + peers * block);
+      } else if (algorithm == DCT_ALGORITHM_DENSE) {
         EXPECT_EQ(status.bytes_sent, header + dense);
       }
+      expect_bytes_balance(status);
     }
     EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
     MPI_Info_free(&info);

@@ -1,0 +1,80 @@
+#include "cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dct::detail {
+namespace {
+
+constexpr double kIndexBytes = 4;
+
+int ceil_log2(int ranks) {
+  int rounds = 0;
+  while ((1 << rounds) < ranks) ++rounds;
+  return rounds;
+}
+
+}  // namespace
+
+double expected_union(double count, double kept_per_rank, int ranks) {
+  if (count <= 0) return 0;
+  const double density = std::min(1.0, kept_per_rank / count);
+  return count * (1.0 - std::pow(1.0 - density, ranks));
+}
+
+double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
+                         const NetworkModel &network) {
+  const int p = size.ranks;
+  if (p <= 1) return 0;
+  const double alpha = network.alpha_us * 1e-6;
+  const double per_byte = 1.0 / (network.beta_gbps * 1e9);
+  const double rounds = ceil_log2(p);
+  const double share = double(p - 1) / p;
+  const double entry = size.value_bytes + kIndexBytes;
+  const double dense = size.count * size.value_bytes;
+  const double kept = size.total_kept / p;
+  const double merged =
+      size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
+
+  switch (algorithm) {
+    case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)
+      return 2 * rounds * alpha + 2 * share * dense * per_byte;
+    case DCT_ALGORITHM_ALLGATHER:  // every rank receives every other rank's list
+      return rounds * alpha + share * size.total_kept * entry * per_byte;
+    case DCT_ALGORITHM_SPLIT: {
+      // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
+      // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
+      const double gathered = std::min(merged * entry, dense);
+      return (3 * rounds + (p - 1)) * alpha + share * (kept * entry + gathered) * per_byte;
+    }
+    case DCT_ALGORITHM_RECURSIVE_DOUBLING: {
+      // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is
+      // smaller; two messages (size, payload) per round; non-powers of two add two steps.
+      const int power = 1 << (ceil_log2(p + 1) - 1);
+      double seconds = power < p ? 2 * (2 * alpha + std::min(kept * entry, dense) * per_byte) : 0;
+      for (int r = 0, group = 1; group < power; ++r, group *= 2) {
+        const double held = expected_union(size.count, kept, group);
+        seconds += 2 * alpha + std::min(held * entry, dense) * per_byte;
+      }
+      return seconds;
+    }
+    default:
+      return HUGE_VAL;
+  }
+}
+
+DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &network) {
+  DCT_Algorithm best = DCT_ALGORITHM_DENSE;
+  double best_seconds = predicted_seconds(best, size, network);
+  for (DCT_Algorithm candidate :
+       {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
+    const double seconds = predicted_seconds(candidate, size, network);
+    if (seconds < best_seconds) {
+      best = candidate;
+      best_seconds = seconds;
+    }
+  }
+  return best;
+}
+
+}  // namespace dct::detail

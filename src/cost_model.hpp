@@ -1,0 +1,39 @@
+// The alpha-beta cost model behind dct_algorithm=auto.
+//
+// Every sparse algorithm is charged alpha per message on its critical path and 1/beta per
+// byte this rank must receive; the model picks the cheapest. Its inputs are what every rank
+// knows identically after the header exchange (P, n, value size, every rank's kept count), so
+// every rank picks the same algorithm. Compute time is not modelled: the kernels cost the same
+// for every algorithm except the decode, which is proportional to the bytes received anyway.
+#pragma once
+
+#include <cstdint>
+
+#include "config.hpp"
+#include "dct/dct.h"
+
+namespace dct::detail {
+
+struct ExchangeSize {
+  int ranks = 1;
+  double count = 0;            ///< n, elements of the tensor
+  int value_bytes = 4;         ///< 4 (float) or 8 (double)
+  double total_kept = 0;       ///< sum over ranks of the entries each sends
+  /// Nonzeros of the sum, if known from an earlier call (split/recursive doubling measure it);
+  /// <= 0: estimated as if the ranks chose their entries independently.
+  double union_hint = 0;
+};
+
+/// Predicted seconds of one call of `algorithm` (allgather, split, recursive_doubling, dense).
+double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
+                         const NetworkModel &network);
+
+/// The algorithm with the smallest predicted time; ties go to the first of dense, allgather,
+/// split, recursive_doubling.
+DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &network);
+
+/// Expected nonzeros of the sum of `ranks` sparse vectors of length `count` with `kept`
+/// entries each, placed independently: count * (1 - (1 - kept/count)^ranks).
+double expected_union(double count, double kept_per_rank, int ranks);
+
+}  // namespace dct::detail

@@ -1,0 +1,153 @@
+// The sparse exchanges of a compressed allreduce: how the kept (index, value) entries of every
+// rank become their sum on every rank. One class per algorithm (allgather.cpp, split.cpp,
+// recursive_doubling.cpp, dense.cpp), all written as resumable schedules of nonblocking MPI
+// calls so that a started allreduce progresses while the application computes.
+//
+// Private header of src/: include it from library sources only.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dct/dct.h"
+#include "kernels.hpp"
+
+namespace dct::detail {
+
+/// A sequence of stages; each does local work and posts nonblocking MPI calls, and the next
+/// starts once those completed.
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+
+  /// Runs every stage whose requests completed; with `block`, waits for them. Returns true
+  /// once the last stage ran. Throws dct::Error; a schedule that threw must be dropped.
+  bool advance(bool block);
+  /// No MPI operation of this schedule is pending (its buffers may be freed).
+  bool idle() const { return pending_.empty(); }
+
+ protected:
+  /// Runs stage `stage` (0, 1, ...): local work, then requests posted into `pending_`.
+  /// Returns false when there was no such stage (the schedule is complete).
+  virtual bool run_stage(int stage) = 0;
+
+  std::vector<MPI_Request> pending_;
+
+ private:
+  int next_stage_ = 0;
+  bool done_ = false;
+};
+
+/// What one call hands to an exchange: the shape every rank agreed on and this rank's entries.
+/// Entries are sorted by index, indices < count, values nonzero (the keep rule).
+template <typename T>
+struct SparseInput {
+  MPI_Comm comm;  ///< the request's own communicator (no other traffic on it)
+  int rank;
+  int ranks;
+  std::size_t count;                  ///< n, the tensor length
+  std::vector<std::int64_t> kept;     ///< entries sent by every rank (validated)
+  const WireIndex *idx;               ///< this rank's entries
+  const T *val;
+  T *result;                          ///< n elements: the sum, on every rank
+};
+
+/// Traffic of one exchange, as this rank sees it (DCT_Status fields).
+struct ExchangeTraffic {
+  MPI_Count bytes_sent = 0;
+  MPI_Count bytes_received = 0;
+  MPI_Count nnz_received = 0;
+  /// Nonzeros of the sum, when the algorithm learns it on every rank identically; else -1.
+  MPI_Count result_nnz = -1;
+};
+
+/// A sparse allreduce in progress. Messages from peers are validated before anything is
+/// written; a bad one is skipped (so that no rank is left waiting) and reported as
+/// DCT_ERR_PEER when the exchange ends.
+template <typename T>
+class SparseExchange : public Schedule {
+ public:
+  const ExchangeTraffic &traffic() const { return traffic_; }
+
+ protected:
+  explicit SparseExchange(SparseInput<T> input) : in_(std::move(input)) {}
+  /// Records the first bad message; thrown by finish().
+  void peer_error(int peer, const std::string &what);
+  /// Throws DCT_ERR_PEER if a peer's message was rejected.
+  void finish() const;
+
+  SparseInput<T> in_;
+  ExchangeTraffic traffic_;
+
+ private:
+  std::string peer_error_;
+};
+
+/// Where split's segment boundaries live between calls (one per request, identical on all
+/// ranks): boundaries[r] .. boundaries[r+1] is rank r's segment of the index space.
+struct SplitLayout {
+  std::vector<std::uint64_t> boundaries;  ///< empty: not balanced yet
+};
+
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_allgather_exchange(SparseInput<T> input);
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_dense_exchange(SparseInput<T> input,
+                                                       MPI_Datatype datatype);
+/// `rebalance`: recompute the boundaries from this call's index histogram first.
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input,
+                                                       SplitLayout &layout, bool rebalance);
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange(SparseInput<T> input);
+
+// --- Helpers shared by the exchanges ------------------------------------------------------
+
+namespace wire {
+
+/// Messages travel in 8-byte units so that values stay aligned in every receive buffer.
+constexpr std::size_t kUnitBytes = 8;
+
+/// Units of a sparse block of `entries` pairs: [values][indices], padded.
+template <typename T>
+std::size_t sparse_units(std::size_t entries) {
+  return (entries * (sizeof(T) + sizeof(WireIndex)) + kUnitBytes - 1) / kUnitBytes;
+}
+/// Units of a dense block of `elements` values, padded.
+template <typename T>
+std::size_t dense_units(std::size_t elements) {
+  return (elements * sizeof(T) + kUnitBytes - 1) / kUnitBytes;
+}
+/// A sparse block is sent when it is smaller than the dense one.
+template <typename T>
+bool sparse_is_smaller(std::size_t entries, std::size_t elements) {
+  return entries * (sizeof(T) + sizeof(WireIndex)) < elements * sizeof(T);
+}
+
+/// Writes [values][indices] of `entries` pairs at `out` (sparse_units<T>(entries) units).
+template <typename T>
+void pack_sparse(const WireIndex *idx, const T *val, std::size_t entries, std::byte *out);
+
+template <typename T>
+const T *block_values(const std::byte *block) {
+  return reinterpret_cast<const T *>(block);
+}
+template <typename T>
+const WireIndex *block_indices(const std::byte *block, std::size_t entries) {
+  return reinterpret_cast<const WireIndex *>(block + entries * sizeof(T));
+}
+
+/// True iff the indices strictly increase and lie in [begin, end).
+bool indices_within(const WireIndex *idx, std::size_t entries, std::uint64_t begin,
+                    std::uint64_t end);
+
+/// Units as the int MPI's v-collectives take; throws DCT_ERR_COUNT past INT_MAX.
+int mpi_units(std::size_t units);
+
+}  // namespace wire
+}  // namespace dct::detail

@@ -1,0 +1,292 @@
+// split: a sparse reduce-scatter followed by an allgather of the reduced segments.
+//
+// The index space is cut into P segments, one per rank, whose boundaries balance the kept
+// entries (from a global histogram of the indices, recomputed whenever tau is re-estimated).
+// Stages: [histogram allreduce] -> entry counts per owner (alltoall) -> entries to their
+// owners (alltoallv) -> each owner sums its segment in rank order and announces its nonzeros
+// (allgather) -> owned segments, sparse or dense whichever is smaller (allgatherv).
+// Bytes received per rank: ~k (s+4) (P-1)/P + min(u (s+4), n s) (P-1)/P for u nonzeros in
+// the sum, against a lower bound of 2k (s+4) (P-1)/P when the ranks' indices coincide.
+#include <algorithm>
+#include <cstring>
+
+#include "exchange.hpp"
+#include "error.hpp"
+
+namespace dct::detail {
+namespace {
+
+template <typename T>
+class SplitExchange final : public SparseExchange<T> {
+  using Base = SparseExchange<T>;
+  using Base::in_;
+  using Base::pending_;
+  using Base::traffic_;
+
+ public:
+  SplitExchange(SparseInput<T> input, SplitLayout &layout, bool rebalance)
+      : Base(std::move(input)), layout_(layout), rebalance_(rebalance) {
+    if (layout_.boundaries.size() != static_cast<std::size_t>(in_.ranks) + 1) rebalance_ = true;
+  }
+
+ private:
+  bool run_stage(int stage) override {
+    switch (stage) {
+      case 0:
+        if (rebalance_) post_histogram();
+        return true;
+      case 1:
+        if (rebalance_) balance_boundaries();
+        post_counts();
+        return true;
+      case 2:
+        post_entries();
+        return true;
+      case 3:
+        reduce_owned_segment();
+        return true;
+      case 4:
+        post_segments();
+        return true;
+      case 5:
+        decode_segments();
+        return true;
+    }
+    return false;
+  }
+
+  std::size_t ranks() const { return static_cast<std::size_t>(in_.ranks); }
+  std::uint64_t begin(int r) const { return layout_.boundaries[static_cast<std::size_t>(r)]; }
+  std::uint64_t end(int r) const { return layout_.boundaries[static_cast<std::size_t>(r) + 1]; }
+  std::size_t length(int r) const { return static_cast<std::size_t>(end(r) - begin(r)); }
+  MPI_Count others(MPI_Count per_peer) const { return per_peer * (in_.ranks - 1); }
+  void count_traffic(MPI_Count sent, MPI_Count received) {
+    traffic_.bytes_sent += sent;
+    traffic_.bytes_received += received;
+  }
+
+  // Bucket b holds the indices i with i * buckets / n == b.
+  void post_histogram() {
+    const std::size_t n = in_.count;
+    buckets_ = std::min<std::size_t>(std::max<std::size_t>(n, 1),
+                                     std::min<std::size_t>(1 << 20, std::max<std::size_t>(
+                                                                        4096, 16 * ranks())));
+    histogram_.assign(buckets_, 0);
+    const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
+    for (std::size_t j = 0; j < mine; ++j)
+      histogram_[static_cast<std::uint64_t>(in_.idx[j]) * buckets_ / n] += 1;
+    pending_.emplace_back();
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, histogram_.data(), wire::mpi_units(buckets_),
+                             MPI_INT64_T, MPI_SUM, in_.comm, &pending_.back()),
+              "MPI_Iallreduce");
+    const MPI_Count ring = 2 * others(static_cast<MPI_Count>(buckets_ * 8)) / in_.ranks;
+    count_traffic(ring, ring);
+  }
+
+  void balance_boundaries() {
+    const std::uint64_t n = in_.count;
+    std::vector<std::uint64_t> &b = layout_.boundaries;
+    b.assign(ranks() + 1, n);
+    b[0] = 0;
+    std::int64_t total = 0;
+    for (std::int64_t h : histogram_) total += h;
+    if (total == 0) {  // nothing sent anywhere: even segments
+      for (std::size_t r = 1; r < ranks(); ++r) b[r] = n * r / ranks();
+      return;
+    }
+    // Boundary r sits at the first bucket edge with at least r/P of the entries before it.
+    std::int64_t before = 0;
+    std::size_t bucket = 0;
+    for (std::size_t r = 1; r < ranks(); ++r) {
+      const std::int64_t target = total * static_cast<std::int64_t>(r) / in_.ranks;
+      while (bucket < buckets_ && before < target) before += histogram_[bucket++];
+      b[r] = (static_cast<std::uint64_t>(bucket) * n + buckets_ - 1) / buckets_;
+    }
+  }
+
+  void post_counts() {
+    const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
+    first_.resize(ranks() + 1);
+    send_counts_.resize(ranks());
+    recv_counts_.assign(ranks(), 0);
+    for (std::size_t r = 0; r <= ranks(); ++r)
+      first_[r] = static_cast<std::size_t>(
+          std::lower_bound(in_.idx, in_.idx + mine, layout_.boundaries[r]) - in_.idx);
+    first_[ranks()] = mine;
+    for (std::size_t r = 0; r < ranks(); ++r)
+      send_counts_[r] = static_cast<std::int64_t>(first_[r + 1] - first_[r]);
+    pending_.emplace_back();
+    check_mpi(MPI_Ialltoall(send_counts_.data(), 1, MPI_INT64_T, recv_counts_.data(), 1,
+                            MPI_INT64_T, in_.comm, &pending_.back()),
+              "MPI_Ialltoall");
+    count_traffic(others(8), others(8));
+  }
+
+  void post_entries() {
+    send_units_.resize(ranks());
+    send_offsets_.resize(ranks());
+    recv_units_.resize(ranks());
+    recv_offsets_.resize(ranks());
+    std::size_t send_total = 0, recv_total = 0;
+    for (std::size_t r = 0; r < ranks(); ++r) {
+      // A count we cannot bound would make us allocate or receive blindly: give up now.
+      require(recv_counts_[r] >= 0 && static_cast<std::uint64_t>(recv_counts_[r]) <= in_.count,
+              DCT_ERR_PEER,
+              "rank " + std::to_string(r) + " announced " + std::to_string(recv_counts_[r]) +
+                  " entries for a tensor of " + std::to_string(in_.count));
+      send_offsets_[r] = wire::mpi_units(send_total);
+      send_units_[r] = wire::mpi_units(
+          wire::sparse_units<T>(static_cast<std::size_t>(send_counts_[r])));
+      send_total += static_cast<std::size_t>(send_units_[r]);
+      recv_offsets_[r] = wire::mpi_units(recv_total);
+      recv_units_[r] = wire::mpi_units(
+          wire::sparse_units<T>(static_cast<std::size_t>(recv_counts_[r])));
+      recv_total += static_cast<std::size_t>(recv_units_[r]);
+    }
+    wire::mpi_units(send_total);
+    wire::mpi_units(recv_total);
+    outgoing_.resize(send_total * wire::kUnitBytes);
+    incoming_.resize(recv_total * wire::kUnitBytes);
+    for (std::size_t r = 0; r < ranks(); ++r)
+      wire::pack_sparse(in_.idx + first_[r], in_.val + first_[r],
+                        static_cast<std::size_t>(send_counts_[r]),
+                        outgoing_.data() + std::size_t(send_offsets_[r]) * wire::kUnitBytes);
+    pending_.emplace_back();
+    check_mpi(MPI_Ialltoallv(outgoing_.data(), send_units_.data(), send_offsets_.data(),
+                             MPI_UINT64_T, incoming_.data(), recv_units_.data(),
+                             recv_offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
+              "MPI_Ialltoallv");
+    const std::size_t me = static_cast<std::size_t>(in_.rank);
+    count_traffic(static_cast<MPI_Count>((send_total - std::size_t(send_units_[me])) * 8),
+                  static_cast<MPI_Count>((recv_total - std::size_t(recv_units_[me])) * 8));
+  }
+
+  // Sums the entries of my segment in rank order, so the result bits do not depend on timing.
+  void reduce_owned_segment() {
+    const std::uint64_t first = begin(in_.rank);
+    owned_.assign(length(in_.rank), T(0));
+    for (int r = 0; r < in_.ranks; ++r) {
+      const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
+      const std::byte *block =
+          incoming_.data() + std::size_t(recv_offsets_[r]) * wire::kUnitBytes;
+      const WireIndex *idx = wire::block_indices<T>(block, entries);
+      if (!wire::indices_within(idx, entries, first, end(in_.rank))) {
+        this->peer_error(r, "entries outside the segment it owes this rank, or out of order");
+        continue;
+      }
+      const T *val = wire::block_values<T>(block);
+      for (std::size_t j = 0; j < entries; ++j) owned_[idx[j] - first] += val[j];
+      if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
+    }
+    std::size_t nonzeros = 0;
+    for (T v : owned_) nonzeros += v != T(0);
+    owned_nnz_ = static_cast<std::int64_t>(nonzeros);
+    if (wire::sparse_is_smaller<T>(nonzeros, owned_.size())) {
+      std::vector<WireIndex> idx;
+      std::vector<T> val;
+      idx.reserve(nonzeros);
+      val.reserve(nonzeros);
+      for (std::size_t i = 0; i < owned_.size(); ++i) {
+        if (owned_[i] == T(0)) continue;
+        idx.push_back(static_cast<WireIndex>(first + i));
+        val.push_back(owned_[i]);
+      }
+      segment_.resize(wire::sparse_units<T>(nonzeros) * wire::kUnitBytes);
+      wire::pack_sparse(idx.data(), val.data(), nonzeros, segment_.data());
+    } else {
+      segment_.assign(wire::dense_units<T>(owned_.size()) * wire::kUnitBytes, std::byte{0});
+      if (!owned_.empty()) std::memcpy(segment_.data(), owned_.data(), owned_.size() * sizeof(T));
+    }
+    owned_nnz_all_.assign(ranks(), 0);
+    pending_.emplace_back();
+    check_mpi(MPI_Iallgather(&owned_nnz_, 1, MPI_INT64_T, owned_nnz_all_.data(), 1, MPI_INT64_T,
+                             in_.comm, &pending_.back()),
+              "MPI_Iallgather");
+    count_traffic(others(8), others(8));
+  }
+
+  bool segment_sparse(int r) const {
+    return wire::sparse_is_smaller<T>(static_cast<std::size_t>(owned_nnz_all_[r]), length(r));
+  }
+
+  void post_segments() {
+    gather_units_.resize(ranks());
+    gather_offsets_.resize(ranks());
+    std::size_t total = 0;
+    traffic_.result_nnz = 0;
+    for (int r = 0; r < in_.ranks; ++r) {
+      // Every rank sees the same announcements, so every rank stops here together.
+      require(owned_nnz_all_[r] >= 0 &&
+                  static_cast<std::uint64_t>(owned_nnz_all_[r]) <= length(r),
+              DCT_ERR_PEER,
+              "rank " + std::to_string(r) + " announced " + std::to_string(owned_nnz_all_[r]) +
+                  " nonzeros in a segment of " + std::to_string(length(r)));
+      const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+      gather_offsets_[r] = wire::mpi_units(total);
+      gather_units_[r] = wire::mpi_units(segment_sparse(r) ? wire::sparse_units<T>(nnz)
+                                                           : wire::dense_units<T>(length(r)));
+      total += static_cast<std::size_t>(gather_units_[r]);
+      traffic_.result_nnz += owned_nnz_all_[r];
+    }
+    wire::mpi_units(total);
+    gathered_.resize(total * wire::kUnitBytes);
+    pending_.emplace_back();
+    check_mpi(MPI_Iallgatherv(segment_.data(), gather_units_[in_.rank], MPI_UINT64_T,
+                              gathered_.data(), gather_units_.data(), gather_offsets_.data(),
+                              MPI_UINT64_T, in_.comm, &pending_.back()),
+              "MPI_Iallgatherv");
+    const MPI_Count mine = gather_units_[in_.rank];
+    count_traffic(others(mine * 8), (static_cast<MPI_Count>(total) - mine) * 8);
+  }
+
+  void decode_segments() {
+    for (int r = 0; r < in_.ranks; ++r) {
+      T *out = in_.result + begin(r);
+      const std::byte *block =
+          gathered_.data() + std::size_t(gather_offsets_[r]) * wire::kUnitBytes;
+      if (!segment_sparse(r)) {
+        if (length(r) > 0) std::memcpy(out, block, length(r) * sizeof(T));
+        if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(length(r));
+        continue;
+      }
+      const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+      const WireIndex *idx = wire::block_indices<T>(block, nnz);
+      kernels::fill_zero(out, length(r));
+      if (!wire::indices_within(idx, nnz, begin(r), end(r))) {
+        this->peer_error(r, "a reduced segment with indices outside it, or out of order");
+        continue;
+      }
+      kernels::scatter_add(idx, wire::block_values<T>(block), nnz, in_.result);
+      if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
+    }
+    this->finish();
+  }
+
+  SplitLayout &layout_;
+  bool rebalance_;
+  std::size_t buckets_ = 0;
+  std::vector<std::int64_t> histogram_;
+  std::vector<std::size_t> first_;  // my entries for rank r: [first_[r], first_[r+1])
+  std::vector<std::int64_t> send_counts_, recv_counts_;
+  std::vector<int> send_units_, send_offsets_, recv_units_, recv_offsets_;
+  std::vector<std::byte> outgoing_, incoming_;
+  std::vector<T> owned_;
+  std::int64_t owned_nnz_ = 0;
+  std::vector<std::int64_t> owned_nnz_all_;
+  std::vector<std::byte> segment_, gathered_;
+  std::vector<int> gather_units_, gather_offsets_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input,
+                                                       SplitLayout &layout, bool rebalance) {
+  return std::make_unique<SplitExchange<T>>(std::move(input), layout, rebalance);
+}
+template std::unique_ptr<SparseExchange<float>> make_split_exchange(SparseInput<float>,
+                                                                    SplitLayout &, bool);
+template std::unique_ptr<SparseExchange<double>> make_split_exchange(SparseInput<double>,
+                                                                     SplitLayout &, bool);
+
+}  // namespace dct::detail

@@ -1,0 +1,269 @@
+// The sparse allreduce algorithms against each other and the reference, on the data shapes
+// that break sparse collectives (empty, uneven, identical and disjoint contributions, fill-in),
+// and nonblocking completion in any order. Registered at 1 to 8 ranks.
+#include <array>
+
+#include "common.hpp"
+
+namespace dct::test {
+namespace {
+
+constexpr std::array<const char *, 4> kAlgorithms = {"allgather", "split", "recursive_doubling",
+                                                     "dense"};
+constexpr std::size_t kCount = 4099;
+
+/// Dyadic values (sums exact in any order) on the positions `where(i)` selects.
+template <typename T, typename Where>
+std::vector<T> shaped(int call, Where where) {
+  std::vector<T> v = dyadic_gradient<T>(kCount, call);
+  for (std::size_t i = 0; i < kCount; ++i)
+    if (!where(i)) v[i] = T(0);
+  return v;
+}
+
+struct Shape {
+  const char *name;
+  const char *density;
+  std::function<bool(std::size_t)> where;
+};
+
+std::vector<Shape> shapes() {
+  const std::size_t r = static_cast<std::size_t>(rank()), p = static_cast<std::size_t>(size());
+  return {
+      {"everywhere", "0.05", [](std::size_t) { return true; }},
+      {"uneven, rank 0 empty", "0.05", [=](std::size_t i) { return i < r * kCount / p; }},
+      {"one rank only", "0.05", [=](std::size_t) { return r + 1 == p; }},
+      {"all-equal indices", "0.05", [](std::size_t i) { return i % 97 == 0; }},
+      {"disjoint indices", "0.05", [=](std::size_t i) { return i % p == r; }},
+      {"fill-in", "0.4", [](std::size_t) { return true; }},
+      {"nothing anywhere", "0.05", [](std::size_t) { return false; }},
+  };
+}
+
+template <typename T>
+class Algorithms : public ::testing::Test {};
+using ElementTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(Algorithms, ElementTypes);
+
+// With exact sums every algorithm must deliver exactly the reference's sum.
+TYPED_TEST(Algorithms, EveryAlgorithmDeliversTheExactSumOnEveryShape) {
+  using T = TypeParam;
+  for (const Shape &shape : shapes()) {
+    for (const char *algorithm : kAlgorithms) {
+      SCOPED_TRACE(std::string(algorithm) + " on " + shape.name);
+      MPI_Info info = make_info({{"dct_density", shape.density},
+                                 {"dct_algorithm", algorithm},
+                                 {"dct_interval", "2"}});
+      std::vector<T> send(kCount), recv(kCount, T(-7));
+      DCT_Request request;
+      ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                   MPI_COMM_WORLD, info, &request),
+                DCT_SUCCESS);
+      ReferenceDct<T> reference(kCount, std::atof(shape.density), 2);
+      for (int call = 0; call < 3; ++call) {
+        overwrite(send, shaped<T>(call, shape.where));
+        const std::vector<T> sent = reference.step(send);
+        DCT_Status status;
+        ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+        ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+        EXPECT_STREQ(DCT_Algorithm_name(status.algorithm), algorithm);
+        EXPECT_TRUE(all_ranks(same_bits(recv, sum_in_rank_order(sent))))
+            << "call " << call << ": not the exact sum on some rank";
+        EXPECT_TRUE(same_bits(residual_of<T>(request, kCount), reference.residual));
+        EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
+        expect_bytes_balance(status);
+      }
+      EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+      MPI_Info_free(&info);
+    }
+  }
+}
+
+// When every rank sends the same k indices, split moves about 2k entries per rank: within
+// 1.5x of the 2k(P-1)/P lower bound (plus headers) once the segments are balanced.
+TEST(AlgorithmTraffic, SplitIsNearTheVolumeBoundWhenIndicesCoincide) {
+  const std::size_t n = 1 << 16;
+  MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_algorithm", "split"}});
+  std::vector<float> send(n), recv(n);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               info, &request),
+            DCT_SUCCESS);
+  DCT_Status status;
+  for (int call = 0; call < 2; ++call) {  // the second call reuses the balanced segments
+    for (std::size_t i = 0; i < n; ++i)
+      send[i] = i % 100 == 0 ? float(1 + rank() + call) : 1e-6f * float(i % 7);
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+  }
+  const double p = size(), k = double(status.nnz_sent);
+  const double bound = 2 * k * 8 * (p - 1) / p;
+  const double headers = (p - 1) * (kHeaderBytes + 8 + 8 + 3 * 8);
+  EXPECT_LE(double(status.bytes_received), 1.5 * bound + headers)
+      << "k = " << k << ", received " << status.bytes_received;
+  EXPECT_EQ(status.tau_reestimated, 0);
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  MPI_Info_free(&info);
+}
+
+/// Two persistent requests on one communicator, with their own data and reference.
+template <typename T>
+struct InFlightPair {
+  InFlightPair(const char *algorithm_a, const char *algorithm_b, const char *density_b = "0.02")
+      : send{std::vector<T>(kCount), std::vector<T>(2 * kCount + 1)},
+        recv{std::vector<T>(kCount), std::vector<T>(2 * kCount + 1)},
+        reference{ReferenceDct<T>(kCount, 0.05, 1000),
+                  ReferenceDct<T>(2 * kCount + 1, std::atof(density_b), 1000)} {
+    const char *algorithms[2] = {algorithm_a, algorithm_b};
+    const char *densities[2] = {"0.05", density_b};
+    for (int i = 0; i < 2; ++i) {
+      MPI_Info info = make_info({{"dct_density", densities[i]}, {"dct_algorithm", algorithms[i]}});
+      EXPECT_EQ(DCT_Allreduce_init(send[i].data(), recv[i].data(), send[i].size(), mpi_type<T>(),
+                                   MPI_SUM, MPI_COMM_WORLD, info, &requests[i]),
+                DCT_SUCCESS);
+      MPI_Info_free(&info);
+    }
+  }
+  ~InFlightPair() {
+    for (DCT_Request &r : requests) EXPECT_EQ(DCT_Request_free(&r), DCT_SUCCESS);
+  }
+  void start_both(int call) {
+    for (int i = 0; i < 2; ++i) {
+      overwrite(send[i], dyadic_gradient<T>(send[i].size(), call + 10 * i));
+      sent[i] = reference[i].step(send[i]);
+      ASSERT_EQ(DCT_Start(&requests[i]), DCT_SUCCESS);
+    }
+  }
+  void check() {
+    for (int i = 0; i < 2; ++i)
+      EXPECT_TRUE(all_ranks(same_bits(recv[i], sum_in_rank_order(sent[i])))) << "request " << i;
+  }
+
+  std::vector<T> send[2], recv[2], sent[2];
+  ReferenceDct<T> reference[2];
+  DCT_Request requests[2] = {DCT_REQUEST_NULL, DCT_REQUEST_NULL};
+};
+
+// Even ranks complete A then B, odd ranks B then A: each needs the other to progress the
+// request it is not waiting for, which a per-request wait would deadlock on.
+TEST(Nonblocking, TwoRequestsInFlightCompletedInEitherOrder) {
+  for (const char *a : kAlgorithms) {
+    for (const char *b : {"split", "recursive_doubling", "allgather"}) {
+      SCOPED_TRACE(std::string(a) + " then " + b);
+      InFlightPair<float> pair(a, b);
+      for (int call = 0; call < 3; ++call) {
+        pair.start_both(call);
+        const int first = rank() % 2;
+        ASSERT_EQ(DCT_Wait(&pair.requests[first], DCT_STATUS_IGNORE), DCT_SUCCESS)
+            << DCT_Get_last_error();
+        ASSERT_EQ(DCT_Wait(&pair.requests[1 - first], DCT_STATUS_IGNORE), DCT_SUCCESS)
+            << DCT_Get_last_error();
+        pair.check();
+      }
+    }
+  }
+}
+
+// An uncompressed (density 1) request is one blocking MPI_Allreduce: it must still not
+// deadlock against a compressed one waited for in the opposite order.
+TEST(Nonblocking, BlockingDensityOneRequestAmongCompressedOnes) {
+  std::vector<double> send(kCount), recv(kCount);
+  MPI_Info info = make_info({{"dct_density", "1"}});
+  DCT_Request exact;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_DOUBLE, MPI_SUM,
+                               MPI_COMM_WORLD, info, &exact),
+            DCT_SUCCESS);
+  MPI_Info_free(&info);
+  InFlightPair<double> pair("split", "recursive_doubling");
+  for (int call = 0; call < 3; ++call) {
+    overwrite(send, gradient<double>(kCount, call));
+    // Start order (the same on every rank): compressed, exact, compressed.
+    ASSERT_EQ(DCT_Start(&pair.requests[0]), DCT_SUCCESS);
+    overwrite(pair.send[0], dyadic_gradient<double>(kCount, call));
+    ASSERT_EQ(DCT_Start(&exact), DCT_SUCCESS);
+    pair.send[1].assign(pair.send[1].size(), 0.0);
+    ASSERT_EQ(DCT_Start(&pair.requests[1]), DCT_SUCCESS);
+    if (rank() % 2 == 0) {
+      ASSERT_EQ(DCT_Wait(&exact, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+      DCT_Request both[2] = {pair.requests[1], pair.requests[0]};
+      ASSERT_EQ(DCT_Waitall(2, both, DCT_STATUSES_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    } else {
+      ASSERT_EQ(DCT_Waitall(2, pair.requests, DCT_STATUSES_IGNORE), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&exact, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    }
+    EXPECT_TRUE(same_bits(recv, mpi_sum(send)));
+  }
+  EXPECT_EQ(DCT_Request_free(&exact), DCT_SUCCESS);
+}
+
+// The overlap pattern of a training step: start, compute while testing, then use the result.
+TEST(Nonblocking, TestProgressesUntilCompletionWhileTheRankComputes) {
+  InFlightPair<float> pair("split", "recursive_doubling");
+  for (int call = 0; call < 3; ++call) {
+    pair.start_both(call);
+    int done[2] = {0, 0};
+    DCT_Status status[2];
+    long polls = 0;
+    volatile double work = 0;
+    while (!(done[0] && done[1])) {
+      for (int i = 0; i < 1000; ++i) work = work + 1e-3 * i;  // "the next layer"
+      for (int i = 0; i < 2; ++i)
+        if (!done[i]) {
+          ASSERT_EQ(DCT_Test(&pair.requests[i], &done[i], &status[i]), DCT_SUCCESS)
+              << DCT_Get_last_error();
+        }
+      ASSERT_LT(++polls, 10000000) << "never completed";
+    }
+    pair.check();
+    EXPECT_EQ(status[0].algorithm, DCT_ALGORITHM_SPLIT);
+    EXPECT_EQ(status[1].algorithm, DCT_ALGORITHM_RECURSIVE_DOUBLING);
+    int flag = 7;
+    EXPECT_EQ(DCT_Test(&pair.requests[0], &flag, DCT_STATUS_IGNORE), DCT_ERR_ACTIVE);
+    EXPECT_EQ(flag, 0);
+  }
+}
+
+TEST(Nonblocking, WaitallFillsEveryStatusAndSkipsNullRequests) {
+  InFlightPair<float> pair("allgather", "split");
+  pair.start_both(0);
+  DCT_Request requests[3] = {pair.requests[0], DCT_REQUEST_NULL, pair.requests[1]};
+  DCT_Status statuses[3] = {};
+  ASSERT_EQ(DCT_Waitall(3, requests, statuses), DCT_SUCCESS) << DCT_Get_last_error();
+  pair.check();
+  EXPECT_EQ(statuses[0].algorithm, DCT_ALGORITHM_ALLGATHER);
+  EXPECT_EQ(statuses[2].algorithm, DCT_ALGORITHM_SPLIT);
+  EXPECT_EQ(statuses[2].calls, 1);
+  EXPECT_EQ(DCT_Waitall(-1, requests, statuses), DCT_ERR_ARG);
+  EXPECT_EQ(DCT_Waitall(1, nullptr, statuses), DCT_ERR_ARG);
+  int flag = 0;
+  EXPECT_EQ(DCT_Test(&pair.requests[0], nullptr, DCT_STATUS_IGNORE), DCT_ERR_ARG);
+  // Not started: an error, and the request is still usable.
+  EXPECT_EQ(DCT_Waitall(1, requests, statuses), DCT_ERR_ACTIVE);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("request 0"), std::string::npos);
+  EXPECT_EQ(DCT_Test(&pair.requests[0], &flag, DCT_STATUS_IGNORE), DCT_ERR_ACTIVE);
+}
+
+// A count mismatch found in the header must fail on every rank and hang none, whatever the
+// algorithm, and leave the input in the residual.
+TEST(AlgorithmErrors, CountMismatchFailsOnEveryRankForEveryAlgorithm) {
+  if (size() < 2) GTEST_SKIP() << "needs two ranks";
+  for (const char *algorithm : kAlgorithms) {
+    SCOPED_TRACE(algorithm);
+    const std::size_t n = rank() == 0 ? 100 : 101;
+    std::vector<float> send(n, 1.0f), recv(n, -3.0f);
+    MPI_Info info = make_info({{"dct_density", "0.1"}, {"dct_algorithm", algorithm}});
+    DCT_Request request;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                 info, &request),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_ERR_MISMATCH);
+    EXPECT_EQ(recv, std::vector<float>(n, -3.0f));
+    EXPECT_EQ(residual_of<float>(request, n), send);
+    EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  }
+}
+
+}  // namespace
+}  // namespace dct::test
