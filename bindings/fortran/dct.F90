@@ -40,7 +40,8 @@ module dct
     integer(c_long_long) :: calls, total_bytes_sent, total_dense_bytes
   end type dct_status
 
-  public :: dct_allreduce_init, dct_start, dct_wait, dct_request_free, dct_allreduce, &
+  public :: dct_allreduce_init, dct_start, dct_wait, dct_test, dct_waitall, &
+            dct_request_free, dct_allreduce, &
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
             dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version
 
@@ -101,6 +102,18 @@ module dct
       import :: c_int, c_ptr, dct_request
       type(dct_request) :: request
       type(c_ptr), value :: status
+    end function
+    integer(c_int) function c_test(request, flag, status) bind(C, name='dct_f_test')
+      import :: c_int, c_ptr, dct_request
+      type(dct_request) :: request
+      integer(c_int) :: flag
+      type(c_ptr), value :: status
+    end function
+    integer(c_int) function c_waitall(count, requests, statuses) bind(C, name='dct_f_waitall')
+      import :: c_int, c_ptr, dct_request
+      integer(c_int), value :: count
+      type(dct_request) :: requests(*)
+      type(c_ptr), value :: statuses
     end function
     integer(c_int) function c_request_free(request) bind(C, name='dct_f_request_free')
       import :: c_int, dct_request
@@ -186,6 +199,34 @@ contains
       call finish(c_wait(request, c_null_ptr), ierror)
     end if
   end subroutine dct_wait
+
+  !> Progresses every call in flight; flag = .true. once `request` completed (status filled).
+  subroutine dct_test(request, flag, status, ierror)
+    type(dct_request), intent(inout) :: request
+    logical, intent(out) :: flag
+    type(dct_status), optional, target, intent(out) :: status
+    integer, optional, intent(out) :: ierror
+    integer(c_int) :: cflag
+    cflag = 0
+    if (present(status)) then
+      call finish(c_test(request, cflag, c_loc(status)), ierror)
+    else
+      call finish(c_test(request, cflag, c_null_ptr), ierror)
+    end if
+    flag = cflag /= 0
+  end subroutine dct_test
+
+  !> Completes every request of `requests`, in whatever order they finish.
+  subroutine dct_waitall(requests, statuses, ierror)
+    type(dct_request), intent(inout) :: requests(:)
+    type(dct_status), optional, target, intent(out) :: statuses(size(requests))
+    integer, optional, intent(out) :: ierror
+    if (present(statuses)) then
+      call finish(c_waitall(int(size(requests), c_int), requests, c_loc(statuses)), ierror)
+    else
+      call finish(c_waitall(int(size(requests), c_int), requests, c_null_ptr), ierror)
+    end if
+  end subroutine dct_waitall
 
   subroutine dct_request_free(request, ierror)
     type(dct_request), intent(inout) :: request

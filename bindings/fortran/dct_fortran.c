@@ -76,6 +76,16 @@ int dct_f_wait(DCT_Request *request, DCT_Status *status) {
   return DCT_Wait(request, status);
 }
 
+int dct_f_test(DCT_Request *request, int *flag, DCT_Status *status) {
+  shim_error = NULL;
+  return DCT_Test(request, flag, status);
+}
+
+int dct_f_waitall(int count, DCT_Request *requests, DCT_Status *statuses) {
+  shim_error = NULL;
+  return DCT_Waitall(count, requests, statuses);
+}
+
 int dct_f_request_free(DCT_Request *request) {
   shim_error = NULL;
   return DCT_Request_free(request);

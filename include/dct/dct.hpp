@@ -85,6 +85,13 @@ class AllreduceRequest {
     check(DCT_Wait(&request_, &status));
     return status;
   }
+  /** @brief Progresses every call in flight; true once this one completed (`status`, if
+   * given, is then filled). */
+  bool test(DCT_Status *status = nullptr) {
+    int flag = 0;
+    check(DCT_Test(&request_, &flag, status));
+    return flag != 0;
+  }
   /** @brief start() then wait(). */
   DCT_Status operator()() {
     start();

@@ -10,6 +10,10 @@ program test_fortran
   real(4) :: x(30, 100), y(30, 100), expected(30, 100)
   real(8) :: a(10, 20, 15), b(10, 20, 15), ref(10, 20, 15)
   real(8) :: g(n), s(n), residual(n), delivered(n), inputs(n), held(n), total_inputs(n)
+  real(8) :: g2(n), s2(n), delivered2(n)
+  type(dct_request) :: pair(2)
+  type(dct_status) :: statuses(1)
+  logical :: done
   type(MPI_Info) :: info
   type(dct_request) :: request, freed
   type(dct_status) :: status
@@ -70,6 +74,45 @@ program test_fortran
   call check(all(delivered + held == total_inputs), 'conservation at density 0.01')
   call dct_request_free(request)
   call MPI_Info_free(info)
+
+  ! 3b. Nonblocking: split and recursive doubling in flight together, one completed by
+  ! dct_test polling, the other by dct_waitall; conservation holds for both.
+  call MPI_Info_create(info)
+  call MPI_Info_set(info, 'dct_density', '0.05')
+  call MPI_Info_set(info, 'dct_algorithm', 'split')
+  call dct_allreduce_init(g, s, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, info, pair(1))
+  call MPI_Info_set(info, 'dct_algorithm', 'recursive_doubling')
+  call dct_allreduce_init(g2, s2, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, info, pair(2))
+  call MPI_Info_free(info)
+  delivered = 0
+  delivered2 = 0
+  inputs = 0
+  do step = 1, 5
+    g = [(dble(mod(i * 13 + rank * 7 + step * 3, 4001) - 2000) / 1024d0, i = 1, n)]
+    g2 = 2 * g
+    inputs = inputs + g
+    call dct_start(pair(1))
+    call dct_start(pair(2))
+    done = .false.
+    do while (.not. done)
+      call dct_test(pair(1), done, status)
+    end do
+    call dct_waitall(pair(2:2), statuses)
+    call check(status%algorithm == DCT_ALGORITHM_SPLIT .and. &
+               statuses(1)%algorithm == DCT_ALGORITHM_RECURSIVE_DOUBLING, 'nonblocking status')
+    delivered = delivered + s
+    delivered2 = delivered2 + s2
+  end do
+  call MPI_Allreduce(inputs, total_inputs, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call dct_request_get_residual(pair(1), residual)
+  call MPI_Allreduce(residual, held, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call check(all(delivered + held == total_inputs), 'conservation, split, dct_test')
+  call dct_request_get_residual(pair(2), residual)
+  call MPI_Allreduce(residual, held, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call check(all(delivered2 + held == 2 * total_inputs), &
+             'conservation, recursive doubling, dct_waitall')
+  call dct_request_free(pair(1))
+  call dct_request_free(pair(2))
 
   ! 4. Bad input: the C codes, through ierror; nothing written.
   freed = request
