@@ -286,8 +286,8 @@ class CompressedEngine final : public AllreduceEngine {
 
   std::unique_ptr<SparseExchange<T>> make_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
-    SparseInput<T> input{comm(),        context_->rank(), context_->size(), elements(),
-                         kept_per_rank_, idx_.data(),     val_.data(),      recv_};
+    SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
+                         kept_per_rank_, idx_.data(),      val_.data(),      recv_};
     switch (algorithm) {
       case DCT_ALGORITHM_ALLGATHER:
         return make_allgather_exchange(std::move(input));

@@ -13,8 +13,8 @@ namespace dct::detail {
 
 /// The alpha-beta network model behind dct_algorithm=auto (see cost_model.hpp).
 struct NetworkModel {
-  double alpha_us = 2.0;     ///< latency of one message, microseconds
-  double beta_gbps = 12.5;   ///< bandwidth per rank, GB/s (12.5 GB/s = 100 Gb/s)
+  double alpha_us = 2.0;    ///< latency of one message, microseconds
+  double beta_gbps = 12.5;  ///< bandwidth per rank, GB/s (12.5 GB/s = 100 Gb/s)
 };
 
 struct Config {

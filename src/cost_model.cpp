@@ -33,8 +33,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
   const double entry = size.value_bytes + kIndexBytes;
   const double dense = size.count * size.value_bytes;
   const double kept = size.total_kept / p;
-  const double merged =
-      size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
+  const double merged = size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
 
   switch (algorithm) {
     case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)

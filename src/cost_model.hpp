@@ -16,9 +16,9 @@ namespace dct::detail {
 
 struct ExchangeSize {
   int ranks = 1;
-  double count = 0;            ///< n, elements of the tensor
-  int value_bytes = 4;         ///< 4 (float) or 8 (double)
-  double total_kept = 0;       ///< sum over ranks of the entries each sends
+  double count = 0;       ///< n, elements of the tensor
+  int value_bytes = 4;    ///< 4 (float) or 8 (double)
+  double total_kept = 0;  ///< sum over ranks of the entries each sends
   /// Nonzeros of the sum, if known from an earlier call (split/recursive doubling measure it);
   /// <= 0: estimated as if the ranks chose their entries independently.
   double union_hint = 0;

@@ -90,9 +90,9 @@ DCT_EXPORT int DCT_Get_version(int *major, int *minor, int *patch);
 
 /** @brief Algorithms of the sparse allreduce (`dct_algorithm` info key). */
 typedef enum {
-  DCT_ALGORITHM_AUTO = 0,       /**< Per call, the fastest of the others by a cost model. */
-  DCT_ALGORITHM_ALLGATHER = 1,  /**< Allgatherv of (index, value) lists, local scatter-add. */
-  DCT_ALGORITHM_DENSE = 2,      /**< Threshold-masked dense `MPI_Allreduce`. */
+  DCT_ALGORITHM_AUTO = 0,        /**< Per call, the fastest of the others by a cost model. */
+  DCT_ALGORITHM_ALLGATHER = 1,   /**< Allgatherv of (index, value) lists, local scatter-add. */
+  DCT_ALGORITHM_DENSE = 2,       /**< Threshold-masked dense `MPI_Allreduce`. */
   DCT_ALGORITHM_PASSTHROUGH = 3, /**< Not compressed: the call was handed to MPI unchanged. */
   DCT_ALGORITHM_SPLIT = 4,       /**< Sparse reduce-scatter to segment owners, then gather. */
   DCT_ALGORITHM_RECURSIVE_DOUBLING = 5 /**< Pairwise sparse merges in log2(P) rounds. */
@@ -180,8 +180,8 @@ typedef struct DCT_Request_s *DCT_Request;
  * @brief Creates a persistent compressed allreduce, like `MPI_Allreduce_init` (MPI-4).
  *
  * Collective over `comm`: every rank creates its matching requests in the same order (a
- * compressed request duplicates `comm` for its own traffic). The buffers are bound to the request: every `DCT_Start` reads
- * `sendbuf` and writes `recvbuf`.
+ * compressed request duplicates `comm` for its own traffic). The buffers are bound to the request:
+ * every `DCT_Start` reads `sendbuf` and writes `recvbuf`.
  *
  * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
  * @param recvbuf  Receives the (compressed) sum over all ranks.

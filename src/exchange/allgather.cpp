@@ -2,8 +2,8 @@
 // Bytes received per rank: the other ranks' entries, (K - k) (s + 4).
 #include <numeric>
 
-#include "exchange.hpp"
 #include "error.hpp"
+#include "exchange.hpp"
 
 namespace dct::detail {
 namespace {
@@ -49,10 +49,10 @@ class AllgatherExchange final : public SparseExchange<T> {
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
     // sending float arrays in place do.
     pending_.emplace_back();
-    check_mpi(MPI_Iallgatherv(message_.data(), units_[in_.rank], MPI_UINT64_T, gathered_.data(),
-                              units_.data(), offsets_.data(), MPI_UINT64_T, in_.comm,
-                              &pending_.back()),
-              "MPI_Iallgatherv");
+    check_mpi(
+        MPI_Iallgatherv(message_.data(), units_[in_.rank], MPI_UINT64_T, gathered_.data(),
+                        units_.data(), offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
+        "MPI_Iallgatherv");
     const MPI_Count others = static_cast<MPI_Count>(total) - units_[in_.rank];
     traffic_.bytes_sent = static_cast<MPI_Count>(in_.ranks - 1) * units_[in_.rank] *
                           static_cast<MPI_Count>(wire::kUnitBytes);
@@ -64,8 +64,7 @@ class AllgatherExchange final : public SparseExchange<T> {
     for (int r = 0; r < in_.ranks; ++r) {
       if (r == in_.rank) continue;
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      if (!wire::indices_within(wire::block_indices<T>(block(r), entries), entries, 0,
-                                in_.count)) {
+      if (!wire::indices_within(wire::block_indices<T>(block(r), entries), entries, 0, in_.count)) {
         this->peer_error(r, "indices out of range or out of order");
         valid[r] = false;
         continue;

@@ -2,8 +2,8 @@
 // Bytes per rank: those of a ring allreduce, 2 (P-1)/P n s.
 #include <climits>
 
-#include "exchange.hpp"
 #include "error.hpp"
+#include "exchange.hpp"
 
 namespace dct::detail {
 namespace {
@@ -34,10 +34,10 @@ class DenseExchange final : public SparseExchange<T> {
                                in_.comm, &pending_.back()),
                 "MPI_Iallreduce");
     }
-    const MPI_Count ring =
-        in_.ranks > 1 ? 2 * static_cast<MPI_Count>(in_.ranks - 1) *
-                            static_cast<MPI_Count>(in_.count * sizeof(T)) / in_.ranks
-                      : 0;
+    const MPI_Count ring = in_.ranks > 1
+                               ? 2 * static_cast<MPI_Count>(in_.ranks - 1) *
+                                     static_cast<MPI_Count>(in_.count * sizeof(T)) / in_.ranks
+                               : 0;
     traffic_.bytes_sent = traffic_.bytes_received = ring;
     traffic_.nnz_received = in_.ranks > 1 ? static_cast<MPI_Count>(in_.count) : 0;
     return true;

@@ -50,11 +50,11 @@ struct SparseInput {
   MPI_Comm comm;  ///< the request's own communicator (no other traffic on it)
   int rank;
   int ranks;
-  std::size_t count;                  ///< n, the tensor length
-  std::vector<std::int64_t> kept;     ///< entries sent by every rank (validated)
-  const WireIndex *idx;               ///< this rank's entries
+  std::size_t count;               ///< n, the tensor length
+  std::vector<std::int64_t> kept;  ///< entries sent by every rank (validated)
+  const WireIndex *idx;            ///< this rank's entries
   const T *val;
-  T *result;                          ///< n elements: the sum, on every rank
+  T *result;  ///< n elements: the sum, on every rank
 };
 
 /// Traffic of one exchange, as this rank sees it (DCT_Status fields).
@@ -97,12 +97,11 @@ struct SplitLayout {
 template <typename T>
 std::unique_ptr<SparseExchange<T>> make_allgather_exchange(SparseInput<T> input);
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_dense_exchange(SparseInput<T> input,
-                                                       MPI_Datatype datatype);
+std::unique_ptr<SparseExchange<T>> make_dense_exchange(SparseInput<T> input, MPI_Datatype datatype);
 /// `rebalance`: recompute the boundaries from this call's index histogram first.
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input,
-                                                       SplitLayout &layout, bool rebalance);
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input, SplitLayout &layout,
+                                                       bool rebalance);
 template <typename T>
 std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange(SparseInput<T> input);
 

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "exchange.hpp"
 #include "error.hpp"
+#include "exchange.hpp"
 
 namespace dct::detail {
 namespace {
@@ -89,15 +89,14 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     my_size_ = dense_ ? kDense : static_cast<std::int64_t>(idx_.size());
     if (receives(s)) {
       pending_.emplace_back();
-      check_mpi(MPI_Irecv(&peer_size_, 1, MPI_INT64_T, s.peer, kSizeTag, in_.comm,
-                          &pending_.back()),
-                "MPI_Irecv");
+      check_mpi(
+          MPI_Irecv(&peer_size_, 1, MPI_INT64_T, s.peer, kSizeTag, in_.comm, &pending_.back()),
+          "MPI_Irecv");
       traffic_.bytes_received += 8;
     }
     if (sends(s)) {
       pending_.emplace_back();
-      check_mpi(MPI_Isend(&my_size_, 1, MPI_INT64_T, s.peer, kSizeTag, in_.comm,
-                          &pending_.back()),
+      check_mpi(MPI_Isend(&my_size_, 1, MPI_INT64_T, s.peer, kSizeTag, in_.comm, &pending_.back()),
                 "MPI_Isend");
       traffic_.bytes_sent += 8;
     }
@@ -111,9 +110,9 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
               DCT_ERR_PEER,
               "rank " + std::to_string(s.peer) + " announced " + std::to_string(peer_size_) +
                   " entries for a tensor of " + std::to_string(in_.count));
-      const std::size_t units =
-          peer_size_ == kDense ? wire::dense_units<T>(in_.count)
-                               : wire::sparse_units<T>(static_cast<std::size_t>(peer_size_));
+      const std::size_t units = peer_size_ == kDense
+                                    ? wire::dense_units<T>(in_.count)
+                                    : wire::sparse_units<T>(static_cast<std::size_t>(peer_size_));
       incoming_.resize(units * wire::kUnitBytes);
       pending_.emplace_back();
       check_mpi(MPI_Irecv(incoming_.data(), wire::mpi_units(units), MPI_UINT64_T, s.peer,

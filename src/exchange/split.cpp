@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "exchange.hpp"
 #include "error.hpp"
+#include "exchange.hpp"
 
 namespace dct::detail {
 namespace {
@@ -68,9 +68,9 @@ class SplitExchange final : public SparseExchange<T> {
   // Bucket b holds the indices i with i * buckets / n == b.
   void post_histogram() {
     const std::size_t n = in_.count;
-    buckets_ = std::min<std::size_t>(std::max<std::size_t>(n, 1),
-                                     std::min<std::size_t>(1 << 20, std::max<std::size_t>(
-                                                                        4096, 16 * ranks())));
+    buckets_ = std::min<std::size_t>(
+        std::max<std::size_t>(n, 1),
+        std::min<std::size_t>(1 << 20, std::max<std::size_t>(4096, 16 * ranks())));
     histogram_.assign(buckets_, 0);
     const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
     for (std::size_t j = 0; j < mine; ++j)
@@ -135,12 +135,12 @@ class SplitExchange final : public SparseExchange<T> {
               "rank " + std::to_string(r) + " announced " + std::to_string(recv_counts_[r]) +
                   " entries for a tensor of " + std::to_string(in_.count));
       send_offsets_[r] = wire::mpi_units(send_total);
-      send_units_[r] = wire::mpi_units(
-          wire::sparse_units<T>(static_cast<std::size_t>(send_counts_[r])));
+      send_units_[r] =
+          wire::mpi_units(wire::sparse_units<T>(static_cast<std::size_t>(send_counts_[r])));
       send_total += static_cast<std::size_t>(send_units_[r]);
       recv_offsets_[r] = wire::mpi_units(recv_total);
-      recv_units_[r] = wire::mpi_units(
-          wire::sparse_units<T>(static_cast<std::size_t>(recv_counts_[r])));
+      recv_units_[r] =
+          wire::mpi_units(wire::sparse_units<T>(static_cast<std::size_t>(recv_counts_[r])));
       recv_total += static_cast<std::size_t>(recv_units_[r]);
     }
     wire::mpi_units(send_total);
@@ -167,8 +167,7 @@ class SplitExchange final : public SparseExchange<T> {
     owned_.assign(length(in_.rank), T(0));
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
-      const std::byte *block =
-          incoming_.data() + std::size_t(recv_offsets_[r]) * wire::kUnitBytes;
+      const std::byte *block = incoming_.data() + std::size_t(recv_offsets_[r]) * wire::kUnitBytes;
       const WireIndex *idx = wire::block_indices<T>(block, entries);
       if (!wire::indices_within(idx, entries, first, end(in_.rank))) {
         this->peer_error(r, "entries outside the segment it owes this rank, or out of order");
@@ -216,8 +215,7 @@ class SplitExchange final : public SparseExchange<T> {
     traffic_.result_nnz = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       // Every rank sees the same announcements, so every rank stops here together.
-      require(owned_nnz_all_[r] >= 0 &&
-                  static_cast<std::uint64_t>(owned_nnz_all_[r]) <= length(r),
+      require(owned_nnz_all_[r] >= 0 && static_cast<std::uint64_t>(owned_nnz_all_[r]) <= length(r),
               DCT_ERR_PEER,
               "rank " + std::to_string(r) + " announced " + std::to_string(owned_nnz_all_[r]) +
                   " nonzeros in a segment of " + std::to_string(length(r)));
@@ -280,8 +278,8 @@ class SplitExchange final : public SparseExchange<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input,
-                                                       SplitLayout &layout, bool rebalance) {
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input, SplitLayout &layout,
+                                                       bool rebalance) {
   return std::make_unique<SplitExchange<T>>(std::move(input), layout, rebalance);
 }
 template std::unique_ptr<SparseExchange<float>> make_split_exchange(SparseInput<float>,

@@ -51,9 +51,8 @@ TYPED_TEST(Algorithms, EveryAlgorithmDeliversTheExactSumOnEveryShape) {
   for (const Shape &shape : shapes()) {
     for (const char *algorithm : kAlgorithms) {
       SCOPED_TRACE(std::string(algorithm) + " on " + shape.name);
-      MPI_Info info = make_info({{"dct_density", shape.density},
-                                 {"dct_algorithm", algorithm},
-                                 {"dct_interval", "2"}});
+      MPI_Info info = make_info(
+          {{"dct_density", shape.density}, {"dct_algorithm", algorithm}, {"dct_interval", "2"}});
       std::vector<T> send(kCount), recv(kCount, T(-7));
       DCT_Request request;
       ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,

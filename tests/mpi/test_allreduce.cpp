@@ -70,9 +70,14 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
     const char *algorithm;
     const char *density;
   };
-  const Case cases[] = {{"allgather", "0.01"}, {"auto", "0.01"},  {"dense", "0.01"},
-                        {"split", "0.01"},     {"auto", "0.6"},   {"allgather", "0.6"},
-                        {"recursive_doubling", "0.01"}, {"split", "0.6"},
+  const Case cases[] = {{"allgather", "0.01"},
+                        {"auto", "0.01"},
+                        {"dense", "0.01"},
+                        {"split", "0.01"},
+                        {"auto", "0.6"},
+                        {"allgather", "0.6"},
+                        {"recursive_doubling", "0.01"},
+                        {"split", "0.6"},
                         {"recursive_doubling", "0.6"}};
   for (const Case &c : cases) {
     SCOPED_TRACE(std::string(c.algorithm) + " density " + c.density);
