@@ -264,6 +264,8 @@ class CompressedEngine final : public AllreduceEngine {
         static_cast<MPI_Count>(ranks - 1) * kHeaderWords * sizeof(std::int64_t);
 
     DCT_Algorithm algorithm = config_.algorithm;
+    if (algorithm == DCT_ALGORITHM_AUTO && config_.result_density < 1.0)
+      algorithm = DCT_ALGORITHM_SPLIT;  // the only one that can bound the result
     if (algorithm == DCT_ALGORITHM_AUTO) {
       ExchangeSize size;
       size.ranks = ranks;
@@ -288,6 +290,11 @@ class CompressedEngine final : public AllreduceEngine {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
                          kept_per_rank_, idx_.data(),      val_.data(),      recv_};
+    if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
+      input.result_budget = static_cast<std::size_t>(
+          std::max(1.0, std::ceil(config_.result_density * double(elements()))));
+      input.residual = residual_.data();
+    }
     switch (algorithm) {
       case DCT_ALGORITHM_ALLGATHER:
         return make_allgather_exchange(std::move(input));

@@ -58,6 +58,12 @@ void parse_algorithm(Config &config, const std::string &value, const std::string
   bad_value(origin, value, "one of auto, allgather, split, recursive_doubling, dense");
 }
 
+void parse_result_density(Config &config, const std::string &value, const std::string &origin) {
+  Config parsed;
+  parse_density(parsed, value, origin);
+  config.result_density = parsed.density;
+}
+
 double parse_positive(const std::string &value, const std::string &origin) {
   const char *begin = value.c_str();
   char *end = nullptr;
@@ -108,6 +114,7 @@ void parse_restart(Config &config, const std::string &value, const std::string &
 const Knob knobs[] = {
     {"dct_density", "DCT_DENSITY", parse_density},
     {"dct_interval", "DCT_INTERVAL", parse_interval},
+    {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
     {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha},
     {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta},
@@ -160,18 +167,25 @@ Config Config::from(MPI_Info info) {
     if (const char *value = std::getenv(knob.env_var))
       knob.apply(config, value, std::string("environment variable ") + knob.env_var);
   }
-  if (info == MPI_INFO_NULL) return config;
-  check_no_unknown_dct_keys(info);
-  for (const Knob &knob : knobs) {
-    if (knob.info_key == nullptr) continue;
-    int length = 0, present = 0;
-    check_mpi(MPI_Info_get_valuelen(info, knob.info_key, &length, &present),
-              "MPI_Info_get_valuelen");
-    if (!present) continue;
-    std::vector<char> value(static_cast<std::size_t>(length) + 1, '\0');
-    check_mpi(MPI_Info_get(info, knob.info_key, length, value.data(), &present), "MPI_Info_get");
-    knob.apply(config, value.data(), std::string("MPI_Info key ") + knob.info_key);
+  if (info != MPI_INFO_NULL) {
+    check_no_unknown_dct_keys(info);
+    for (const Knob &knob : knobs) {
+      if (knob.info_key == nullptr) continue;
+      int length = 0, present = 0;
+      check_mpi(MPI_Info_get_valuelen(info, knob.info_key, &length, &present),
+                "MPI_Info_get_valuelen");
+      if (!present) continue;
+      std::vector<char> value(static_cast<std::size_t>(length) + 1, '\0');
+      check_mpi(MPI_Info_get(info, knob.info_key, length, value.data(), &present), "MPI_Info_get");
+      knob.apply(config, value.data(), std::string("MPI_Info key ") + knob.info_key);
+    }
   }
+  // Only split can drop summed entries (into the owner's residual); auto then means split.
+  const bool splits =
+      config.algorithm == DCT_ALGORITHM_SPLIT || config.algorithm == DCT_ALGORITHM_AUTO;
+  require(config.result_density >= 1.0 || splits, DCT_ERR_INFO,
+          std::string("dct_result_density < 1 needs dct_algorithm split or auto, not ") +
+              algorithm_name(config.algorithm));
   return config;
 }
 

@@ -19,6 +19,8 @@ struct NetworkModel {
 
 struct Config {
   double density = 0.01;
+  /// split only: the fraction of the tensor the summed result may keep (1: all of it).
+  double result_density = 1.0;
   std::int64_t interval = 1000;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   std::string name;

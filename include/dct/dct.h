@@ -154,6 +154,11 @@ typedef struct DCT_Request_s *DCT_Request;
  * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather`, `split`,
  *   `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm gives the same sums
  *   of the same sent entries, added in its own order (bitwise equal where sums are exact).
+ * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` (or `auto`, which
+ *   then means `split`), the owners of the index segments keep only the largest sums, about
+ *   this fraction of `count` in all, and add the others to their own residual: the result
+ *   stays sparse however many ranks contribute, and error feedback still conserves every
+ *   input. Refused (`DCT_ERR_INFO`) with `allgather`, `recursive_doubling` or `dense`.
  * - `dct_alpha_us` [`DCT_ALPHA_US`], default `2`: network latency in microseconds, and
  *   `dct_beta_gbps` [`DCT_BETA_GBPS`], default `12.5`: bandwidth per rank in GB/s, the two
  *   parameters of the cost model behind `auto` (docs/algorithms.md; `dct-bench calibrate`

@@ -55,6 +55,10 @@ struct SparseInput {
   const WireIndex *idx;            ///< this rank's entries
   const T *val;
   T *result;  ///< n elements: the sum, on every rank
+  /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
+  /// added to its `residual` (n elements), so error feedback still conserves every input.
+  std::size_t result_budget = 0;
+  T *residual = nullptr;
 };
 
 /// Traffic of one exchange, as this rank sees it (DCT_Status fields).

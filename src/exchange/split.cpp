@@ -9,6 +9,7 @@
 // the sum, against a lower bound of 2k (s+4) (P-1)/P when the ranks' indices coincide.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "error.hpp"
 #include "exchange.hpp"
@@ -177,6 +178,7 @@ class SplitExchange final : public SparseExchange<T> {
       for (std::size_t j = 0; j < entries; ++j) owned_[idx[j] - first] += val[j];
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
     }
+    if (in_.result_budget > 0) drop_small_sums(first);
     std::size_t nonzeros = 0;
     for (T v : owned_) nonzeros += v != T(0);
     owned_nnz_ = static_cast<std::int64_t>(nonzeros);
@@ -202,6 +204,29 @@ class SplitExchange final : public SparseExchange<T> {
                              in_.comm, &pending_.back()),
               "MPI_Iallgather");
     count_traffic(others(8), others(8));
+  }
+
+  // Ok-Topk's second selection: the owner keeps its share of the result budget, in proportion
+  // to the entries it received, and moves the smaller sums into its own residual. The sum over
+  // ranks of the residuals still holds every input not delivered.
+  void drop_small_sums(std::uint64_t first) {
+    std::int64_t total = 0, received = 0;
+    for (std::int64_t k : in_.kept) total += k;
+    for (std::int64_t c : recv_counts_) received += c;
+    if (total == 0 || owned_.empty()) return;
+    const double share = double(in_.result_budget) * double(received) / double(total);
+    const std::size_t budget = static_cast<std::size_t>(std::ceil(share));
+    std::size_t nonzeros = 0;
+    for (T v : owned_) nonzeros += v != T(0);
+    if (nonzeros <= budget) return;
+    const T tau = budget == 0
+                      ? std::numeric_limits<T>::infinity()
+                      : kernels::kth_largest_abs<T>(nullptr, owned_.data(), owned_.size(), budget);
+    for (std::size_t i = 0; i < owned_.size(); ++i) {
+      if (owned_[i] == T(0) || keep_entry(owned_[i], tau)) continue;
+      in_.residual[first + i] += owned_[i];
+      owned_[i] = T(0);
+    }
   }
 
   bool segment_sparse(int r) const {

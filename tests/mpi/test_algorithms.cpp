@@ -105,6 +105,65 @@ TEST(AlgorithmTraffic, SplitIsNearTheVolumeBoundWhenIndicesCoincide) {
   MPI_Info_free(&info);
 }
 
+// dct_result_density: split's owners keep only the largest sums and move the rest into their
+// residuals. The result is bounded, identical on all ranks, and error feedback still conserves
+// every input exactly (dyadic data).
+TYPED_TEST(Algorithms, ResultDensityBoundsTheSumAndConservesEveryInput) {
+  using T = TypeParam;
+  for (const char *algorithm : {"split", "auto"}) {
+    SCOPED_TRACE(algorithm);
+    MPI_Info info = make_info({{"dct_density", "0.05"},
+                               {"dct_result_density", "0.02"},
+                               {"dct_algorithm", algorithm},
+                               {"dct_interval", "3"}});
+    std::vector<T> send(kCount), recv(kCount);
+    DCT_Request request;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    std::vector<double> delivered(kCount, 0.0), inputs(kCount, 0.0);
+    const std::size_t budget = (kCount * 2 + 99) / 100;
+    for (int call = 0; call < 10; ++call) {
+      overwrite(send, dyadic_gradient<T>(kCount, call));
+      for (std::size_t i = 0; i < kCount; ++i) inputs[i] += double(send[i]);
+      DCT_Status status;
+      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+      EXPECT_EQ(status.algorithm, DCT_ALGORITHM_SPLIT);
+      std::size_t nonzeros = 0;
+      for (std::size_t i = 0; i < kCount; ++i) {
+        delivered[i] += double(recv[i]);
+        nonzeros += recv[i] != T(0);
+      }
+      // Each owner rounds its share up, and ties at its threshold are all kept.
+      EXPECT_LE(nonzeros, budget + budget / 2 + std::size_t(size())) << "call " << call;
+      std::vector<T> first(recv);
+      MPI_Bcast(first.data(), int(kCount * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
+      EXPECT_TRUE(all_ranks(same_bits(recv, first)));
+    }
+    const std::vector<T> residual = residual_of<T>(request, kCount);
+    std::vector<double> held(residual.begin(), residual.end()), all_held(kCount),
+        all_inputs(kCount);
+    MPI_Allreduce(held.data(), all_held.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(inputs.data(), all_inputs.data(), int(kCount), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(delivered[i] + all_held[i], all_inputs[i]) << "element " << i;
+    EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  }
+  // Only split can bound the result.
+  MPI_Info info = make_info({{"dct_result_density", "0.5"}, {"dct_algorithm", "allgather"}});
+  std::vector<T> buffer(8);
+  DCT_Request request = DCT_REQUEST_NULL;
+  EXPECT_EQ(DCT_Allreduce_init(MPI_IN_PLACE, buffer.data(), 8, mpi_type<T>(), MPI_SUM,
+                               MPI_COMM_WORLD, info, &request),
+            DCT_ERR_INFO);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_result_density"), std::string::npos);
+  EXPECT_EQ(request, DCT_REQUEST_NULL);
+  MPI_Info_free(&info);
+}
+
 /// Two persistent requests on one communicator, with their own data and reference.
 template <typename T>
 struct InFlightPair {
