@@ -149,7 +149,7 @@ class CompressedEngine final : public AllreduceEngine {
     }
     if (!exchange_) {
       if (!header_complete(block)) return false;
-      exchange_ = make_exchange(decide_algorithm());
+      exchange_ = begin_exchange(decide_algorithm());
     }
     const bool done = exchange_->advance(block);
     if (done) account(*exchange_);
@@ -159,9 +159,12 @@ class CompressedEngine final : public AllreduceEngine {
   void abandon() override {
     if (exact()) return;
     // After an MPI failure operations may still be pending on the exchange's buffers: leak
-    // them rather than let MPI write into freed memory.
-    if (exchange_ && !exchange_->idle()) static_cast<void>(exchange_.release());
-    exchange_.reset();
+    // them rather than let MPI write into freed memory, and never reuse that exchange.
+    if (exchange_ && !exchange_->idle()) {
+      for (auto &slot : exchanges_)
+        if (slot.get() == exchange_) static_cast<void>(slot.release());
+    }
+    exchange_ = nullptr;
     undo_compress();
   }
 
@@ -286,24 +289,47 @@ class CompressedEngine final : public AllreduceEngine {
     return algorithm;
   }
 
-  std::unique_ptr<SparseExchange<T>> make_exchange(DCT_Algorithm algorithm) {
+  // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
+  SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
                          kept_per_rank_, idx_.data(),      val_.data(),      recv_};
+    input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
       input.result_budget = static_cast<std::size_t>(
           std::max(1.0, std::ceil(config_.result_density * double(elements()))));
       input.residual = residual_.data();
     }
+    std::unique_ptr<SparseExchange<T>> &slot = exchanges_[algorithm_slot(algorithm)];
+    if (!slot) {
+      switch (algorithm) {
+        case DCT_ALGORITHM_ALLGATHER:
+          slot = make_allgather_exchange<T>();
+          break;
+        case DCT_ALGORITHM_SPLIT:
+          slot = make_split_exchange<T>(layout_);
+          break;
+        case DCT_ALGORITHM_RECURSIVE_DOUBLING:
+          slot = make_recursive_doubling_exchange<T>();
+          break;
+        default:
+          slot = make_dense_exchange<T>(datatype_);
+      }
+    }
+    slot->begin(std::move(input));
+    return slot.get();
+  }
+
+  static int algorithm_slot(DCT_Algorithm algorithm) {
     switch (algorithm) {
       case DCT_ALGORITHM_ALLGATHER:
-        return make_allgather_exchange(std::move(input));
+        return 0;
       case DCT_ALGORITHM_SPLIT:
-        return make_split_exchange(std::move(input), layout_, rebalance_);
+        return 1;
       case DCT_ALGORITHM_RECURSIVE_DOUBLING:
-        return make_recursive_doubling_exchange(std::move(input));
+        return 2;
       default:
-        return make_dense_exchange(std::move(input), datatype_);
+        return 3;
     }
   }
 
@@ -314,7 +340,7 @@ class CompressedEngine final : public AllreduceEngine {
     status_.nnz_received = traffic.nnz_received;
     // Every rank learns the same nonzero count, so auto's next decision stays collective.
     if (traffic.result_nnz >= 0) union_hint_ = double(traffic.result_nnz);
-    exchange_.reset();
+    exchange_ = nullptr;
   }
 
   MPI_Datatype datatype_;
@@ -334,7 +360,8 @@ class CompressedEngine final : public AllreduceEngine {
   bool rebalance_ = false;
   SplitLayout layout_;
   double union_hint_ = 0;
-  std::unique_ptr<SparseExchange<T>> exchange_;
+  std::unique_ptr<SparseExchange<T>> exchanges_[4];  // one per algorithm, reused across calls
+  SparseExchange<T> *exchange_ = nullptr;            // this call's, while in flight
 };
 
 }  // namespace

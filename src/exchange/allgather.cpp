@@ -15,9 +15,6 @@ class AllgatherExchange final : public SparseExchange<T> {
   using Base::pending_;
   using Base::traffic_;
 
- public:
-  explicit AllgatherExchange(SparseInput<T> input) : Base(std::move(input)) {}
-
  private:
   bool run_stage(int stage) override {
     switch (stage) {
@@ -92,10 +89,10 @@ class AllgatherExchange final : public SparseExchange<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_allgather_exchange(SparseInput<T> input) {
-  return std::make_unique<AllgatherExchange<T>>(std::move(input));
+std::unique_ptr<SparseExchange<T>> make_allgather_exchange() {
+  return std::make_unique<AllgatherExchange<T>>();
 }
-template std::unique_ptr<SparseExchange<float>> make_allgather_exchange(SparseInput<float>);
-template std::unique_ptr<SparseExchange<double>> make_allgather_exchange(SparseInput<double>);
+template std::unique_ptr<SparseExchange<float>> make_allgather_exchange();
+template std::unique_ptr<SparseExchange<double>> make_allgather_exchange();
 
 }  // namespace dct::detail

@@ -16,8 +16,7 @@ class DenseExchange final : public SparseExchange<T> {
   using Base::traffic_;
 
  public:
-  DenseExchange(SparseInput<T> input, MPI_Datatype datatype)
-      : Base(std::move(input)), datatype_(datatype) {}
+  explicit DenseExchange(MPI_Datatype datatype) : datatype_(datatype) {}
 
  private:
   bool run_stage(int stage) override {
@@ -49,13 +48,10 @@ class DenseExchange final : public SparseExchange<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_dense_exchange(SparseInput<T> input,
-                                                       MPI_Datatype datatype) {
-  return std::make_unique<DenseExchange<T>>(std::move(input), datatype);
+std::unique_ptr<SparseExchange<T>> make_dense_exchange(MPI_Datatype datatype) {
+  return std::make_unique<DenseExchange<T>>(datatype);
 }
-template std::unique_ptr<SparseExchange<float>> make_dense_exchange(SparseInput<float>,
-                                                                    MPI_Datatype);
-template std::unique_ptr<SparseExchange<double>> make_dense_exchange(SparseInput<double>,
-                                                                     MPI_Datatype);
+template std::unique_ptr<SparseExchange<float>> make_dense_exchange(MPI_Datatype);
+template std::unique_ptr<SparseExchange<double>> make_dense_exchange(MPI_Datatype);
 
 }  // namespace dct::detail

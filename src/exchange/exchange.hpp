@@ -30,6 +30,11 @@ class Schedule {
   bool advance(bool block);
   /// No MPI operation of this schedule is pending (its buffers may be freed).
   bool idle() const { return pending_.empty(); }
+  /// Makes the schedule runnable again from its first stage (it must be idle).
+  void restart() {
+    next_stage_ = 0;
+    done_ = false;
+  }
 
  protected:
   /// Runs stage `stage` (0, 1, ...): local work, then requests posted into `pending_`.
@@ -59,6 +64,8 @@ struct SparseInput {
   /// added to its `residual` (n elements), so error feedback still conserves every input.
   std::size_t result_budget = 0;
   T *residual = nullptr;
+  /// split only: recompute the segment boundaries first (decided by all ranks together).
+  bool rebalance = false;
 };
 
 /// Traffic of one exchange, as this rank sees it (DCT_Status fields).
@@ -70,16 +77,26 @@ struct ExchangeTraffic {
   MPI_Count result_nnz = -1;
 };
 
-/// A sparse allreduce in progress. Messages from peers are validated before anything is
-/// written; a bad one is skipped (so that no rank is left waiting) and reported as
-/// DCT_ERR_PEER when the exchange ends.
+/// A sparse allreduce algorithm, one call at a time. Messages from peers are validated before
+/// anything is written; a bad one is skipped (so that no rank is left waiting) and reported as
+/// DCT_ERR_PEER when the exchange ends. An exchange object is reused from call to call, so its
+/// buffers are allocated (and their pages faulted in) once, not on every call.
 template <typename T>
 class SparseExchange : public Schedule {
  public:
+  /// Starts a call (the previous one must be complete); advance() then runs it.
+  void begin(SparseInput<T> input) {
+    in_ = std::move(input);
+    traffic_ = ExchangeTraffic{};
+    peer_error_.clear();
+    restart();
+    prepare();
+  }
   const ExchangeTraffic &traffic() const { return traffic_; }
 
  protected:
-  explicit SparseExchange(SparseInput<T> input) : in_(std::move(input)) {}
+  /// Per-call setup, after in_ is set.
+  virtual void prepare() {}
   /// Records the first bad message; thrown by finish().
   void peer_error(int peer, const std::string &what);
   /// Throws DCT_ERR_PEER if a peer's message was rejected.
@@ -99,15 +116,14 @@ struct SplitLayout {
 };
 
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_allgather_exchange(SparseInput<T> input);
+std::unique_ptr<SparseExchange<T>> make_allgather_exchange();
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_dense_exchange(SparseInput<T> input, MPI_Datatype datatype);
-/// `rebalance`: recompute the boundaries from this call's index histogram first.
+std::unique_ptr<SparseExchange<T>> make_dense_exchange(MPI_Datatype datatype);
+/// `layout`: the request's segment boundaries, kept between calls.
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input, SplitLayout &layout,
-                                                       bool rebalance);
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SplitLayout &layout);
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange(SparseInput<T> input);
+std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange();
 
 // --- Helpers shared by the exchanges ------------------------------------------------------
 

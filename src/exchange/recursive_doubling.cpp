@@ -27,9 +27,11 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   using Base::pending_;
   using Base::traffic_;
 
- public:
-  explicit RecursiveDoublingExchange(SparseInput<T> input) : Base(std::move(input)) {
+ private:
+  void prepare() override {
     const int p = in_.ranks;
+    steps_.clear();
+    dense_ = false;
     power_ = 1;
     while (power_ * 2 <= p) power_ *= 2;
     extra_ = p - power_;
@@ -55,7 +57,6 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     }
   }
 
- private:
   enum class Role { send, receive_merge, receive_replace, exchange_merge };
   struct Step {
     Role role;
@@ -233,12 +234,10 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange(SparseInput<T> input) {
-  return std::make_unique<RecursiveDoublingExchange<T>>(std::move(input));
+std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange() {
+  return std::make_unique<RecursiveDoublingExchange<T>>();
 }
-template std::unique_ptr<SparseExchange<float>> make_recursive_doubling_exchange(
-    SparseInput<float>);
-template std::unique_ptr<SparseExchange<double>> make_recursive_doubling_exchange(
-    SparseInput<double>);
+template std::unique_ptr<SparseExchange<float>> make_recursive_doubling_exchange();
+template std::unique_ptr<SparseExchange<double>> make_recursive_doubling_exchange();
 
 }  // namespace dct::detail

@@ -25,12 +25,15 @@ class SplitExchange final : public SparseExchange<T> {
   using Base::traffic_;
 
  public:
-  SplitExchange(SparseInput<T> input, SplitLayout &layout, bool rebalance)
-      : Base(std::move(input)), layout_(layout), rebalance_(rebalance) {
-    if (layout_.boundaries.size() != static_cast<std::size_t>(in_.ranks) + 1) rebalance_ = true;
-  }
+  explicit SplitExchange(SplitLayout &layout) : layout_(layout) {}
 
  private:
+  void prepare() override {
+    // Every rank has the same layout, so every rank takes the same decision here.
+    rebalance_ =
+        in_.rebalance || layout_.boundaries.size() != static_cast<std::size_t>(in_.ranks) + 1;
+  }
+
   bool run_stage(int stage) override {
     switch (stage) {
       case 0:
@@ -183,17 +186,15 @@ class SplitExchange final : public SparseExchange<T> {
     for (T v : owned_) nonzeros += v != T(0);
     owned_nnz_ = static_cast<std::int64_t>(nonzeros);
     if (wire::sparse_is_smaller<T>(nonzeros, owned_.size())) {
-      std::vector<WireIndex> idx;
-      std::vector<T> val;
-      idx.reserve(nonzeros);
-      val.reserve(nonzeros);
+      sparse_idx_.clear();
+      sparse_val_.clear();
       for (std::size_t i = 0; i < owned_.size(); ++i) {
         if (owned_[i] == T(0)) continue;
-        idx.push_back(static_cast<WireIndex>(first + i));
-        val.push_back(owned_[i]);
+        sparse_idx_.push_back(static_cast<WireIndex>(first + i));
+        sparse_val_.push_back(owned_[i]);
       }
       segment_.resize(wire::sparse_units<T>(nonzeros) * wire::kUnitBytes);
-      wire::pack_sparse(idx.data(), val.data(), nonzeros, segment_.data());
+      wire::pack_sparse(sparse_idx_.data(), sparse_val_.data(), nonzeros, segment_.data());
     } else {
       segment_.assign(wire::dense_units<T>(owned_.size()) * wire::kUnitBytes, std::byte{0});
       if (!owned_.empty()) std::memcpy(segment_.data(), owned_.data(), owned_.size() * sizeof(T));
@@ -286,7 +287,7 @@ class SplitExchange final : public SparseExchange<T> {
   }
 
   SplitLayout &layout_;
-  bool rebalance_;
+  bool rebalance_ = false;
   std::size_t buckets_ = 0;
   std::vector<std::int64_t> histogram_;
   std::vector<std::size_t> first_;  // my entries for rank r: [first_[r], first_[r+1])
@@ -294,6 +295,8 @@ class SplitExchange final : public SparseExchange<T> {
   std::vector<int> send_units_, send_offsets_, recv_units_, recv_offsets_;
   std::vector<std::byte> outgoing_, incoming_;
   std::vector<T> owned_;
+  std::vector<WireIndex> sparse_idx_;  // the owned segment's nonzeros, when sent sparse
+  std::vector<T> sparse_val_;
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;
@@ -303,13 +306,10 @@ class SplitExchange final : public SparseExchange<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<SparseExchange<T>> make_split_exchange(SparseInput<T> input, SplitLayout &layout,
-                                                       bool rebalance) {
-  return std::make_unique<SplitExchange<T>>(std::move(input), layout, rebalance);
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SplitLayout &layout) {
+  return std::make_unique<SplitExchange<T>>(layout);
 }
-template std::unique_ptr<SparseExchange<float>> make_split_exchange(SparseInput<float>,
-                                                                    SplitLayout &, bool);
-template std::unique_ptr<SparseExchange<double>> make_split_exchange(SparseInput<double>,
-                                                                     SplitLayout &, bool);
+template std::unique_ptr<SparseExchange<float>> make_split_exchange(SplitLayout &);
+template std::unique_ptr<SparseExchange<double>> make_split_exchange(SplitLayout &);
 
 }  // namespace dct::detail
