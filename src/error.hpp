@@ -31,6 +31,12 @@ inline void require(bool condition, int code, const std::string &message) {
 }
 
 /// Throws DCT_ERR_MPI with MPI's own error string when an MPI call did not succeed.
-void check_mpi(int mpi_rc, const char *call);
+inline void check_mpi(int mpi_rc, const char *call) {
+  if (mpi_rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(mpi_rc, text, &length);
+  fail(DCT_ERR_MPI, std::string(call) + " failed: " + text);
+}
 
 }  // namespace dct::detail

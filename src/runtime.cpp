@@ -9,14 +9,6 @@
 
 namespace dct::detail {
 
-void check_mpi(int mpi_rc, const char *call) {
-  if (mpi_rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(mpi_rc, text, &length);
-  fail(DCT_ERR_MPI, std::string(call) + " failed: " + text);
-}
-
 std::recursive_mutex &library_mutex() {
   static std::recursive_mutex mutex;
   return mutex;

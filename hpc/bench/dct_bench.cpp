@@ -5,6 +5,8 @@
 //       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
 //       [--type float|double] [--iters 20] [--warmup 3] [--json]
 //   mpiexec -n 2 dct-bench calibrate [--reps 1000] [--mib 64] [--beta-reps 10]
+//   dct-bench model [--ranks 2,4,...] [--sizes 256K,4M,100M] [--density 0.001,...]
+//       [--type float|double]
 //
 // allreduce: one row per size x density x algorithm (in that nesting order). --sizes takes a
 // comma list of sizes in bytes (suffix K, M or G: powers of 1024) and of ranges A-B, which
@@ -46,6 +48,11 @@
 // and prints, ready to paste, `export DCT_ALPHA_US=<a> DCT_BETA_GBPS=<b>` with the 0<->P-1
 // figures: with ranks placed on nodes in blocks (mpiexec's default) that pair spans the most
 // hardware, e.g. two nodes, which is what a collective's slowest steps cross.
+// model: what `auto` would choose, from the library's own cost model (src/cost_model.cpp,
+// compiled in) with the alpha and beta of the DCT_ALPHA_US / DCT_BETA_GBPS environment (read
+// through the library's own knob table), for P ranks x tensor sizes x densities, assuming
+// every rank keeps density * n entries placed independently. Each cell is the algorithm and
+// its predicted speedup over dense. Runs on one process; no communication.
 #include <mpi.h>
 
 #include <algorithm>
@@ -60,6 +67,8 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
+#include "cost_model.hpp"
 #include "dct/dct.hpp"
 
 namespace {
@@ -550,6 +559,64 @@ int calibrate(int argc, char **argv, int rank, int ranks) {
 int bench_checkpoint(int argc, char **argv);  // checkpoint_bench.cpp
 #endif
 
+// ---- model ----------------------------------------------------------------------------------
+
+int model(int argc, char **argv) {
+  std::vector<int> ranks = {2, 4, 8, 16, 64, 256, 1024};
+  std::vector<long long> sizes = {256 << 10, 4 * kMiB, 100 * kMiB};
+  std::vector<std::string> densities = {"0.001", "0.01", "0.05", "0.1", "0.3"};
+  int value_bytes = 4;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+    const std::string value = argv[++i];
+    if (arg == "--ranks") {
+      ranks.clear();
+      for (const std::string &item : split(value, arg)) ranks.push_back(std::stoi(item));
+    } else if (arg == "--sizes") {
+      sizes.clear();
+      for (const std::string &item : split(value, arg)) add_sizes(sizes, item);
+    } else if (arg == "--density") {
+      densities = split(value, arg);
+    } else if (arg == "--type") {
+      if (value != "float" && value != "double") throw std::invalid_argument("bad --type");
+      value_bytes = value == "float" ? 4 : 8;
+    } else {
+      throw std::invalid_argument("unknown option " + arg);
+    }
+  }
+  const dct::detail::NetworkModel network = dct::detail::Config::from(MPI_INFO_NULL).network;
+  std::printf(
+      "# dct-bench model: alpha %.3g us, beta %.3g GB/s (DCT_ALPHA_US, DCT_BETA_GBPS); "
+      "cell = algorithm auto picks (predicted speedup over dense)\n",
+      network.alpha_us, network.beta_gbps);
+  for (long long bytes : sizes) {
+    std::printf("\ntensor %lld bytes, %s\n%8s", bytes, value_bytes == 4 ? "float" : "double",
+                "P \\ d");
+    for (const std::string &d : densities) std::printf(" %24s", d.c_str());
+    std::printf("\n");
+    for (int p : ranks) {
+      std::printf("%8d", p);
+      for (const std::string &d : densities) {
+        dct::detail::ExchangeSize size;
+        size.ranks = p;
+        size.count = double(bytes / value_bytes);
+        size.value_bytes = value_bytes;
+        size.total_kept = std::ceil(std::stod(d) * size.count) * p;
+        const DCT_Algorithm best = dct::detail::cheapest_algorithm(size, network);
+        const double dense = dct::detail::predicted_seconds(DCT_ALGORITHM_DENSE, size, network);
+        const double chosen = dct::detail::predicted_seconds(best, size, network);
+        char cell[64];
+        std::snprintf(cell, sizeof(cell), "%s (%.1fx)", DCT_Algorithm_name(best),
+                      chosen > 0 ? dense / chosen : 1.0);
+        std::printf(" %24s", cell);
+      }
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, ranks = 1, exit_code = 0;
@@ -567,8 +634,11 @@ int main(int argc, char **argv) {
       exit_code = bench_allreduce(argc, argv, rank, ranks);
     } else if (mode == "calibrate") {
       exit_code = calibrate(argc, argv, rank, ranks);
+    } else if (mode == "model") {
+      if (rank == 0) exit_code = model(argc, argv);
     } else {
-      throw std::invalid_argument("usage: dct-bench allreduce|calibrate|checkpoint [options]");
+      throw std::invalid_argument(
+          "usage: dct-bench allreduce|calibrate|model|checkpoint [options]");
     }
   } catch (const std::exception &e) {
     if (rank == 0) std::fprintf(stderr, "dct-bench %s: %s\n", mode.c_str(), e.what());
