@@ -276,6 +276,7 @@ class CompressedEngine final : public AllreduceEngine {
       size.value_bytes = sizeof(T);
       size.total_kept = total_kept;
       size.union_hint = union_hint_;
+      size.result_budget = config_.result_density < 1.0 ? config_.result_density * size.count : 0;
       algorithm = cheapest_algorithm(size, config_.network);
     }
     // Sparse messages are described by int counts of 8-byte units; beyond, only dense works.

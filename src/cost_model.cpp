@@ -43,7 +43,9 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
     case DCT_ALGORITHM_SPLIT: {
       // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
       // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
-      const double gathered = std::min(merged * entry, dense);
+      const double kept_sums =
+          size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
+      const double gathered = std::min(kept_sums * entry, dense);
       return (3 * rounds + (p - 1)) * alpha + share * (kept * entry + gathered) * per_byte;
     }
     case DCT_ALGORITHM_RECURSIVE_DOUBLING: {

@@ -22,6 +22,8 @@ struct ExchangeSize {
   /// Nonzeros of the sum, if known from an earlier call (split/recursive doubling measure it);
   /// <= 0: estimated as if the ranks chose their entries independently.
   double union_hint = 0;
+  /// split with dct_result_density: the entries the result may keep (<= 0: no bound).
+  double result_budget = 0;
 };
 
 /// Predicted seconds of one call of `algorithm` (allgather, split, recursive_doubling, dense).

@@ -3,7 +3,7 @@
 //   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .]   (checkpoint_bench.cpp)
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01[,0.1,...]]
 //       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
-//       [--type float|double] [--iters 20] [--warmup 3] [--json]
+//       [--type float|double] [--result-density 1] [--iters 20] [--warmup 3] [--json]
 //   mpiexec -n 2 dct-bench calibrate [--reps 1000] [--mib 64] [--beta-reps 10]
 //   dct-bench model [--ranks 2,4,...] [--sizes 256K,4M,100M] [--density 0.001,...]
 //       [--type float|double]
@@ -566,6 +566,7 @@ int model(int argc, char **argv) {
   std::vector<long long> sizes = {256 << 10, 4 * kMiB, 100 * kMiB};
   std::vector<std::string> densities = {"0.001", "0.01", "0.05", "0.1", "0.3"};
   int value_bytes = 4;
+  double result_density = 1.0;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
@@ -581,6 +582,8 @@ int model(int argc, char **argv) {
     } else if (arg == "--type") {
       if (value != "float" && value != "double") throw std::invalid_argument("bad --type");
       value_bytes = value == "float" ? 4 : 8;
+    } else if (arg == "--result-density") {
+      result_density = std::stod(value);
     } else {
       throw std::invalid_argument("unknown option " + arg);
     }
@@ -603,7 +606,11 @@ int model(int argc, char **argv) {
         size.count = double(bytes / value_bytes);
         size.value_bytes = value_bytes;
         size.total_kept = std::ceil(std::stod(d) * size.count) * p;
-        const DCT_Algorithm best = dct::detail::cheapest_algorithm(size, network);
+        // As the library does: a bounded result means split.
+        size.result_budget = result_density < 1 ? result_density * size.count : 0;
+        const DCT_Algorithm best = result_density < 1
+                                       ? DCT_ALGORITHM_SPLIT
+                                       : dct::detail::cheapest_algorithm(size, network);
         const double dense = dct::detail::predicted_seconds(DCT_ALGORITHM_DENSE, size, network);
         const double chosen = dct::detail::predicted_seconds(best, size, network);
         char cell[64];
