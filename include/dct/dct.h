@@ -264,7 +264,8 @@ DCT_EXPORT int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuse
  * @brief Frees a request and its residual, and sets `*request` to `DCT_REQUEST_NULL`.
  *
  * Freeing a handle twice, or a copy of a freed handle, returns `DCT_ERR_REQUEST` (handles are
- * never reused). Callable after `MPI_Finalize`.
+ * never reused). Callable after `MPI_Finalize`. Frees the request's duplicate communicator,
+ * so every rank should eventually free its matching request (in any order).
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (request is NULL), `DCT_ERR_REQUEST`,
  *         `DCT_ERR_ACTIVE` (started and not waited for).
  */
