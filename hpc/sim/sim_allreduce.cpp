@@ -1,0 +1,506 @@
+// sim_allreduce: dct's compressed allreduce and MPI_Allreduce, timed under SimGrid's SMPI
+// (MPI_Wtime is simulated time there). hpc/sim/run.sh builds and runs it; see
+// docs/simulation.md for the method.
+//
+//   smpirun -np P ... sim_allreduce --count N --runs mpi,auto:0.01,allgather:0.05,...
+//       [--scale F] [--calls 2] [--check] [--shared-recv]
+//
+// Every rank reduces a gradient of N fp32 values, roughly N(0,1). Each run is ALGORITHM:DENSITY
+// (`dct_algorithm` and `dct_density` info keys) or "mpi" (plain MPI_Allreduce). A persistent
+// request with dct_interval=1 is called `calls` times and the last call is the one reported
+// (the first one starts from an empty residual). An algorithm that DCT_Allreduce_init refuses
+// with DCT_ERR_INFO (a name this build of dct does not know) is reported as n/a without
+// allocating anything. Rank 0 prints one RESULT line per run:
+//   time       simulated seconds of the call, max over ranks of (end - start) after a barrier
+//   bytes_*    DCT_Status bytes_received / bytes_sent, max and mean over ranks
+//   kept_mean  kept entries per rank (nnz_sent), mean over ranks
+//   bound      2 k (P-1) / P with k = kept_mean * 8 bytes (fp32 value + 32-bit index)
+//   fixed_*    the same call on a 1-element all-zero tensor: the per-call control traffic and
+//              time that do not scale with the tensor (run.sh needs it to undo --scale)
+// --scale F is only recorded: run.sh simulates N/F elements on links of bandwidth/F.
+// --shared-recv allocates the receive buffer with SMPI_SHARED_MALLOC (one garbage buffer for all
+// ranks, as SMPI folds it): only for the verification runs of algorithms whose timing does not
+// depend on what the receive buffer holds (MPI_Allreduce, allgather); it excludes --check.
+//
+// Memory: all simulated ranks live in one process, so the gradients share one buffer: rank 0
+// fills a memory file with random values and every rank maps it at its own random rotation
+// (element offset), which makes the kept indices of different ranks independent while the
+// gradient costs its memory once. --check verifies the results (identical on every rank, and
+// the error-feedback conservation: results delivered + residuals left = gradients put in).
+#include <mpi.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dct/dct.h"
+
+namespace {
+
+struct Run {
+  std::string algorithm;  // "mpi" or a dct_algorithm value
+  std::string density;    // dct_density value ("1" for mpi)
+};
+
+struct Options {
+  long long count = 1 << 20;
+  double scale = 1.0;
+  std::vector<Run> runs;
+  int calls = 2;
+  bool check = false;
+  bool shared_recv = false;
+  unsigned seed = 12345;
+};
+
+std::vector<std::string> split_list(const std::string &text, char separator) {
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = text.find(separator, begin);
+    items.push_back(text.substr(begin, end == std::string::npos ? end : end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  return items;
+}
+
+bool parse_runs(const std::string &text, std::vector<Run> &runs) {
+  for (const std::string &item : split_list(text, ',')) {
+    const std::vector<std::string> parts = split_list(item, ':');
+    if (parts[0] == "mpi" && parts.size() == 1)
+      runs.push_back({"mpi", "1"});
+    else if (parts.size() == 2 && !parts[0].empty() && !parts[1].empty())
+      runs.push_back({parts[0], parts[1]});
+    else
+      return false;
+  }
+  return true;
+}
+
+bool parse(int argc, char **argv, Options &options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--check") {
+      options.check = true;
+    } else if (arg == "--shared-recv") {
+      options.shared_recv = true;
+    } else if (arg == "--count" && has_value) {
+      options.count = std::atoll(argv[++i]);
+    } else if (arg == "--scale" && has_value) {
+      options.scale = std::atof(argv[++i]);
+    } else if (arg == "--runs" && has_value) {
+      if (!parse_runs(argv[++i], options.runs)) return false;
+    } else if (arg == "--calls" && has_value) {
+      options.calls = std::atoi(argv[++i]);
+    } else if (arg == "--seed" && has_value) {
+      options.seed = static_cast<unsigned>(std::atol(argv[++i]));
+    } else {
+      return false;
+    }
+  }
+  return options.count >= 1 && options.calls >= 1 && options.scale >= 1.0 &&
+         !options.runs.empty() && !(options.check && options.shared_recv);
+}
+
+/// The gradient of this rank: `count` floats. Under SMPI every rank maps one shared buffer of
+/// random values at its own rotation; elsewhere (a real MPI) each rank fills its own.
+class Gradient {
+ public:
+  Gradient(long long count, unsigned seed, MPI_Comm comm) : count_(count) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    std::mt19937_64 rotation(seed + 7919u * static_cast<unsigned>(rank));
+#ifdef SMPI_SHARED_MALLOC
+    // One process: a file descriptor opened by rank 0 is valid in every simulated rank.
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t floats_per_page = page / sizeof(float);
+    pages_ = (static_cast<std::size_t>(count) * sizeof(float) + page - 1) / page;
+    int fd = -1;
+    if (rank == 0) {
+      fd = memfd_create("dct_sim_gradient", 0);
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(pages_ * page)) != 0) fd = -1;
+      if (fd >= 0) {
+        void *base = mmap(nullptr, pages_ * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED) {
+          close(fd);
+          fd = -1;
+        } else {
+          fill(static_cast<float *>(base), pages_ * floats_per_page, seed);
+          munmap(base, pages_ * page);
+        }
+      }
+    }
+    MPI_Bcast(&fd, 1, MPI_INT, 0, comm);
+    if (fd < 0) return;
+    // View = file pages [s, N) followed by pages [0, N), starting `e` floats in: a rotation of
+    // the shared values by s * floats_per_page + e elements.
+    const std::size_t s = static_cast<std::size_t>(rotation() % pages_);
+    const std::size_t e = static_cast<std::size_t>(rotation() % floats_per_page);
+    mapped_bytes_ = (2 * pages_ - s) * page;
+    void *region = mmap(nullptr, mapped_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) return;
+    char *bytes = static_cast<char *>(region);
+    const bool ok = mmap(bytes, (pages_ - s) * page, PROT_READ, MAP_SHARED | MAP_FIXED, fd,
+                         static_cast<off_t>(s * page)) != MAP_FAILED &&
+                    mmap(bytes + (pages_ - s) * page, pages_ * page, PROT_READ,
+                         MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+    region_ = region;
+    MPI_Barrier(comm);  // every rank has mapped the file: rank 0 may close it
+    if (rank == 0) close(fd);
+    if (ok) data_ = reinterpret_cast<const float *>(bytes) + e;
+#else
+    (void)comm;
+    private_.resize(static_cast<std::size_t>(count));
+    fill(private_.data(), private_.size(), static_cast<unsigned>(rotation()));
+    data_ = private_.data();
+#endif
+  }
+  ~Gradient() {
+    if (region_) munmap(region_, mapped_bytes_);
+  }
+  Gradient(const Gradient &) = delete;
+  Gradient &operator=(const Gradient &) = delete;
+
+  const float *data() const {
+    return data_;
+  }
+  long long count() const {
+    return count_;
+  }
+
+ private:
+  static void fill(float *values, std::size_t n, unsigned seed) {
+    std::mt19937 generator(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::size_t i = 0; i < n; ++i) values[i] = normal(generator);
+  }
+
+  long long count_;
+  const float *data_ = nullptr;
+  void *region_ = nullptr;
+  std::size_t mapped_bytes_ = 0;
+  std::size_t pages_ = 0;
+  std::vector<float> private_;
+};
+
+/// What one reported call measured, reduced over ranks.
+struct Measurement {
+  double time = 0.0;
+  double bytes_received_max = 0.0, bytes_received_mean = 0.0;
+  double bytes_sent_max = 0.0, bytes_sent_mean = 0.0;
+  double kept_mean = 0.0;
+  int algorithm_min = 0, algorithm_max = 0;
+};
+
+Measurement reduce_measurement(double elapsed, const DCT_Status &status, MPI_Comm comm) {
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  Measurement m;
+  double local_max[3] = {elapsed, double(status.bytes_received), double(status.bytes_sent)};
+  double global_max[3] = {};
+  MPI_Allreduce(local_max, global_max, 3, MPI_DOUBLE, MPI_MAX, comm);
+  double local_sum[3] = {double(status.bytes_received), double(status.bytes_sent),
+                         double(status.nnz_sent)};
+  double global_sum[3] = {};
+  MPI_Allreduce(local_sum, global_sum, 3, MPI_DOUBLE, MPI_SUM, comm);
+  int algorithm[2] = {-status.algorithm, status.algorithm}, extremes[2] = {};
+  MPI_Allreduce(algorithm, extremes, 2, MPI_INT, MPI_MAX, comm);
+  m.time = global_max[0];
+  m.bytes_received_max = global_max[1];
+  m.bytes_sent_max = global_max[2];
+  m.bytes_received_mean = global_sum[0] / ranks;
+  m.bytes_sent_mean = global_sum[1] / ranks;
+  m.kept_mean = global_sum[2] / ranks;
+  m.algorithm_min = -extremes[0];
+  m.algorithm_max = extremes[1];
+  return m;
+}
+
+/// Collective: true on every rank iff `ok` on every rank.
+bool all_ok(bool ok, MPI_Comm comm) {
+  int local = ok ? 1 : 0, global = 0;
+  MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MIN, comm);
+  return global == 1;
+}
+
+double sum_of(const float *values, long long n) {
+  double sum = 0.0;
+  for (long long i = 0; i < n; ++i) sum += values[i];
+  return sum;
+}
+
+double abs_sum_of(const float *values, long long n) {
+  double sum = 0.0;
+  for (long long i = 0; i < n; ++i) sum += std::fabs(values[i]);
+  return sum;
+}
+
+struct Outcome {
+  bool ok = false;
+  int code = DCT_SUCCESS;
+  std::string error;
+  Measurement measurement;
+  std::string check;  // "" (not checked), "ok" or what failed
+};
+
+/// `calls` calls of one persistent dct request on `send`; measures the last one.
+Outcome run_dct(const std::string &algorithm, const std::string &density, const float *send,
+                float *recv, long long count, int calls, bool check, MPI_Comm comm) {
+  Outcome outcome;
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "dct_algorithm", algorithm.c_str());
+  MPI_Info_set(info, "dct_density", density.c_str());
+  MPI_Info_set(info, "dct_interval", "1");
+  DCT_Request request = DCT_REQUEST_NULL;
+  int rc = DCT_Allreduce_init(send, recv, count, MPI_FLOAT, MPI_SUM, comm, info, &request);
+  MPI_Info_free(&info);
+  if (!all_ok(rc == DCT_SUCCESS, comm)) {
+    outcome.code = rc;
+    outcome.error = rc == DCT_SUCCESS ? "refused on another rank" : DCT_Get_last_error();
+    if (request != DCT_REQUEST_NULL) DCT_Request_free(&request);
+    return outcome;
+  }
+  DCT_Status status{};
+  double elapsed = 0.0, delivered = 0.0;
+  for (int call = 0; call < calls; ++call) {
+    MPI_Barrier(comm);
+    const double start = MPI_Wtime();
+    rc = DCT_Start(&request);
+    if (rc == DCT_SUCCESS) rc = DCT_Wait(&request, &status);
+    elapsed = MPI_Wtime() - start;
+    if (!all_ok(rc == DCT_SUCCESS, comm)) {
+      outcome.code = rc;
+      outcome.error = rc == DCT_SUCCESS ? "failed on another rank" : DCT_Get_last_error();
+      DCT_Request_free(&request);
+      return outcome;
+    }
+    if (check) delivered += sum_of(recv, count);
+  }
+  outcome.measurement = reduce_measurement(elapsed, status, comm);
+  if (check) {
+    // The result is the same on every rank...
+    double extremes[2] = {-delivered, delivered}, global[2] = {};
+    MPI_Allreduce(extremes, global, 2, MPI_DOUBLE, MPI_MAX, comm);
+    // ...and error feedback loses nothing: sum of results = sum of inputs - sum of residuals.
+    std::vector<float> residual(static_cast<std::size_t>(count));
+    DCT_Request_get_residual(request, residual.data());
+    double local[2] = {calls * sum_of(send, count) - sum_of(residual.data(), count),
+                       calls * abs_sum_of(send, count)},
+           total[2] = {};
+    MPI_Allreduce(local, total, 2, MPI_DOUBLE, MPI_SUM, comm);
+    const double tolerance = 1e-5 * total[1] + 1e-3;
+    if (-global[0] != global[1])
+      outcome.check = "results differ between ranks";
+    else if (std::fabs(delivered - total[0]) > tolerance)
+      outcome.check = "conservation violated: delivered " + std::to_string(delivered) +
+                      ", inputs - residuals " + std::to_string(total[0]);
+    else
+      outcome.check = "ok";
+  }
+  DCT_Request_free(&request);
+  outcome.ok = true;
+  return outcome;
+}
+
+/// The baseline: MPI_Allreduce of the dense gradient, `calls` times; measures the last one.
+Outcome run_mpi(const float *send, float *recv, long long count, int calls, MPI_Comm comm) {
+  Outcome outcome;
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  double elapsed = 0.0;
+  for (int call = 0; call < calls; ++call) {
+    MPI_Barrier(comm);
+    const double start = MPI_Wtime();
+    const int rc = MPI_Allreduce(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+    elapsed = MPI_Wtime() - start;
+    if (!all_ok(rc == MPI_SUCCESS, comm)) {
+      outcome.code = DCT_ERR_MPI;
+      outcome.error = "MPI_Allreduce failed";
+      return outcome;
+    }
+  }
+  // Logical bytes as dct counts a dense allreduce: the ring volume 2 (P-1)/P * count * 4.
+  DCT_Status status{};
+  status.bytes_received = status.bytes_sent =
+      ranks > 1 ? 2 * static_cast<MPI_Count>(ranks - 1) * count * 4 / ranks : 0;
+  status.nnz_sent = count;
+  status.algorithm = -1;
+  outcome.measurement = reduce_measurement(elapsed, status, comm);
+  outcome.ok = true;
+  return outcome;
+}
+
+std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) out += (c == '"' || c == '\n') ? '\'' : c;
+  return out + "\"";
+}
+
+std::string algorithm_used(const Measurement &m) {
+  if (m.algorithm_min == -1) return "mpi";
+  if (m.algorithm_min != m.algorithm_max) return "mixed";
+  return DCT_Algorithm_name(m.algorithm_min);
+}
+
+long long peak_resident_kib() {
+  FILE *file = std::fopen("/proc/self/status", "r");
+  if (!file) return -1;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, file))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kib = std::atoll(line + 6);
+  std::fclose(file);
+  return kib;
+}
+
+/// Prints rank 0's RESULT line for one run; false if it failed (n/a is not a failure).
+bool report(const Run &run, const Outcome &outcome, const Outcome &fixed, int ranks,
+            const Options &options) {
+  std::printf("RESULT algorithm=%s density=%s ranks=%d count=%lld scale=%g", run.algorithm.c_str(),
+              run.density.c_str(), ranks, options.count, options.scale);
+  if (!outcome.ok) {
+    // DCT_ERR_INFO from init: an algorithm name this build of dct does not know (yet).
+    std::printf(" status=%s code=%d error=%s\n", outcome.code == DCT_ERR_INFO ? "n/a" : "failed",
+                outcome.code, quoted(outcome.error).c_str());
+    std::fflush(stdout);
+    return outcome.code == DCT_ERR_INFO;
+  }
+  const Measurement &m = outcome.measurement;
+  std::printf(
+      " status=ok used=%s time=%.9g bytes_received_max=%.0f bytes_received_mean=%.1f "
+      "bytes_sent_max=%.0f bytes_sent_mean=%.1f kept_mean=%.1f",
+      algorithm_used(m).c_str(), m.time, m.bytes_received_max, m.bytes_received_mean,
+      m.bytes_sent_max, m.bytes_sent_mean, m.kept_mean);
+  if (run.algorithm != "mpi")  // 2 k (P-1) / P, k = kept entries * (4-byte value + 4-byte index)
+    std::printf(" bound=%.1f", ranks > 1 ? 2.0 * m.kept_mean * 8.0 * (ranks - 1) / ranks : 0.0);
+  if (fixed.ok)
+    std::printf(" fixed_time=%.9g fixed_bytes_received_max=%.0f", fixed.measurement.time,
+                fixed.measurement.bytes_received_max);
+  if (!outcome.check.empty()) std::printf(" check=%s", quoted(outcome.check).c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+  return outcome.check.empty() || outcome.check == "ok";
+}
+
+/// The receive buffer: private to each rank, or (--shared-recv) one buffer that SMPI maps into
+/// every rank, whose contents are then meaningless.
+class ReceiveBuffer {
+ public:
+  ReceiveBuffer(long long count, bool shared) {
+    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
+#ifdef SMPI_SHARED_MALLOC
+    if (shared) {
+      shared_ = static_cast<float *>(SMPI_SHARED_MALLOC(bytes));
+      return;
+    }
+#else
+    (void)shared;
+#endif
+    private_.resize(bytes / sizeof(float));
+  }
+  ~ReceiveBuffer() {
+#ifdef SMPI_SHARED_MALLOC
+    if (shared_) SMPI_SHARED_FREE(shared_);
+#endif
+  }
+  ReceiveBuffer(const ReceiveBuffer &) = delete;
+  ReceiveBuffer &operator=(const ReceiveBuffer &) = delete;
+
+  float *data() {
+    return shared_ ? shared_ : private_.data();
+  }
+
+ private:
+  float *shared_ = nullptr;
+  std::vector<float> private_;
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  // SMPI marks a rank finalized before it deletes MPI_COMM_SELF's attributes, so MPI calls made
+  // by dct's finalize hook fail there, and the default fatal handler would abort the simulation.
+  // dct therefore works on a duplicate that is freed before MPI_Finalize (dct then releases its
+  // state on that communicator while MPI is fully up), and errors only return.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  Options options;
+  if (!parse(argc, argv, options)) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "usage: sim_allreduce --count N --runs mpi,ALGORITHM:DENSITY,... [--scale F] "
+                   "[--calls C] [--seed S] [--check | --shared-recv]\n");
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return 2;
+  }
+  if (rank == 0)
+    std::printf("CONFIG ranks=%d count=%lld scale=%g calls=%d shared_recv=%d\n", ranks,
+                options.count, options.scale, options.calls, options.shared_recv ? 1 : 0);
+
+  // Which runs this build of dct has: DCT_Allreduce_init on a 1-element tensor.
+  const float zero_send[1] = {0.0f};
+  float zero_recv[1] = {0.0f};
+  std::vector<Outcome> refused(options.runs.size());
+  bool any_available = false;
+  for (std::size_t i = 0; i < options.runs.size(); ++i) {
+    const Run &run = options.runs[i];
+    if (run.algorithm != "mpi") {
+      refused[i] = run_dct(run.algorithm, run.density, zero_send, zero_recv, 1, 0, false, comm);
+      if (refused[i].ok) refused[i] = Outcome{};
+    }
+    any_available = any_available || refused[i].code == DCT_SUCCESS;
+  }
+
+  int failures = 0;
+  if (any_available) {
+    Gradient gradient(options.count, options.seed, comm);
+    ReceiveBuffer recv(options.count, options.shared_recv);
+    if (!all_ok(gradient.data() != nullptr && recv.data() != nullptr, comm)) {
+      if (rank == 0) std::fprintf(stderr, "sim_allreduce: cannot allocate the buffers\n");
+      MPI_Comm_free(&comm);
+      MPI_Finalize();
+      return 1;
+    }
+    for (std::size_t i = 0; i < options.runs.size(); ++i) {
+      const Run &run = options.runs[i];
+      const bool mpi = run.algorithm == "mpi";
+      Outcome fixed, outcome = refused[i];
+      if (outcome.code != DCT_SUCCESS) {
+        // refused by init: nothing to run
+      } else if (mpi) {
+        fixed = run_mpi(zero_send, zero_recv, 1, options.calls, comm);
+        outcome = run_mpi(gradient.data(), recv.data(), options.count, options.calls, comm);
+      } else {
+        fixed = run_dct(run.algorithm, run.density, zero_send, zero_recv, 1, options.calls, false,
+                        comm);
+        outcome = run_dct(run.algorithm, run.density, gradient.data(), recv.data(), options.count,
+                          options.calls, options.check, comm);
+      }
+      if (rank == 0 && !report(run, outcome, fixed, ranks, options)) ++failures;
+    }
+  } else if (rank == 0) {
+    for (std::size_t i = 0; i < options.runs.size(); ++i)
+      if (!report(options.runs[i], refused[i], Outcome{}, ranks, options)) ++failures;
+  }
+  MPI_Bcast(&failures, 1, MPI_INT, 0, comm);
+  if (rank == 0) std::printf("MEMORY peak_resident_kib=%lld\n", peak_resident_kib());
+  MPI_Comm_free(&comm);
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}
