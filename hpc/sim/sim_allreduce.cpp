@@ -258,7 +258,10 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
   Outcome outcome;
   MPI_Info info;
   MPI_Info_create(&info);
-  MPI_Info_set(info, "dct_algorithm", algorithm.c_str());
+  // "split_r": split with the result bounded to the same density (dct_result_density).
+  const bool bounded = algorithm == "split_r";
+  MPI_Info_set(info, "dct_algorithm", bounded ? "split" : algorithm.c_str());
+  if (bounded) MPI_Info_set(info, "dct_result_density", density.c_str());
   MPI_Info_set(info, "dct_density", density.c_str());
   MPI_Info_set(info, "dct_interval", "1");
   DCT_Request request = DCT_REQUEST_NULL;

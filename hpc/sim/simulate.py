@@ -23,7 +23,8 @@ BANDWIDTHS_GBPS = [25, 100]
 RANKS = [64, 256, 1024]
 DENSITIES = ["0.001", "0.01", "0.05"]
 # dct_algorithm values; a name that DCT_Allreduce_init refuses is reported as n/a.
-DCT_ALGORITHMS = ["allgather", "dense", "auto", "split", "recursive_doubling"]
+# split_r: split with dct_result_density equal to the density (the result stays sparse).
+DCT_ALGORITHMS = ["allgather", "dense", "auto", "split", "split_r", "recursive_doubling"]
 TARGET_RANKS, TARGET_DENSITY = 1024, "0.01"
 
 # --- Platform: a two-level fat tree of 1024 hosts (32 per leaf switch, 32 spine switches,
@@ -175,8 +176,12 @@ class Simulator:
                    [self.binary, "--count", str(count), "--scale", f"{scale:.9g}", "--runs",
                     ",".join(runs)] + list(extra))
         started = time.monotonic()
+        # auto's cost model sees the simulated network: alpha the latency across the spine,
+        # beta the scaled link bandwidth, so that it decides on N/F elements as on N.
+        model = {"DCT_ALPHA_US": f"{4 * LINK_LATENCY_US:g}",
+                 "DCT_BETA_GBPS": f"{bandwidth / 1e9:.9g}"}
         process = subprocess.run(command, capture_output=True, text=True,
-                                 env=dict(os.environ, **(env or {})))
+                                 env=dict(os.environ, **model, **(env or {})))
         elapsed = time.monotonic() - started
         self.host_seconds += elapsed
         with open(os.path.join(self.work_dir, "smpirun.log"), "a") as handle:
@@ -601,6 +606,14 @@ def main():
     args.memory = args.memory_gib * 2**30
     args.bandwidths, args.ranks, args.densities = BANDWIDTHS_GBPS, RANKS, DENSITIES
     args.algorithms, args.count, args.check = DCT_ALGORITHMS, None, False
+    # DCT_SIM_RANKS / DCT_SIM_DENSITIES / DCT_SIM_ALGORITHMS / DCT_SIM_BANDWIDTHS: a subset.
+    def subset(variable, default, convert=str):
+        value = os.environ.get(variable)
+        return [convert(v) for v in value.split(",")] if value else default
+    args.ranks = subset("DCT_SIM_RANKS", args.ranks, int)
+    args.densities = subset("DCT_SIM_DENSITIES", args.densities)
+    args.algorithms = subset("DCT_SIM_ALGORITHMS", args.algorithms)
+    args.bandwidths = subset("DCT_SIM_BANDWIDTHS", args.bandwidths, int)
     if args.quick:
         global FULL_COUNT
         FULL_COUNT = 1 << 20
