@@ -40,9 +40,9 @@ class AllgatherExchange final : public SparseExchange<T> {
     }
     wire::mpi_units(total);
     const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
-    message_.resize(static_cast<std::size_t>(units_[in_.rank]) * wire::kUnitBytes);
+    wire::size_buffer(message_, static_cast<std::size_t>(units_[in_.rank]));
     wire::pack_sparse(in_.idx, in_.val, mine, message_.data());
-    gathered_.resize(total * wire::kUnitBytes);
+    wire::size_buffer(gathered_, total);
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
     // sending float arrays in place do.
     pending_.emplace_back();

@@ -61,7 +61,7 @@ class DenseExchange final : public SparseExchange<T> {
       block_total += static_cast<std::size_t>(chunk.counts[static_cast<std::size_t>(in_.rank)]);
       chunks_.push_back(std::move(chunk));
     }
-    block_.resize(block_total);
+    block_.resize(std::max<std::size_t>(block_total, 1));  // never null: see wire::size_buffer
     for (const Chunk &chunk : chunks_) {
       pending_.emplace_back();
       check_mpi(

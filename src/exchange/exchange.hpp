@@ -161,6 +161,12 @@ const WireIndex *block_indices(const std::byte *block, std::size_t entries) {
   return reinterpret_cast<const WireIndex *>(block + entries * sizeof(T));
 }
 
+/// Sizes a message buffer to `units` units, never to zero bytes: some MPIs (SimGrid's SMPI)
+/// mishandle a null buffer even with a zero count.
+inline void size_buffer(std::vector<std::byte> &buffer, std::size_t units) {
+  buffer.resize((units > 0 ? units : 1) * kUnitBytes);
+}
+
 /// True iff the indices strictly increase and lie in [begin, end).
 bool indices_within(const WireIndex *idx, std::size_t entries, std::uint64_t begin,
                     std::uint64_t end);

@@ -114,7 +114,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       const std::size_t units = peer_size_ == kDense
                                     ? wire::dense_units<T>(in_.count)
                                     : wire::sparse_units<T>(static_cast<std::size_t>(peer_size_));
-      incoming_.resize(units * wire::kUnitBytes);
+      wire::size_buffer(incoming_, units);
       pending_.emplace_back();
       check_mpi(MPI_Irecv(incoming_.data(), wire::mpi_units(units), MPI_UINT64_T, s.peer,
                           kPayloadTag, in_.comm, &pending_.back()),
@@ -123,7 +123,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     }
     if (sends(s)) {
       const std::size_t units = my_units();
-      outgoing_.resize(units * wire::kUnitBytes);
+      wire::size_buffer(outgoing_, units);
       if (dense_) {
         std::memset(outgoing_.data(), 0, outgoing_.size());
         if (in_.count > 0) std::memcpy(outgoing_.data(), in_.result, in_.count * sizeof(T));

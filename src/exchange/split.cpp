@@ -151,8 +151,8 @@ class SplitExchange final : public SparseExchange<T> {
     }
     wire::mpi_units(send_total);
     wire::mpi_units(recv_total);
-    outgoing_.resize(send_total * wire::kUnitBytes);
-    incoming_.resize(recv_total * wire::kUnitBytes);
+    wire::size_buffer(outgoing_, send_total);
+    wire::size_buffer(incoming_, recv_total);
     for (std::size_t r = 0; r < ranks(); ++r)
       wire::pack_sparse(in_.idx + first_[r], in_.val + first_[r],
                         static_cast<std::size_t>(send_counts_[r]),
@@ -195,10 +195,11 @@ class SplitExchange final : public SparseExchange<T> {
         sparse_idx_.push_back(static_cast<WireIndex>(first + i));
         sparse_val_.push_back(owned_[i]);
       }
-      segment_.resize(wire::sparse_units<T>(nonzeros) * wire::kUnitBytes);
+      wire::size_buffer(segment_, wire::sparse_units<T>(nonzeros));
       wire::pack_sparse(sparse_idx_.data(), sparse_val_.data(), nonzeros, segment_.data());
     } else {
-      segment_.assign(wire::dense_units<T>(owned_.size()) * wire::kUnitBytes, std::byte{0});
+      wire::size_buffer(segment_, wire::dense_units<T>(owned_.size()));
+      std::fill(segment_.begin(), segment_.end(), std::byte{0});
       if (!owned_.empty()) std::memcpy(segment_.data(), owned_.data(), owned_.size() * sizeof(T));
     }
     owned_nnz_all_.assign(ranks(), 0);
@@ -255,7 +256,7 @@ class SplitExchange final : public SparseExchange<T> {
       traffic_.result_nnz += owned_nnz_all_[r];
     }
     wire::mpi_units(total);
-    gathered_.resize(total * wire::kUnitBytes);
+    wire::size_buffer(gathered_, total);
     pending_.emplace_back();
     check_mpi(MPI_Iallgatherv(segment_.data(), gather_units_[in_.rank], MPI_UINT64_T,
                               gathered_.data(), gather_units_.data(), gather_offsets_.data(),
