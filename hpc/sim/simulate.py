@@ -378,6 +378,16 @@ def targets(results, args):
         else:
             lines.append(f"- {bandwidth} Gb/s, `auto` >= 10x faster than dense: **NOT met**: "
                          f"{note or 'no measurement'}.")
+        bounded, _ = result_cell(results.get((bandwidth, TARGET_RANKS,
+                                              run_key("split_r", TARGET_DENSITY))))
+        if bounded and mpi and mpi.get("status") == "ok":
+            ratio = full_size_bytes(bounded, "bytes_received_max") / (bounded["bound"] *
+                                                                      bounded["scale"])
+            lines.append(
+                f"  - with `dct_result_density={TARGET_DENSITY}` (`split_r`: the result bounded "
+                f"like Ok-Topk's): {fmt_time(bounded['time'])} ms, "
+                f"{mpi['time'] / bounded['time']:.2f}x faster than MPI_Allreduce, "
+                f"{ratio:.2f}x the volume bound.")
         split, note = result_cell(results.get((bandwidth, TARGET_RANKS,
                                                run_key("split", TARGET_DENSITY))))
         if split:
@@ -515,7 +525,7 @@ binary (so dct's request table and runtime registry are per rank) and
   and `network/weight-S` divided by F (their size thresholds scale with the messages).
 - Shims (`hpc/sim/smpi_shims.cpp`): SMPI 3.32's host time is quadratic in the requests a rank
   has outstanding (a list scan per completed message, a waitany per request in waitall). dct's
-  header exchange (3 integers per rank, `MPI_Iallgather`, linear in SMPI: 2(P-1) requests) took
+  header exchange (4 integers per rank, `MPI_Iallgather`, linear in SMPI: 2(P-1) requests) took
   over 7 minutes of host time per call at 1024 ranks. The simulator binds dct's `MPI_Iallgather`
   to the blocking `MPI_Allgather` that the ompi selector picks (recursive doubling or Bruck,
   log2 P rounds) and `MPI_Waitall` to one `MPI_Wait` per request. The second is exact; the
@@ -541,9 +551,11 @@ anyway) must stay private and real. Instead:
   budget ({args.memory / 2**30:.0f} GiB) and a host-work budget ({args.work_budget:,} rank-elements)
   allow, but never so large that SMPI's ompi selector would switch algorithm (MPI_Allreduce
   stays >= 256 KiB: Rabenseifner; allgather's per-rank blocks stay >= 4096 bytes at 64 and 1024
-  ranks, 1024 at 256 ranks: ring / neighbor exchange, as at full size). dct's own auto decision
-  is a ratio of sizes and does not change with F.
-- What does not scale: per-call control messages of fixed size (dct's 24-byte header per rank)
+  ranks, 1024 at 256 ranks: ring / neighbor exchange, as at full size). dct's `auto` is told
+  the simulated network (`DCT_ALPHA_US` = {4 * LINK_LATENCY_US:g} us, the latency across the
+  spine; `DCT_BETA_GBPS` = the link bandwidth / F), so its cost model decides on N/F elements
+  as it would on N.
+- What does not scale: per-call control messages of fixed size (dct's 32-byte header per rank)
   cross links F times slower than they would. The `control time` column is the simulated time of
   the same call on a 1-element all-zero tensor at the same F, an upper bound on what that
   overhead adds (at F = 1 it would be F times smaller). Bytes are reported at full size: the
