@@ -69,6 +69,15 @@ const char *const error_strings[] = {
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
 
+/// Whether `request` is a live request that was started and not completed yet.
+bool started(DCT_Request request) noexcept {
+  try {
+    return RequestTable::instance().find(&request).engine->active();
+  } catch (...) {
+    return true;  // let DCT_Wait report the bad handle
+  }
+}
+
 /// Checks that dct can run and that the arguments are valid; reads no buffer.
 void admit(const AllreduceArgs &args) {
   ensure_library_ready();
@@ -159,7 +168,8 @@ int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
   });
   if (checked != DCT_SUCCESS) return checked;
   for (int i = 0; i < count; ++i) {
-    if (requests[i] == DCT_REQUEST_NULL) continue;
+    if (statuses) statuses[i] = DCT_Status{};
+    if (requests[i] == DCT_REQUEST_NULL || !started(requests[i])) continue;
     const int code = DCT_Wait(&requests[i], statuses ? &statuses[i] : DCT_STATUS_IGNORE);
     if (code != DCT_SUCCESS && first_error == DCT_SUCCESS) {
       first_error = code;

@@ -253,7 +253,9 @@ DCT_EXPORT int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status);
  * @brief Completes `count` started requests, in whatever order they finish.
  *
  * Every request is completed even if some fail; the first failure (in array order) is
- * returned and `DCT_Get_last_error` names its index. `DCT_REQUEST_NULL` entries are skipped.
+ * returned and `DCT_Get_last_error` names its index. As with `MPI_Waitall`,
+ * `DCT_REQUEST_NULL` entries and requests that are not started (e.g. already completed by
+ * `DCT_Test`) are skipped, with a zeroed status.
  * @param statuses Array of `count` statuses, or `DCT_STATUSES_IGNORE`.
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (requests NULL with count > 0, or count < 0), or the
  *         first code `DCT_Wait` would have returned for one of the requests.

@@ -295,10 +295,21 @@ TEST(Nonblocking, WaitallFillsEveryStatusAndSkipsNullRequests) {
   EXPECT_EQ(DCT_Waitall(1, nullptr, statuses), DCT_ERR_ARG);
   int flag = 0;
   EXPECT_EQ(DCT_Test(&pair.requests[0], nullptr, DCT_STATUS_IGNORE), DCT_ERR_ARG);
-  // Not started: an error, and the request is still usable.
-  EXPECT_EQ(DCT_Waitall(1, requests, statuses), DCT_ERR_ACTIVE);
-  EXPECT_NE(std::string(DCT_Get_last_error()).find("request 0"), std::string::npos);
+  // Not started (already completed): skipped with an empty status, as MPI_Waitall does;
+  // DCT_Test and DCT_Wait on it are errors. A freed handle is reported with its index.
+  statuses[0].calls = 99;
+  EXPECT_EQ(DCT_Waitall(1, requests, statuses), DCT_SUCCESS);
+  EXPECT_EQ(statuses[0].calls, 0);
   EXPECT_EQ(DCT_Test(&pair.requests[0], &flag, DCT_STATUS_IGNORE), DCT_ERR_ACTIVE);
+  DCT_Request freed = DCT_REQUEST_NULL;
+  std::vector<float> buffer(4);
+  ASSERT_EQ(DCT_Allreduce_init(MPI_IN_PLACE, buffer.data(), 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &freed),
+            DCT_SUCCESS);
+  DCT_Request stale[2] = {DCT_REQUEST_NULL, freed};
+  ASSERT_EQ(DCT_Request_free(&freed), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Waitall(2, stale, DCT_STATUSES_IGNORE), DCT_ERR_REQUEST);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("request 1"), std::string::npos);
 }
 
 // A count mismatch found in the header must fail on every rank and hang none, whatever the
