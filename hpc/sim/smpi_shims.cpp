@@ -68,14 +68,13 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 }
 
 int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                    const int *recvcounts, const int *displs, MPI_Datatype recvtype,
-                    MPI_Comm comm, MPI_Request *request) {
+                    const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Request *request) {
   if (shims_disabled())
     return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                             comm, request);
   *request = MPI_REQUEST_NULL;
-  return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                        comm);
+  return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }
 
 int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -106,8 +105,8 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcount
   return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
 }
 
-int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                   MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request) {
   if (shims_disabled())
     return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   *request = MPI_REQUEST_NULL;
