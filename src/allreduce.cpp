@@ -17,11 +17,6 @@
 namespace dct::detail {
 namespace {
 
-/// Per-rank volume of a bandwidth-optimal (ring) allreduce of `count` elements.
-MPI_Count ring_bytes(MPI_Count count, int element_size, int ranks) {
-  return ranks > 1 ? 2 * (ranks - 1) * count * element_size / ranks : 0;
-}
-
 /// MPI_Allreduce in pieces of at most INT_MAX elements (MPI-3 counts are int).
 void allreduce_in_chunks(const void *send, void *recv, MPI_Count count, MPI_Datatype datatype,
                          int element_size, MPI_Op op, MPI_Comm comm) {
@@ -301,7 +296,7 @@ class CompressedEngine final : public AllreduceEngine {
           std::max(1.0, std::ceil(config_.result_density * double(elements()))));
       input.residual = residual_.data();
     }
-    std::unique_ptr<SparseExchange<T>> &slot = exchanges_[algorithm_slot(algorithm)];
+    std::unique_ptr<SparseExchange<T>> &slot = exchanges_[algorithm];
     if (!slot) {
       switch (algorithm) {
         case DCT_ALGORITHM_ALLGATHER:
@@ -319,19 +314,6 @@ class CompressedEngine final : public AllreduceEngine {
     }
     slot->begin(std::move(input));
     return slot.get();
-  }
-
-  static int algorithm_slot(DCT_Algorithm algorithm) {
-    switch (algorithm) {
-      case DCT_ALGORITHM_ALLGATHER:
-        return 0;
-      case DCT_ALGORITHM_SPLIT:
-        return 1;
-      case DCT_ALGORITHM_RECURSIVE_DOUBLING:
-        return 2;
-      default:
-        return 3;
-    }
   }
 
   void account(const SparseExchange<T> &exchange) {
@@ -361,8 +343,9 @@ class CompressedEngine final : public AllreduceEngine {
   bool rebalance_ = false;
   SplitLayout layout_;
   double union_hint_ = 0;
-  std::unique_ptr<SparseExchange<T>> exchanges_[4];  // one per algorithm, reused across calls
-  SparseExchange<T> *exchange_ = nullptr;            // this call's, while in flight
+  // One per algorithm (indexed by DCT_Algorithm), reused across calls.
+  std::unique_ptr<SparseExchange<T>> exchanges_[DCT_ALGORITHM_RECURSIVE_DOUBLING + 1];
+  SparseExchange<T> *exchange_ = nullptr;  // this call's, while in flight
 };
 
 }  // namespace
@@ -407,7 +390,7 @@ void AllreduceEngine::begin_call() {
   require(!active_, DCT_ERR_ACTIVE, "request already started: complete it with DCT_Wait");
   status_ = DCT_Status{};
   status_.count = count_;
-  status_.dense_bytes = ring_bytes(count_, element_size_, context_->size());
+  status_.dense_bytes = wire::ring_bytes(count_ * element_size_, context_->size());
 }
 
 AllreduceEngine::~AllreduceEngine() {

@@ -69,10 +69,8 @@ class DenseExchange final : public SparseExchange<T> {
                               chunk.counts.data(), datatype_, MPI_SUM, in_.comm, &pending_.back()),
           "MPI_Ireduce_scatter");
     }
-    const MPI_Count ring = in_.ranks > 1
-                               ? 2 * static_cast<MPI_Count>(in_.ranks - 1) *
-                                     static_cast<MPI_Count>(in_.count * sizeof(T)) / in_.ranks
-                               : 0;
+    const MPI_Count ring =
+        wire::ring_bytes(static_cast<MPI_Count>(in_.count * sizeof(T)), in_.ranks);
     traffic_.bytes_sent = traffic_.bytes_received = ring;
     traffic_.nnz_received = in_.ranks > 1 ? static_cast<MPI_Count>(in_.count) : 0;
   }

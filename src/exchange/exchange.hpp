@@ -161,6 +161,11 @@ const WireIndex *block_indices(const std::byte *block, std::size_t entries) {
   return reinterpret_cast<const WireIndex *>(block + entries * sizeof(T));
 }
 
+/// Bytes per rank of a bandwidth-optimal (ring) allreduce of `bytes`: 2 (P-1)/P bytes.
+inline MPI_Count ring_bytes(MPI_Count bytes, int ranks) {
+  return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;
+}
+
 /// Sizes a message buffer to `units` units, never to zero bytes: some MPIs (SimGrid's SMPI)
 /// mishandle a null buffer even with a zero count.
 inline void size_buffer(std::vector<std::byte> &buffer, std::size_t units) {

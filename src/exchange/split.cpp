@@ -85,7 +85,7 @@ class SplitExchange final : public SparseExchange<T> {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, histogram_.data(), wire::mpi_units(buckets_),
                              MPI_INT64_T, MPI_SUM, in_.comm, &pending_.back()),
               "MPI_Iallreduce");
-    const MPI_Count ring = 2 * others(static_cast<MPI_Count>(buckets_ * 8)) / in_.ranks;
+    const MPI_Count ring = wire::ring_bytes(static_cast<MPI_Count>(buckets_ * 8), in_.ranks);
     count_traffic(ring, ring);
   }
 
@@ -183,9 +183,9 @@ class SplitExchange final : public SparseExchange<T> {
       for (std::size_t j = 0; j < entries; ++j) owned_[idx[j] - first] += val[j];
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
     }
-    if (in_.result_budget > 0) drop_small_sums(first);
     std::size_t nonzeros = 0;
     for (T v : owned_) nonzeros += v != T(0);
+    if (in_.result_budget > 0) nonzeros = drop_small_sums(first, nonzeros);
     owned_nnz_ = static_cast<std::int64_t>(nonzeros);
     if (wire::sparse_is_smaller<T>(nonzeros, owned_.size())) {
       sparse_idx_.clear();
@@ -213,16 +213,15 @@ class SplitExchange final : public SparseExchange<T> {
   // Ok-Topk's second selection: the owner keeps its share of the result budget, in proportion
   // to the entries it received, and moves the smaller sums into its own residual. The sum over
   // ranks of the residuals still holds every input not delivered.
-  void drop_small_sums(std::uint64_t first) {
+  // Returns the nonzeros left.
+  std::size_t drop_small_sums(std::uint64_t first, std::size_t nonzeros) {
     std::int64_t total = 0, received = 0;
     for (std::int64_t k : in_.kept) total += k;
     for (std::int64_t c : recv_counts_) received += c;
-    if (total == 0 || owned_.empty()) return;
+    if (total == 0 || owned_.empty()) return nonzeros;
     const double share = double(in_.result_budget) * double(received) / double(total);
     const std::size_t budget = static_cast<std::size_t>(std::ceil(share));
-    std::size_t nonzeros = 0;
-    for (T v : owned_) nonzeros += v != T(0);
-    if (nonzeros <= budget) return;
+    if (nonzeros <= budget) return nonzeros;
     const T tau = budget == 0
                       ? std::numeric_limits<T>::infinity()
                       : kernels::kth_largest_abs<T>(nullptr, owned_.data(), owned_.size(), budget);
@@ -230,7 +229,9 @@ class SplitExchange final : public SparseExchange<T> {
       if (owned_[i] == T(0) || keep_entry(owned_[i], tau)) continue;
       in_.residual[first + i] += owned_[i];
       owned_[i] = T(0);
+      --nonzeros;
     }
+    return nonzeros;
   }
 
   bool segment_sparse(int r) const {
