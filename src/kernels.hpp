@@ -1,59 +1,144 @@
-// The compression kernel interface. One implementation per backend directory; this build's
-// host implementation is backends/kokkos/ (Kokkos' default host execution space).
+// The compression kernel interface. One implementation per backend directory:
+// backends/kokkos/ (Kokkos' default host execution space), backends/cuda/ (native CUDA + CUB)
+// and backends/hip/ (native HIP + rocPRIM), the last two compiled from one source tree
+// (backends/common/cuda_hip/). A backend that was not compiled is a stub whose accessor
+// returns nullptr; asking for it by name gives DCT_ERR_NOT_COMPILED.
 //
 // Keep rule, shared by every kernel and documented in dct.h: an entry is sent iff
 // !(|acc| < tau) && acc != 0. Zeros carry nothing, and NaN/Inf are always sent so that they
 // reach the result as they would through MPI_Allreduce.
+//
+// Private header of src/: include it from library sources only.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "dct/dct.h"
+#include "float16.hpp"
+
 namespace dct::detail {
 
 /// Index type on the wire; it bounds a compressed tensor to DCT_MAX_COUNT elements.
 using WireIndex = std::uint32_t;
 
+/// A backend's queue of work: cudaStream_t / hipStream_t, nullptr on the host. dct never uses
+/// the legacy default stream: a null stream on a GPU backend means the backend's own stream.
+using Stream = void *;
+
 // fabs, not a sign test: gradient signs are coin flips, and a branch on them mispredicts half
 // the time (measured: 8x slower filter).
 template <typename T>
-inline bool keep_entry(T acc, T tau) {
+DCT_HOST_DEVICE inline bool keep_entry(T acc, T tau) {
   return !(std::fabs(acc) < tau) && acc != T(0);
 }
 
+/// Position of sample j (0 <= j < m) among n elements: one uniformly random position in each of
+/// m equal strata (stratified sampling: no aliasing with periodic layouts such as the columns
+/// of a matrix, and monotone addresses). Identical on every backend for the same seed.
+DCT_HOST_DEVICE inline std::size_t sample_position(std::size_t j, std::size_t m, std::size_t n,
+                                                   std::uint64_t seed) {
+  // j * n / m without overflow (m <= 2^24, see dct_sample_size): j q + j r / m, n = q m + r.
+  const std::size_t q = n / m, r = n % m;
+  const std::size_t begin = j * q + j * r / m;
+  const std::size_t end = (j + 1) * q + (j + 1) * r / m;
+  // splitmix64 of (seed, j)
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (j + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return begin + static_cast<std::size_t>(z % (end - begin));
+}
+
+/// The kernels and memory operations of one backend. Pointers passed to a backend live in
+/// its memory space (device memory for CUDA/HIP, host memory for Kokkos on the host), except
+/// where a parameter says host. Every call is complete when it returns (it synchronizes
+/// `stream`), so results can be read and buffers reused at once.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DCT_Backend kind() const = 0;
+
+  /// True iff `pointer` is memory of this backend's device (never true for Kokkos-host).
+  virtual bool owns(const void *pointer) const = 0;
+
+  /// Memory of the backend's space; throws DCT_ERR_NO_MEMORY.
+  virtual void *allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void *pointer) noexcept = 0;
+  /// Host memory for staging copies (pinned on GPU backends).
+  virtual void *allocate_host(std::size_t bytes) = 0;
+  virtual void deallocate_host(void *pointer) noexcept = 0;
+  /// Copies between any two of: this backend's memory, host memory.
+  virtual void copy(void *destination, const void *source, std::size_t bytes, Stream stream) = 0;
+
+  /// Whether MPI can read and write this backend's memory directly (GPU-aware MPI).
+  virtual bool mpi_accepts_device_memory() const = 0;
+
+#define DCT_BACKEND_KERNELS(T)                                                                  \
+  /** k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix selection. NaN */  \
+  /** ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr (zeros). */    \
+  virtual T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k,     \
+                            Stream stream) = 0;                                                 \
+  /** |send[p] + residual[p]| at the m positions sample_position(j, m, n, seed), into */        \
+  /** `host_out` (host memory, m values). */                                                    \
+  virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n,               \
+                                 std::size_t m, std::uint64_t seed, T *host_out,                \
+                                 Stream stream) = 0;                                            \
+  /** The fused filter pass: acc = send + residual; kept entries (keep rule) are written in */ \
+  /** index order as (idx, wire_value(acc)) and their residual becomes acc - wire_value(acc) */ \
+  /** (0 for native values); the others keep acc. At most `capacity` pairs are written; */      \
+  /** kept entries beyond it stay in the residual (as acc) so that a second pass with */        \
+  /** send == nullptr picks them up. Returns the kept entries found (may exceed capacity). */   \
+  virtual std::size_t filter(const T *send, T *residual, std::size_t n, T tau,                  \
+                             ValueCoding coding, WireIndex *idx, T *val, std::size_t capacity,  \
+                             Stream stream) = 0;                                                \
+  /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */      \
+  virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,           \
+                           Stream stream) = 0;                                                  \
+  /** out[i] = 0 for i < n. */                                                                  \
+  virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;
+  DCT_BACKEND_KERNELS(float)
+  DCT_BACKEND_KERNELS(double)
+#undef DCT_BACKEND_KERNELS
+};
+
 namespace kernels {
 
-/// Makes sure the backend's runtime (Kokkos) is up; returns true if this call started it.
+/// The compiled backends; nullptr when not compiled (the stubs in backends/*/stub.cpp).
+Backend *kokkos_backend();
+Backend *cuda_backend();
+Backend *hip_backend();
+
+/// The backend that runs the kernels for `buffer`: `requested` if not DCT_BACKEND_AUTO (throws
+/// DCT_ERR_NOT_COMPILED if it was not compiled), else the GPU backend that owns the pointer,
+/// else Kokkos on the host. Throws DCT_ERR_BUFFER if a forced host backend is given device
+/// memory or the reverse.
+Backend &backend_for(const void *buffer, DCT_Backend requested);
+
+/// Makes sure the host backend's runtime (Kokkos) is up; returns true if this call started it.
 bool initialize_runtime();
 /// Shuts down what initialize_runtime started; no-op if the application owns the runtime.
 void finalize_runtime();
 
-/// k-th largest |send[i] + residual[i]| (1 <= k <= n), by exact radix selection in O(n).
-/// NaN ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr (zeros).
-template <typename T>
-T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k);
-
-/// The fused filter pass: acc = send + residual; kept entries (keep rule) are written in index
-/// order as (idx, val) pairs and their residual becomes 0; the others keep acc as residual.
-/// At most `capacity` pairs are written; kept entries beyond it stay in the residual (as acc)
-/// so that a second pass with send == nullptr picks them up. Returns the number of kept
-/// entries found, which may exceed `capacity`. `send` may be nullptr (zeros).
-template <typename T>
-std::size_t filter(const T *send, T *residual, std::size_t n, T tau, WireIndex *idx, T *val,
-                   std::size_t capacity);
-
 /// True iff every idx[j] < n and the indices strictly increase (the encoder's invariant, which
-/// also makes the scatter-add race-free).
+/// also makes the scatter-add race-free). Host memory.
 bool indices_valid(const WireIndex *idx, std::size_t m, std::size_t n);
 
-/// out[idx[j]] += val[j] for j < m; indices must have passed indices_valid.
+/// Host-memory conveniences for the exchanges (which work on host buffers): the Kokkos backend.
 template <typename T>
-void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out);
-
-/// out[i] = 0 for i < n.
+void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out) {
+  kokkos_backend()->scatter_add(idx, val, m, out, nullptr);
+}
 template <typename T>
-void fill_zero(T *out, std::size_t n);
+void fill_zero(T *out, std::size_t n) {
+  kokkos_backend()->fill_zero(out, n, nullptr);
+}
+template <typename T>
+T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k) {
+  return kokkos_backend()->kth_largest_abs(send, residual, n, k, nullptr);
+}
 
 }  // namespace kernels
 }  // namespace dct::detail

@@ -104,6 +104,32 @@ typedef enum {
  */
 DCT_EXPORT const char *DCT_Algorithm_name(int algorithm);
 
+/**
+ * @brief Where the compression kernels run (`dct_backend` info key).
+ *
+ * `auto` picks from where the buffers live: CUDA or HIP device memory (detected from pointer
+ * attributes) goes to that GPU backend, host memory to Kokkos on the host. A backend that was
+ * not compiled into this build answers `DCT_ERR_NOT_COMPILED` when it is asked for by name.
+ */
+typedef enum {
+  DCT_BACKEND_AUTO = 0,   /**< From the buffers' memory space. */
+  DCT_BACKEND_KOKKOS = 1, /**< Kokkos on its default host execution space (Serial, OpenMP). */
+  DCT_BACKEND_CUDA = 2,   /**< Native CUDA kernels (CUB); device buffers. */
+  DCT_BACKEND_HIP = 3     /**< Native HIP kernels (rocPRIM); device buffers. */
+} DCT_Backend;
+
+/**
+ * @brief The name of a backend as the `dct_backend` key spells it ("auto", "kokkos", "cuda",
+ * "hip"), or "unknown". Never NULL.
+ */
+DCT_EXPORT const char *DCT_Backend_name(int backend);
+
+/**
+ * @brief Whether `backend` was compiled into this library (1) or not (0). `DCT_BACKEND_AUTO`
+ * and `DCT_BACKEND_KOKKOS` are always compiled.
+ */
+DCT_EXPORT int DCT_Backend_compiled(int backend);
+
 /** @brief Largest element count of a compressed tensor (indices are 32-bit on the wire). */
 #define DCT_MAX_COUNT ((MPI_Count)4294967295LL)
 

@@ -1,0 +1,122 @@
+// 16-bit floating-point values on the wire: IEEE binary16 (fp16) and bfloat16 (bf16), with
+// round-to-nearest-even, as bit patterns in std::uint16_t. Written once for host and device
+// code (the CUDA and HIP backends include it), so every backend rounds identically.
+//
+// Private header of dct: include it from library sources only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define DCT_HOST_DEVICE __host__ __device__
+#else
+#define DCT_HOST_DEVICE
+#endif
+
+namespace dct::detail {
+
+/// How values travel on the wire: the tensor's own type, or a 16-bit float.
+enum class ValueCoding : std::uint8_t { native = 0, fp16 = 1, bf16 = 2 };
+
+/// Bytes of one value on the wire.
+inline std::size_t value_bytes(ValueCoding coding, std::size_t native_bytes) {
+  return coding == ValueCoding::native ? native_bytes : 2;
+}
+
+namespace f16 {
+
+DCT_HOST_DEVICE inline std::uint32_t bits_of(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+DCT_HOST_DEVICE inline float float_of(std::uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+/// fp32 -> fp16, round to nearest even; overflow gives +-Inf, NaN stays NaN (quiet).
+DCT_HOST_DEVICE inline std::uint16_t to_fp16(float value) {
+  const std::uint32_t bits = bits_of(value);
+  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u)  // Inf or NaN
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u));
+  if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (magnitude < 0x38800000u) {
+    // Subnormal or zero in fp16: the value in units of 2^-24, rounded to nearest even.
+    if (magnitude < 0x33000000u) return sign;  // below half the smallest subnormal
+    const std::uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+    const std::uint32_t total_shift = 126u - (magnitude >> 23);  // 14..24
+    std::uint32_t result = mantissa >> total_shift;
+    const std::uint32_t remainder = mantissa & ((1u << total_shift) - 1u);
+    const std::uint32_t halfway = 1u << (total_shift - 1u);
+    if (remainder > halfway || (remainder == halfway && (result & 1u))) ++result;
+    return static_cast<std::uint16_t>(sign | result);
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits.
+  std::uint32_t result = (magnitude - 0x38000000u) >> 13;
+  const std::uint32_t remainder = magnitude & 0x1fffu;
+  if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u))) ++result;
+  return static_cast<std::uint16_t>(sign | result);
+}
+
+/// fp16 -> fp32, exact.
+DCT_HOST_DEVICE inline float from_fp16(std::uint16_t half) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+  const std::uint32_t exponent = (half >> 10) & 0x1fu;
+  const std::uint32_t mantissa = half & 0x3ffu;
+  if (exponent == 0x1fu) return float_of(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return float_of(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  // Subnormal: mantissa * 2^-24, exact in fp32.
+  const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+  return sign ? -magnitude : magnitude;
+}
+
+/// fp32 -> bf16, round to nearest even; NaN stays NaN (quiet).
+DCT_HOST_DEVICE inline std::uint16_t to_bf16(float value) {
+  const std::uint32_t bits = bits_of(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  const std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+}
+
+/// bf16 -> fp32, exact.
+DCT_HOST_DEVICE inline float from_bf16(std::uint16_t half) {
+  return float_of(static_cast<std::uint32_t>(half) << 16);
+}
+
+}  // namespace f16
+
+/// The 16-bit pattern `value` travels as (unused for ValueCoding::native).
+template <typename T>
+DCT_HOST_DEVICE inline std::uint16_t encode_value16(T value, ValueCoding coding) {
+  const float narrowed = static_cast<float>(value);
+  return coding == ValueCoding::bf16 ? f16::to_bf16(narrowed) : f16::to_fp16(narrowed);
+}
+template <typename T>
+DCT_HOST_DEVICE inline T decode_value16(std::uint16_t bits, ValueCoding coding) {
+  return static_cast<T>(coding == ValueCoding::bf16 ? f16::from_bf16(bits) : f16::from_fp16(bits));
+}
+
+/// `value` as the receiver will see it after the wire: identity for native, else rounded to
+/// 16 bits. The sender keeps `value - wire_value(value)` in its residual, so nothing is lost
+/// (the difference is exact for finite values that do not overflow the 16-bit range; values
+/// that do are sent as the largest finite 16-bit value and the rest stays in the residual).
+template <typename T>
+DCT_HOST_DEVICE inline T wire_value(T value, ValueCoding coding) {
+  if (coding == ValueCoding::native) return value;
+  if (value != value || value - value != T(0)) return value;  // NaN, Inf: sent as they are
+  T rounded = decode_value16<T>(encode_value16(value, coding), coding);
+  if (rounded - rounded != T(0)) {  // finite value rounded to Inf: saturate
+    const T largest = coding == ValueCoding::bf16 ? T(3.38953138925153547590470800371487866880e+38)
+                                                  : T(65504);
+    rounded = value < T(0) ? -largest : largest;
+  }
+  return rounded;
+}
+
+}  // namespace dct::detail
