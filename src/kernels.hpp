@@ -60,6 +60,8 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual DCT_Backend kind() const = 0;
+  /// False when the backend was compiled but cannot run here (no GPU, or no driver).
+  virtual bool available() const = 0;
 
   /// True iff `pointer` is memory of this backend's device (never true for Kokkos-host).
   virtual bool owns(const void *pointer) const = 0;
