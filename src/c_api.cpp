@@ -6,6 +6,7 @@
 #include <string>
 
 #include "allreduce.hpp"
+#include "alltoallv.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "dct/dct.h"
@@ -225,6 +226,41 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
     }
     engine->start(sendbuf, recvbuf);
     engine->wait(DCT_STATUS_IGNORE);
+  });
+}
+
+int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                       void *recvbuf, const int recvcounts[], const int rdispls[],
+                       MPI_Datatype datatype, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
+  return guarded(__func__, [&] {
+    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+    ensure_library_ready();
+    const AlltoallvArgs args{sendbuf, sendcounts, sdispls, recvbuf,
+                             recvcounts, rdispls, datatype, comm};
+    const Config config = Config::from(info);
+    validate_alltoallv(args, config);
+    auto persistent = std::make_unique<PersistentRequest>();
+    persistent->engine = make_alltoallv_engine(args, config);
+    persistent->sendbuf = sendbuf;
+    persistent->recvbuf = recvbuf;
+    *request = RequestTable::instance().insert(std::move(persistent));
+  });
+}
+
+int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const int sendcounts[],
+                                const int sdispls[], void *recvbuf, const int recvcounts[],
+                                const int rdispls[], DCT_Request *request) {
+  return guarded(__func__, [&] {
+    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+    ensure_library_ready();
+    const AllreduceEngine &engine = *RequestTable::instance().find(&forward).engine;
+    const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,          recvbuf,
+                             recvcounts, rdispls,    MPI_DATATYPE_NULL, MPI_COMM_NULL};
+    auto persistent = std::make_unique<PersistentRequest>();
+    persistent->engine = make_alltoallv_backward(engine, args);
+    persistent->sendbuf = sendbuf;
+    persistent->recvbuf = recvbuf;
+    *request = RequestTable::instance().insert(std::move(persistent));
   });
 }
 

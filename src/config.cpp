@@ -109,6 +109,38 @@ void parse_restart(Config &config, const std::string &value, const std::string &
   config.redistribute_on_restart = value == "redistribute";
 }
 
+void parse_values(Config &config, const std::string &value, const std::string &origin) {
+  if (value == "native")
+    config.values = ValueCoding::native;
+  else if (value == "fp16")
+    config.values = ValueCoding::fp16;
+  else if (value == "bf16")
+    config.values = ValueCoding::bf16;
+  else
+    bad_value(origin, value, "native, fp16 or bf16");
+}
+
+void parse_row_length(Config &config, const std::string &value, const std::string &origin) {
+  config.row_length = parse_integer(value, origin, 1, "an integer >= 1");
+}
+
+void parse_keep(Config &config, const std::string &value, const std::string &origin) {
+  Config parsed;
+  parse_density(parsed, value, origin);
+  config.keep = parsed.density;
+}
+
+void parse_mp_select(Config &config, const std::string &value, const std::string &origin) {
+  if (value == "exact")
+    config.mp_select = MpSelect::exact;
+  else if (value == "laplace")
+    config.mp_select = MpSelect::laplace;
+  else if (value == "threshold")
+    config.mp_select = MpSelect::threshold;
+  else
+    bad_value(origin, value, "exact, laplace or threshold");
+}
+
 // The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
 // docs/configuration.md documents the same table for users.
 const Knob knobs[] = {
@@ -120,6 +152,11 @@ const Knob knobs[] = {
     {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta},
     {"dct_name", nullptr, parse_name},
     {"dct_restart", "DCT_RESTART", parse_restart},
+    {"dct_values", "DCT_VALUES", parse_values},
+    // DCT-MP (DCT_Alltoallv_init).
+    {"dct_row_length", "DCT_ROW_LENGTH", parse_row_length},
+    {"dct_keep", "DCT_KEEP", parse_keep},
+    {"dct_mp_select", "DCT_MP_SELECT", parse_mp_select},
     // Read by libdct_pmpi from the environment only (nullptr: no MPI_Info key).
     {nullptr, "DCT_PMPI", parse_pmpi},
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count},

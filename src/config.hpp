@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dct/dct.h"
+#include "float16.hpp"
 
 namespace dct::detail {
 
@@ -17,6 +18,9 @@ struct NetworkModel {
   double beta_gbps = 12.5;  ///< bandwidth per rank, GB/s (12.5 GB/s = 100 Gb/s)
 };
 
+/// How DCT-MP chooses the kept entries of each row (dct_mp_select).
+enum class MpSelect { exact, laplace, threshold };
+
 struct Config {
   double density = 0.01;
   /// split only: the fraction of the tensor the summed result may keep (1: all of it).
@@ -25,6 +29,13 @@ struct Config {
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   std::string name;
   NetworkModel network;
+  /// How values travel on the wire (dct_values): the tensor's type, fp16 or bf16.
+  ValueCoding values = ValueCoding::native;
+  /// DCT-MP: row length d (0: not given; DCT_Alltoallv_init requires it), fraction of each
+  /// row kept, and how the kept entries are chosen.
+  std::int64_t row_length = 0;
+  double keep = 0.05;
+  MpSelect mp_select = MpSelect::exact;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
   bool redistribute_on_restart = false;
   /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.

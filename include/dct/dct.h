@@ -330,6 +330,136 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
 /** @} */
 
 /**
+ * @defgroup alltoallv Compressed alltoallv of activations (DCT-MP)
+ *
+ * In model-parallel training, activations cross a model-parallel boundary through an
+ * all-to-all (forward) and their gradients come back the same way (backward). DCT-MP sends,
+ * for every row (sample) of every block, only the `dct_keep` fraction of its `d` columns
+ * (neurons) of largest magnitude, with the row's mask; the receiver gets dense blocks with the
+ * dropped entries set to zero, exactly where `MPI_Alltoallv` would have put the full blocks.
+ * The backward request sends the gradients of the *same* entries only (no indices: both sides
+ * kept the masks of the last forward call) and scatters them into dense gradient blocks with
+ * zeros elsewhere. There is no error feedback: what is dropped is dropped (KDD'21, Alg. 2).
+ *
+ * Configuration keys (read by `DCT_Alltoallv_init`; environment defaults in brackets):
+ * - `dct_row_length` [`DCT_ROW_LENGTH`], required: the row length `d`, an integer >= 1. Every
+ *   count is a number of elements and a multiple of `d`; blocks are row-major.
+ * - `dct_keep` [`DCT_KEEP`], default `0.05`: fraction of each row kept, in (0, 1].
+ * - `dct_mp_select` [`DCT_MP_SELECT`], default `exact`:
+ *   - `exact`: every row keeps exactly `k = ceil(keep * d)` entries (at least 1; a product
+ *     within 1e-9 relative of an integer counts as that integer, so keep 0.1 with d = 30 keeps
+ *     3), those of largest `|x|`; on equal `|x|` the lower column wins; NaN ranks above every
+ *     number.
+ *   - `laplace`: the paper's O(B d) estimate: `tau = b ln(1/keep)` with `b` the mean `|x|` over
+ *     all rows this rank sends in the call (a Laplace fit), re-estimated every call; entries with
+ *     `|x| >= tau` and `x != 0` are kept, so the count varies per row and the achieved keep
+ *     drifts from the target with the data's distribution (docs/alltoallv.md gives numbers).
+ *   - `threshold`: `tau` = the `ceil(keep * n)`-th largest `|x|` over the `n` elements this rank
+ *     sends, re-estimated every `dct_interval` calls (as in DCT-DP) and reused in between;
+ *     entries with `|x| >= tau` and `x != 0` are kept.
+ * - `dct_values` [`DCT_VALUES`], default `native`: how kept values travel, in both directions:
+ *   `native` (the datatype itself, results bitwise equal to the masked input), `fp16` or `bf16`
+ *   (rounded to nearest even; the receiver gets the rounded values).
+ * - `dct_interval` [`DCT_INTERVAL`]: see the allreduce; used by `threshold` only.
+ *
+ * Wire format of one rank's message to one peer: the kept values; per-row counts (16-bit,
+ * 32-bit when d > 65535), omitted when all rows keep the same count; per row either a list of
+ * 16-bit column indices (32-bit when d > 65536) or a bitmap of ceil(d/8) bytes, whichever is
+ * smaller. Messages are padded to 8 bytes. Before the payload every pair of ranks exchanges a
+ * 48-byte header (rows, d, value format, entries, uniform count, bytes), and after it the
+ * ranks agree on success (one int allreduce), so that either every rank writes its blocks and
+ * keeps the new masks or none does. The receiver validates every message before writing
+ * anything: row counts (<= d, summing to the announced entries), indices (< d, strictly
+ * increasing), bitmap popcounts (equal to the counts, no bit past d) and the exact length; a
+ * bad message fails the call with `DCT_ERR_PEER` on every rank, disagreeing shapes (rows per
+ * block, d, datatype or `dct_values`) with `DCT_ERR_MISMATCH`.
+ *
+ * Status fields (`DCT_Wait`): `count` = elements this rank sends (sum of `sendcounts`),
+ * `nnz_sent` / `nnz_received` = entries kept in every block sent / received (this rank's own
+ * block included), `density` = `nnz_sent / count` (the achieved keep), `tau` = the threshold
+ * (laplace, threshold), `bytes_sent` / `bytes_received` = bytes to / from the other ranks
+ * (headers, padded messages, agreement), `dense_bytes` = what `MPI_Alltoallv` of the dense
+ * blocks would send to the other ranks; the block a rank sends to itself is not traffic.
+ * `algorithm` is 0 (not meaningful here).
+ *
+ * Datatypes: `MPI_FLOAT`, `MPI_DOUBLE` and Fortran's `MPI_REAL`, `MPI_DOUBLE_PRECISION`,
+ * `MPI_REAL4`, `MPI_REAL8`; every other datatype is refused with `DCT_ERR_DATATYPE` (a mask
+ * by magnitude has no meaning for them: use `MPI_Alltoallv`). Host buffers only in this
+ * version. `MPI_IN_PLACE` is not supported (`DCT_ERR_BUFFER`).
+ *
+ * Progress: a DCT-MP call is one blocking exchange, run by the first `DCT_Wait`, `DCT_Test`
+ * or `DCT_Waitall` after `DCT_Start` once every call started before it has completed (the
+ * same rule as an allreduce at density 1); `DCT_Start` itself only marks it started.
+ * Checkpoints skip DCT-MP requests (they keep no error-feedback state).
+ * @{
+ */
+
+/**
+ * @brief Creates a persistent compressed alltoallv (DCT-MP forward), like `MPI_Alltoallv_init`.
+ *
+ * Collective over `comm`. The arguments are those of `MPI_Alltoallv` (counts and displacements
+ * in elements of `datatype`, one per rank), bound to the request: every `DCT_Start` reads
+ * `sendbuf` and writes `recvbuf`. The arrays are copied; the buffers must stay valid.
+ * `recvbuf` receives dense blocks: the kept entries of every row, zeros elsewhere.
+ *
+ * @param sendbuf    Blocks to send: `sendcounts[j]` elements at `sdispls[j]` go to rank j.
+ * @param sendcounts Elements for each rank, >= 0 and multiples of `dct_row_length`.
+ * @param sdispls    Displacements (elements) of the send blocks, >= 0.
+ * @param recvbuf    Receives `recvcounts[j]` elements from rank j at `rdispls[j]`.
+ * @param recvcounts Elements from each rank, >= 0 and multiples of `dct_row_length`; must be
+ *                   what each rank sends here (else `DCT_Wait` returns `DCT_ERR_MISMATCH`).
+ * @param rdispls    Displacements (elements) of the receive blocks, >= 0.
+ * @param datatype   `MPI_FLOAT` or `MPI_DOUBLE` (or the Fortran equivalents).
+ * @param comm       Intra-communicator.
+ * @param info       Configuration keys (see the group); `dct_row_length` is required.
+ * @param request    Receives the new request.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (a NULL array or request, a negative displacement),
+ *         `DCT_ERR_BUFFER` (NULL or `MPI_IN_PLACE` buffer with a positive total count),
+ *         `DCT_ERR_COUNT` (a count negative or not a multiple of `d`), `DCT_ERR_DATATYPE`,
+ *         `DCT_ERR_COMM`, `DCT_ERR_INFO` (`dct_row_length` missing, `dct_keep` outside (0, 1],
+ *         any bad value), `DCT_ERR_NO_MEMORY`, `DCT_ERR_NOT_INITIALIZED`.
+ */
+DCT_EXPORT int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                                  void *recvbuf, const int recvcounts[], const int rdispls[],
+                                  MPI_Datatype datatype, MPI_Comm comm, MPI_Info info,
+                                  DCT_Request *request);
+
+/**
+ * @brief Creates the backward request paired with a forward `DCT_Alltoallv_init` request: the
+ * gradients travel in the reverse direction, for the entries the last completed forward call
+ * kept, and nothing else.
+ *
+ * The backward's send blocks have the shapes of the forward's receive blocks and vice versa:
+ * `sendcounts` must equal the forward's `recvcounts` and `recvcounts` the forward's
+ * `sendcounts` (displacements are free). Each `DCT_Start` reads, from every send block, the
+ * gradients at the entries the forward call delivered to this rank, sends only those values
+ * (coded as the forward's `dct_values`), and writes dense receive blocks: the gradients at the
+ * entries this rank sent in the forward call, zeros elsewhere. Not collective; uses the
+ * forward's communicator and configuration, and stays usable after the forward is freed
+ * (with the masks of its last call).
+ *
+ * `DCT_Start` on it returns `DCT_ERR_ACTIVE` (and changes nothing) while the forward request is
+ * started, or before the forward completed any call (no masks yet).
+ *
+ * @param forward    A request of `DCT_Alltoallv_init`.
+ * @param sendbuf    Gradients of the forward's received activations.
+ * @param sendcounts The forward's `recvcounts`.
+ * @param sdispls    Displacements of the send blocks (elements, >= 0).
+ * @param recvbuf    Receives the gradients of the forward's sent activations.
+ * @param recvcounts The forward's `sendcounts`.
+ * @param rdispls    Displacements of the receive blocks (elements, >= 0).
+ * @param request    Receives the new request.
+ * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST` (`forward` is not a live DCT-MP forward request),
+ *         `DCT_ERR_COUNT` (shapes are not the forward's reversed), `DCT_ERR_ARG`,
+ *         `DCT_ERR_BUFFER`, `DCT_ERR_NO_MEMORY`, `DCT_ERR_NOT_INITIALIZED`.
+ */
+DCT_EXPORT int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf,
+                                           const int sendcounts[], const int sdispls[],
+                                           void *recvbuf, const int recvcounts[],
+                                           const int rdispls[], DCT_Request *request);
+/** @} */
+
+/**
  * @defgroup checkpoint Checkpoints of the error-feedback state
  *
  * A checkpoint is one HDF5 file (format: docs/checkpoint-format.md) holding, for every live

@@ -1,0 +1,504 @@
+#include "alltoallv.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "error.hpp"
+#include "exchange/exchange.hpp"
+#include "row_codec.hpp"
+
+namespace dct::detail {
+namespace {
+
+using mp::MessageShape;
+using mp::RowFormat;
+using mp::RowMasks;
+
+/// Counts and displacements (elements), one per rank, copied at init: MPI-style requests
+/// must not depend on the caller keeping its arrays alive.
+struct Layout {
+  std::vector<int> sendcounts, sdispls, recvcounts, rdispls;
+
+  Layout(const AlltoallvArgs &args, int ranks)
+      : sendcounts(args.sendcounts, args.sendcounts + ranks),
+        sdispls(args.sdispls, args.sdispls + ranks),
+        recvcounts(args.recvcounts, args.recvcounts + ranks),
+        rdispls(args.rdispls, args.rdispls + ranks) {}
+};
+
+/// The masks of the last completed forward call, shared by the forward request and every
+/// backward request paired with it (which may outlive it).
+struct MaskState {
+  std::vector<RowMasks> sent;      ///< per destination rank, rows of its send block
+  std::vector<RowMasks> received;  ///< per source rank, rows of its receive block
+  MPI_Count forward_calls = 0;     ///< completed forward calls
+  bool forward_active = false;     ///< a forward call is started and not completed
+};
+
+/// Words each rank announces to each peer before a forward payload.
+enum HeaderWord { kRows, kRowLength, kFormat, kNnz, kUniform, kBytes, kHeaderWords };
+
+std::int64_t format_word(std::size_t element_size, ValueCoding coding) {
+  return static_cast<std::int64_t>(element_size) * 16 + static_cast<std::int64_t>(coding);
+}
+
+std::size_t units_of(std::size_t bytes) {
+  return (bytes + wire::kUnitBytes - 1) / wire::kUnitBytes;
+}
+
+/// Per-rank message sizes in 8-byte units, as the int counts and displacements MPI takes.
+struct Units {
+  std::vector<int> counts, displs;
+  std::size_t total = 0;
+
+  explicit Units(const std::vector<std::size_t> &units) : counts(units.size()), displs(units.size()) {
+    for (std::size_t j = 0; j < units.size(); ++j) {
+      counts[j] = wire::mpi_units(units[j]);
+      displs[j] = wire::mpi_units(total);
+      total += units[j];
+    }
+    static_cast<void>(wire::mpi_units(total));  // displacements must fit an int too
+  }
+  std::byte *at(std::vector<std::uint64_t> &buffer, std::size_t j) const {
+    return reinterpret_cast<std::byte *>(buffer.data() + displs[j]);
+  }
+};
+
+/// What forward and backward requests have in common: shape, layout, engine plumbing.
+class MpEngine : public AllreduceEngine {
+ public:
+  MpEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,
+           const Config &config, Layout layout, std::shared_ptr<MaskState> state)
+      : AllreduceEngine(std::move(context), count, element_size, config),
+        layout_(std::move(layout)),
+        state_(std::move(state)) {
+    format_.d = static_cast<std::size_t>(config.row_length);
+    format_.value_bytes = value_bytes(config.values, static_cast<std::size_t>(element_size));
+  }
+
+  // One blocking exchange per call, run in start order (see progress.hpp).
+  bool blocking() const override { return true; }
+  const void *residual() const override { return nullptr; }
+  bool checkpointed() const override { return false; }
+  void restore(const void *, double, MPI_Count) override {}
+
+  const Layout &layout() const { return layout_; }
+  const std::shared_ptr<MaskState> &state() const { return state_; }
+  const std::shared_ptr<CommContext> &shared_context() const { return context_; }
+
+ protected:
+  int ranks() const { return context_->size(); }
+  int rank() const { return context_->rank(); }
+  std::size_t rows(int count) const { return static_cast<std::size_t>(count) / format_.d; }
+
+  /// Elements this rank's dense blocks to other ranks hold, in bytes (what MPI_Alltoallv
+  /// would send).
+  MPI_Count dense_bytes(const std::vector<int> &counts) const {
+    MPI_Count bytes = 0;
+    for (int j = 0; j < ranks(); ++j)
+      if (j != rank()) bytes += MPI_Count(counts[j]) * element_size_;
+    return bytes;
+  }
+
+  /// Exchanges the messages (sizes in units known on both sides) and accounts their bytes;
+  /// the block to or from this rank itself is copied by MPI and not counted as traffic.
+  void exchange(std::vector<std::uint64_t> &out, const Units &out_units,
+                std::vector<std::uint64_t> &in, const Units &in_units) {
+    out.resize(std::max<std::size_t>(out_units.total, 1));
+    in.resize(std::max<std::size_t>(in_units.total, 1));
+    check_mpi(MPI_Alltoallv(out.data(), out_units.counts.data(), out_units.displs.data(),
+                            MPI_UINT64_T, in.data(), in_units.counts.data(),
+                            in_units.displs.data(), MPI_UINT64_T, comm()),
+              "MPI_Alltoallv");
+    for (int j = 0; j < ranks(); ++j) {
+      if (j == rank()) continue;
+      status_.bytes_sent += MPI_Count(out_units.counts[j]) * MPI_Count(wire::kUnitBytes);
+      status_.bytes_received += MPI_Count(in_units.counts[j]) * MPI_Count(wire::kUnitBytes);
+    }
+  }
+
+  Layout layout_;
+  std::shared_ptr<MaskState> state_;
+  RowFormat format_;
+};
+
+/// The forward call: per-row selection, (mask, values) messages, validation, dense blocks.
+template <typename T>
+class ForwardEngine final : public MpEngine {
+ public:
+  ForwardEngine(std::shared_ptr<CommContext> context, const AlltoallvArgs &args,
+                const Config &config, MPI_Count count)
+      : MpEngine(std::move(context), count, sizeof(T), config, Layout(args, context_size(args)),
+                 std::make_shared<MaskState>()) {}
+
+  void start(const void *send, void *recv) override {
+    begin_call();
+    send_ = static_cast<const T *>(send);
+    recv_ = static_cast<T *>(recv);
+    state_->forward_active = true;
+    launch();
+  }
+
+  double tau() const override { return tau_; }
+
+ private:
+  static int context_size(const AlltoallvArgs &args) {
+    int size = 0;
+    MPI_Comm_size(args.comm, &size);
+    return size;
+  }
+
+  bool advance(bool) override {
+    previous_tau_ = tau_;
+    std::vector<RowMasks> sent = select();
+    std::vector<RowMasks> received(static_cast<std::size_t>(ranks()));
+    std::vector<std::uint64_t> in;
+    std::vector<MessageShape> shapes;
+    int code = DCT_SUCCESS;
+    std::string why;
+    transfer_or_record(sent, in, shapes, code, why);
+    // Validate every peer's message, then agree: either every rank writes its blocks and
+    // keeps the new masks, or none does (a backward then still pairs consistent masks).
+    if (code == DCT_SUCCESS) validate(in, shapes, received, code, why);
+    int worst = code;
+    check_mpi(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm()), "MPI_Allreduce");
+    status_.bytes_sent += wire::ring_bytes(sizeof(int), ranks());
+    status_.bytes_received += wire::ring_bytes(sizeof(int), ranks());
+    if (worst != DCT_SUCCESS)
+      fail(worst, code != DCT_SUCCESS ? why : "another rank rejected a message of this call");
+    for (int j = 0; j < ranks(); ++j)
+      mp::scatter_values(in_units_->at(in, static_cast<std::size_t>(j)), received[j], format_,
+                         config_.values, recv_ + layout_.rdispls[j]);
+    MPI_Count kept = 0, arrived = 0;
+    for (int j = 0; j < ranks(); ++j) {
+      kept += MPI_Count(sent[j].kept());
+      arrived += MPI_Count(received[j].kept());
+    }
+    state_->sent = std::move(sent);
+    state_->received = std::move(received);
+    state_->forward_calls += 1;
+    state_->forward_active = false;
+    status_.nnz_sent = kept;
+    status_.nnz_received = arrived;
+    status_.density = count_ > 0 ? double(kept) / double(count_) : 0.0;
+    status_.dense_bytes = dense_bytes(layout_.sendcounts);
+    status_.tau = tau_;
+    return true;
+  }
+
+  void abandon() override {
+    tau_ = previous_tau_;
+    state_->forward_active = false;
+  }
+
+  /// The masks of every send block, by the configured selection.
+  std::vector<RowMasks> select() {
+    const std::size_t d = format_.d;
+    std::vector<RowMasks> sent(static_cast<std::size_t>(ranks()));
+    if (config_.mp_select != MpSelect::exact) estimate_tau();
+    const std::size_t k = mp::kept_per_row(config_.keep, d);
+    for (int j = 0; j < ranks(); ++j) {
+      const T *block = send_ + layout_.sdispls[j];
+      const std::size_t nrows = rows(layout_.sendcounts[j]);
+      if (config_.mp_select == MpSelect::exact)
+        mp::select_top_k(block, nrows, d, k, sent[j]);
+      else
+        mp::select_above(block, nrows, d, tau_, sent[j]);
+    }
+    return sent;
+  }
+
+  /// laplace: every call, tau = b ln(1/keep) with b the mean |x| of all rows sent (the
+  /// maximum-likelihood scale of a zero-mean Laplace fit, whose tail P(|x| >= tau) is keep).
+  /// threshold: every dct_interval calls, tau = the k-th largest |x| over all rows sent,
+  /// k = ceil(keep * elements), then reused.
+  void estimate_tau() {
+    const bool laplace = config_.mp_select == MpSelect::laplace;
+    if (!laplace && totals_.calls % config_.interval != 0) return;
+    std::vector<double> magnitudes;
+    double sum = 0;
+    std::size_t n = 0;
+    for (int j = 0; j < ranks(); ++j) {
+      const T *block = send_ + layout_.sdispls[j];
+      const std::size_t elements = static_cast<std::size_t>(layout_.sendcounts[j]);
+      for (std::size_t i = 0; i < elements; ++i) {
+        const double m = std::fabs(static_cast<double>(block[i]));
+        if (laplace) {
+          if (std::isfinite(m)) sum += m, ++n;  // one NaN or Inf must not blind the fit
+        } else {
+          magnitudes.push_back(m != m ? HUGE_VAL : m);
+        }
+      }
+    }
+    status_.tau_reestimated = 1;
+    if (laplace) {
+      tau_ = n > 0 ? sum / double(n) * std::log(1.0 / config_.keep) : 0.0;
+      return;
+    }
+    if (magnitudes.empty()) return;
+    std::size_t k = static_cast<std::size_t>(std::ceil(config_.keep * double(magnitudes.size())));
+    k = std::min(std::max<std::size_t>(k, 1), magnitudes.size());
+    std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(),
+                     [](double a, double b) { return a > b; });
+    tau_ = magnitudes[k - 1];
+  }
+
+  /// Sends the headers and the messages; `in` receives every peer's message and `shapes`
+  /// what each peer announced.
+  void transfer(const std::vector<RowMasks> &sent, std::vector<std::uint64_t> &in,
+                std::vector<MessageShape> &shapes) {
+    const std::size_t p = static_cast<std::size_t>(ranks());
+    std::vector<std::int64_t> header_out(p * kHeaderWords), header_in(p * kHeaderWords);
+    std::vector<MessageShape> out_shapes(p);
+    std::vector<std::size_t> out_units(p), in_units(p);
+    for (std::size_t j = 0; j < p; ++j) {
+      out_shapes[j] = mp::forward_shape(sent[j], format_);
+      std::int64_t *h = &header_out[j * kHeaderWords];
+      h[kRows] = static_cast<std::int64_t>(out_shapes[j].rows);
+      h[kRowLength] = static_cast<std::int64_t>(format_.d);
+      h[kFormat] = format_word(sizeof(T), config_.values);
+      h[kNnz] = static_cast<std::int64_t>(out_shapes[j].nnz);
+      h[kUniform] = out_shapes[j].uniform;
+      h[kBytes] = static_cast<std::int64_t>(out_shapes[j].bytes);
+      out_units[j] = units_of(out_shapes[j].bytes);
+    }
+    const Units out_layout(out_units);
+    std::vector<std::uint64_t> out(std::max<std::size_t>(out_layout.total, 1));
+    for (std::size_t j = 0; j < p; ++j)
+      mp::encode_forward(send_ + layout_.sdispls[j], sent[j], format_, out_shapes[j],
+                         config_.values, out_layout.at(out, j));
+
+    check_mpi(MPI_Alltoall(header_out.data(), kHeaderWords, MPI_INT64_T, header_in.data(),
+                           kHeaderWords, MPI_INT64_T, comm()),
+              "MPI_Alltoall");
+    status_.bytes_sent = status_.bytes_received =
+        MPI_Count(p - 1) * kHeaderWords * MPI_Count(sizeof(std::int64_t));
+    shapes.assign(p, MessageShape{});
+    for (std::size_t j = 0; j < p; ++j) {
+      const std::int64_t *h = &header_in[j * kHeaderWords];
+      // Receive what the peer announced (so that no rank is left waiting), but never more
+      // than the rows this rank expects could take; a liar is rejected by validate().
+      const std::size_t expected = rows(layout_.recvcounts[j]);
+      const std::size_t bound =
+          expected * (format_.count_bytes() + format_.d * format_.value_bytes + format_.bitmap_bytes());
+      const std::size_t bytes =
+          h[kBytes] >= 0 ? std::min(static_cast<std::size_t>(h[kBytes]), bound) : 0;
+      in_units[j] = units_of(bytes);
+      shapes[j].rows = h[kRows] >= 0 ? static_cast<std::size_t>(h[kRows]) : SIZE_MAX;
+      shapes[j].nnz = h[kNnz] >= 0 ? static_cast<std::size_t>(h[kNnz]) : SIZE_MAX;
+      shapes[j].uniform = h[kUniform];
+      shapes[j].bytes = h[kBytes] >= 0 ? static_cast<std::size_t>(h[kBytes]) : SIZE_MAX;
+      if (h[kRowLength] != std::int64_t(format_.d) ||
+          h[kFormat] != format_word(sizeof(T), config_.values))
+        shapes[j].rows = SIZE_MAX - 1;  // flagged for validate()
+    }
+    in_units_ = std::make_unique<Units>(in_units);
+    exchange(out, out_layout, in, *in_units_);
+  }
+
+  /// transfer(), with its failure reported in `code` rather than thrown: a rank that gave
+  /// up here would leave the others waiting in the agreement that follows.
+  void transfer_or_record(const std::vector<RowMasks> &sent, std::vector<std::uint64_t> &in,
+                          std::vector<MessageShape> &shapes, int &code, std::string &why) {
+    try {
+      transfer(sent, in, shapes);
+    } catch (const Error &e) {
+      code = e.code();
+      why = e.what();
+    }
+  }
+
+  void validate(std::vector<std::uint64_t> &in, const std::vector<MessageShape> &shapes,
+                std::vector<RowMasks> &received, int &code, std::string &why) {
+    for (int j = 0; j < ranks() && code == DCT_SUCCESS; ++j) {
+      const MessageShape &shape = shapes[j];
+      const std::string peer = "rank " + std::to_string(j) + ": ";
+      if (shape.rows == SIZE_MAX - 1) {
+        code = DCT_ERR_MISMATCH;
+        why = peer + "sends rows of another length, datatype or dct_values";
+      } else if (shape.rows != rows(layout_.recvcounts[j])) {
+        code = DCT_ERR_MISMATCH;
+        why = peer + "sends " + std::to_string(shape.rows) + " rows, recvcounts expects " +
+              std::to_string(rows(layout_.recvcounts[j]));
+      } else if (shape.bytes > std::size_t(in_units_->counts[j]) * wire::kUnitBytes) {
+        code = DCT_ERR_PEER;
+        why = peer + "announced a message longer than its rows can take";
+      } else {
+        const std::string error =
+            mp::decode_masks(in_units_->at(in, std::size_t(j)), shape, format_, received[j]);
+        if (!error.empty()) {
+          code = DCT_ERR_PEER;
+          why = peer + error;
+        }
+      }
+    }
+  }
+
+  const T *send_ = nullptr;
+  T *recv_ = nullptr;
+  double tau_ = 0.0;
+  double previous_tau_ = 0.0;
+  std::unique_ptr<Units> in_units_;
+};
+
+/// The backward call: the gradients of the kept entries only, in the reverse direction.
+template <typename T>
+class BackwardEngine final : public MpEngine {
+ public:
+  BackwardEngine(const MpEngine &forward, Layout layout, MPI_Count count)
+      : MpEngine(forward.shared_context(), count, sizeof(T), forward.config(), std::move(layout),
+                 forward.state()) {}
+
+  void start(const void *send, void *recv) override {
+    require(!state_->forward_active, DCT_ERR_ACTIVE,
+            "the forward request is started: complete it before its backward");
+    require(state_->forward_calls > 0, DCT_ERR_ACTIVE,
+            "backward before the forward request completed a call: no masks yet");
+    begin_call();
+    send_ = static_cast<const T *>(send);
+    recv_ = static_cast<T *>(recv);
+    launch();
+  }
+
+  double tau() const override { return 0.0; }
+
+ private:
+  bool advance(bool) override {
+    const std::size_t p = static_cast<std::size_t>(ranks());
+    // This call's send blocks have the rows of the forward's receive blocks: their masks.
+    const std::vector<RowMasks> &out_masks = state_->received;
+    const std::vector<RowMasks> &in_masks = state_->sent;
+    std::vector<std::size_t> out_units(p), in_units(p);
+    MPI_Count kept = 0, arrived = 0;
+    for (std::size_t j = 0; j < p; ++j) {
+      out_units[j] = units_of(out_masks[j].kept() * format_.value_bytes);
+      in_units[j] = units_of(in_masks[j].kept() * format_.value_bytes);
+      kept += MPI_Count(out_masks[j].kept());
+      arrived += MPI_Count(in_masks[j].kept());
+    }
+    const Units out_layout(out_units), in_layout(in_units);
+    std::vector<std::uint64_t> out(std::max<std::size_t>(out_layout.total, 1)), in;
+    for (std::size_t j = 0; j < p; ++j)
+      mp::gather_values(send_ + layout_.sdispls[j], out_masks[j], format_, config_.values,
+                        out_layout.at(out, j));
+    exchange(out, out_layout, in, in_layout);
+    for (std::size_t j = 0; j < p; ++j)
+      mp::scatter_values(in_layout.at(in, j), in_masks[j], format_, config_.values,
+                         recv_ + layout_.rdispls[j]);
+    status_.nnz_sent = kept;
+    status_.nnz_received = arrived;
+    status_.density = count_ > 0 ? double(kept) / double(count_) : 0.0;
+    status_.dense_bytes = dense_bytes(layout_.sendcounts);
+    return true;
+  }
+
+  void abandon() override {}
+
+  const T *send_ = nullptr;
+  T *recv_ = nullptr;
+};
+
+int element_size(MPI_Datatype datatype) {
+  return AllreduceArgs{nullptr, nullptr, 0, datatype, MPI_SUM, MPI_COMM_NULL}
+      .compressed_element_size();
+}
+
+/// Validates one side's counts and displacements; returns the total of `counts`.
+MPI_Count check_side(const int *counts, const int *displs, const void *buffer, int ranks,
+                     std::int64_t d, const char *counts_name, const char *displs_name,
+                     const char *buffer_name) {
+  require(counts != nullptr, DCT_ERR_ARG, std::string(counts_name) + " is NULL");
+  require(displs != nullptr, DCT_ERR_ARG, std::string(displs_name) + " is NULL");
+  MPI_Count total = 0;
+  for (int j = 0; j < ranks; ++j) {
+    const std::string at = "[" + std::to_string(j) + "]";
+    require(counts[j] >= 0, DCT_ERR_COUNT,
+            std::string(counts_name) + at + " = " + std::to_string(counts[j]) + " is negative");
+    require(counts[j] % d == 0, DCT_ERR_COUNT,
+            std::string(counts_name) + at + " = " + std::to_string(counts[j]) +
+                " is not a multiple of dct_row_length " + std::to_string(d));
+    require(displs[j] >= 0, DCT_ERR_ARG,
+            std::string(displs_name) + at + " = " + std::to_string(displs[j]) + " is negative");
+    total += counts[j];
+  }
+  require(total == 0 || (buffer != nullptr && buffer != MPI_IN_PLACE), DCT_ERR_BUFFER,
+          std::string(buffer_name) + " is NULL or MPI_IN_PLACE with a positive count");
+  return total;
+}
+
+int comm_size(MPI_Comm comm) {
+  require(comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
+  int inter = 0, size = 0;
+  check_mpi(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
+  require(!inter, DCT_ERR_COMM, "inter-communicators are not supported");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  return size;
+}
+
+}  // namespace
+
+void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
+  const int ranks = comm_size(args.comm);
+  require(args.datatype != MPI_DATATYPE_NULL, DCT_ERR_DATATYPE, "datatype is MPI_DATATYPE_NULL");
+  require(element_size(args.datatype) != 0, DCT_ERR_DATATYPE,
+          "DCT-MP compresses MPI_FLOAT and MPI_DOUBLE (and Fortran REAL, DOUBLE PRECISION) only");
+  require(config.row_length >= 1, DCT_ERR_INFO,
+          "dct_row_length (the row length d) is required: an integer >= 1");
+  require(config.row_length <= INT_MAX, DCT_ERR_INFO, "dct_row_length exceeds INT_MAX");
+  check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, config.row_length, "sendcounts",
+             "sdispls", "sendbuf");
+  check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, config.row_length, "recvcounts",
+             "rdispls", "recvbuf");
+}
+
+std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args,
+                                                       const Config &config) {
+  std::shared_ptr<CommContext> context = comm_context(args.comm);
+  MPI_Count count = 0;
+  for (int j = 0; j < context->size(); ++j) count += args.sendcounts[j];
+  if (element_size(args.datatype) == 4)
+    return std::make_unique<ForwardEngine<float>>(context, args, config, count);
+  return std::make_unique<ForwardEngine<double>>(context, args, config, count);
+}
+
+std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
+                                                         const AlltoallvArgs &args) {
+  const auto *mp = dynamic_cast<const MpEngine *>(&forward);
+  const bool is_forward = dynamic_cast<const ForwardEngine<float> *>(&forward) != nullptr ||
+                          dynamic_cast<const ForwardEngine<double> *>(&forward) != nullptr;
+  require(mp != nullptr && is_forward, DCT_ERR_REQUEST,
+          "forward is not a request of DCT_Alltoallv_init");
+  const int ranks = mp->shared_context()->size();
+  const std::int64_t d = mp->config().row_length;
+  const MPI_Count count = check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, d,
+                                     "sendcounts", "sdispls", "sendbuf");
+  check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, d, "recvcounts", "rdispls",
+             "recvbuf");
+  const Layout &f = mp->layout();
+  for (int j = 0; j < ranks; ++j) {
+    const std::string at = "[" + std::to_string(j) + "]";
+    require(args.sendcounts[j] == f.recvcounts[j], DCT_ERR_COUNT,
+            "sendcounts" + at + " = " + std::to_string(args.sendcounts[j]) +
+                " differs from the forward's recvcounts" + at + " = " +
+                std::to_string(f.recvcounts[j]));
+    require(args.recvcounts[j] == f.sendcounts[j], DCT_ERR_COUNT,
+            "recvcounts" + at + " = " + std::to_string(args.recvcounts[j]) +
+                " differs from the forward's sendcounts" + at + " = " +
+                std::to_string(f.sendcounts[j]));
+  }
+  Layout layout(args, ranks);
+  if (mp->element_size() == 4)
+    return std::make_unique<BackwardEngine<float>>(*mp, std::move(layout), count);
+  return std::make_unique<BackwardEngine<double>>(*mp, std::move(layout), count);
+}
+
+bool is_alltoallv(const AllreduceEngine &engine) {
+  return dynamic_cast<const MpEngine *>(&engine) != nullptr;
+}
+
+}  // namespace dct::detail

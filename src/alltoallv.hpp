@@ -1,0 +1,49 @@
+// DCT-MP: the compressed alltoallv of model-parallel activations (forward) and of their
+// gradients (backward, reusing the forward's masks). Both are persistent requests on the same
+// engine base as the allreduce, so DCT_Start/Wait/Test/Waitall/Request_free work unchanged.
+//
+// A call is one blocking exchange: it runs, in start order, in the first completion call
+// (DCT_Wait, DCT_Test, DCT_Waitall) once every call started before it is complete (see
+// progress.hpp). Its messages go over the communicator's private duplicate.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "allreduce.hpp"
+#include "config.hpp"
+
+namespace dct::detail {
+
+/// Arguments of DCT_Alltoallv_init / DCT_Alltoallv_backward_init as the user gave them.
+/// Counts and displacements are in elements, one per rank of `comm`.
+struct AlltoallvArgs {
+  const void *sendbuf;
+  const int *sendcounts;
+  const int *sdispls;
+  void *recvbuf;
+  const int *recvcounts;
+  const int *rdispls;
+  MPI_Datatype datatype;
+  MPI_Comm comm;
+};
+
+/// Checks the arguments of a forward request (reads no buffer): throws the documented code.
+void validate_alltoallv(const AlltoallvArgs &args, const Config &config);
+
+/// A forward request (collective: may duplicate `comm` on first use). `args` validated.
+std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args,
+                                                       const Config &config);
+
+/// The backward request paired with `forward`: `args.comm` and `args.datatype` are ignored
+/// (the forward's are used). Throws DCT_ERR_REQUEST if `forward` is not a DCT-MP forward
+/// request, DCT_ERR_COUNT if the shapes are not the forward's reversed, DCT_ERR_BUFFER,
+/// DCT_ERR_ARG as the forward's validation.
+std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
+                                                         const AlltoallvArgs &args);
+
+/// Whether `engine` is a DCT-MP request (forward or backward): it keeps no residual.
+bool is_alltoallv(const AllreduceEngine &engine);
+
+}  // namespace dct::detail
