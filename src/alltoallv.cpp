@@ -56,7 +56,8 @@ struct Units {
   std::vector<int> counts, displs;
   std::size_t total = 0;
 
-  explicit Units(const std::vector<std::size_t> &units) : counts(units.size()), displs(units.size()) {
+  explicit Units(const std::vector<std::size_t> &units)
+      : counts(units.size()), displs(units.size()) {
     for (std::size_t j = 0; j < units.size(); ++j) {
       counts[j] = wire::mpi_units(units[j]);
       displs[j] = wire::mpi_units(total);
@@ -112,8 +113,8 @@ class MpEngine : public AllreduceEngine {
     out.resize(std::max<std::size_t>(out_units.total, 1));
     in.resize(std::max<std::size_t>(in_units.total, 1));
     check_mpi(MPI_Alltoallv(out.data(), out_units.counts.data(), out_units.displs.data(),
-                            MPI_UINT64_T, in.data(), in_units.counts.data(),
-                            in_units.displs.data(), MPI_UINT64_T, comm()),
+                            MPI_UINT64_T, in.data(), in_units.counts.data(), in_units.displs.data(),
+                            MPI_UINT64_T, comm()),
               "MPI_Alltoallv");
     for (int j = 0; j < ranks(); ++j) {
       if (j == rank()) continue;
@@ -285,7 +286,8 @@ class ForwardEngine final : public MpEngine {
       // than the rows this rank expects could take; a liar is rejected by validate().
       const std::size_t expected = rows(layout_.recvcounts[j]);
       const std::size_t bound =
-          expected * (format_.count_bytes() + format_.d * format_.value_bytes + format_.bitmap_bytes());
+          expected *
+          (format_.count_bytes() + format_.d * format_.value_bytes + format_.bitmap_bytes());
       const std::size_t bytes =
           h[kBytes] >= 0 ? std::min(static_cast<std::size_t>(h[kBytes]), bound) : 0;
       in_units[j] = units_of(bytes);

@@ -47,8 +47,7 @@ MessageShape forward_shape(const RowMasks &masks, const RowFormat &format) {
   shape.rows = masks.rows();
   shape.nnz = masks.kept();
   bool uniform = shape.rows > 0;
-  for (std::size_t r = 1; r < shape.rows && uniform; ++r)
-    uniform = masks.kept(r) == masks.kept(0);
+  for (std::size_t r = 1; r < shape.rows && uniform; ++r) uniform = masks.kept(r) == masks.kept(0);
   shape.uniform = uniform ? static_cast<std::int64_t>(masks.kept(0)) : -1;
   std::size_t bytes = shape.nnz * format.value_bytes;
   if (!uniform) bytes += shape.rows * format.count_bytes();
@@ -134,8 +133,8 @@ std::string decode_masks(const std::byte *message, const MessageShape &shape,
   masks.offsets.resize(shape.rows + 1);
   masks.offsets[0] = 0;
   for (std::size_t r = 0; r < shape.rows; ++r) {
-    const std::size_t kept =
-        shape.uniform >= 0 ? static_cast<std::size_t>(shape.uniform) : get(in, format.count_bytes());
+    const std::size_t kept = shape.uniform >= 0 ? static_cast<std::size_t>(shape.uniform)
+                                                : get(in, format.count_bytes());
     if (kept > d) return "row " + std::to_string(r) + " keeps more than d entries";
     masks.offsets[r + 1] = masks.offsets[r] + kept;
     if (masks.offsets[r + 1] > shape.nnz) return "row counts exceed the announced entries";
@@ -173,8 +172,7 @@ std::string decode_masks(const std::byte *message, const MessageShape &shape,
 }
 
 template <typename T>
-void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k,
-                  RowMasks &masks) {
+void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks) {
   k = std::min(k, d);
   std::vector<std::uint32_t> order(d);
   // Strict total order: larger |x| first, then lower column, so ties are deterministic.
@@ -209,21 +207,20 @@ std::size_t kept_per_row(double keep, std::size_t d) {
   const double product = keep * static_cast<double>(d);
   // keep is a decimal the user typed: a product within a few ulps of an integer is that integer.
   const double nearest = std::round(product);
-  double k = std::fabs(product - nearest) <= 1e-9 * std::max(1.0, product) ? nearest
-                                                                            : std::ceil(product);
+  double k =
+      std::fabs(product - nearest) <= 1e-9 * std::max(1.0, product) ? nearest : std::ceil(product);
   k = std::max(1.0, std::min(k, static_cast<double>(d)));
   return static_cast<std::size_t>(k);
 }
 
-#define DCT_ROW_CODEC_INSTANTIATE(T)                                                          \
-  template void encode_forward<T>(const T *, const RowMasks &, const RowFormat &,             \
-                                  const MessageShape &, ValueCoding, std::byte *);            \
-  template void gather_values<T>(const T *, const RowMasks &, const RowFormat &, ValueCoding, \
-                                 std::byte *);                                                \
-  template void scatter_values<T>(const std::byte *, const RowMasks &, const RowFormat &,     \
-                                  ValueCoding, T *);                                          \
-  template void select_top_k<T>(const T *, std::size_t, std::size_t, std::size_t,             \
-                                RowMasks &);                                                  \
+#define DCT_ROW_CODEC_INSTANTIATE(T)                                                           \
+  template void encode_forward<T>(const T *, const RowMasks &, const RowFormat &,              \
+                                  const MessageShape &, ValueCoding, std::byte *);             \
+  template void gather_values<T>(const T *, const RowMasks &, const RowFormat &, ValueCoding,  \
+                                 std::byte *);                                                 \
+  template void scatter_values<T>(const std::byte *, const RowMasks &, const RowFormat &,      \
+                                  ValueCoding, T *);                                           \
+  template void select_top_k<T>(const T *, std::size_t, std::size_t, std::size_t, RowMasks &); \
   template void select_above<T>(const T *, std::size_t, std::size_t, double, RowMasks &);
 
 DCT_ROW_CODEC_INSTANTIATE(float)

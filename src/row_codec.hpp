@@ -92,8 +92,7 @@ void scatter_values(const std::byte *values, const RowMasks &masks, const RowFor
 /// Appends to `masks` the k columns of largest |x| of each of `nrows` rows; on equal |x| the
 /// lower column wins; NaN counts as larger than every number.
 template <typename T>
-void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k,
-                  RowMasks &masks);
+void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks);
 
 /// Appends to `masks` the columns with |x| >= tau and x != 0 (NaN always) of each row.
 template <typename T>

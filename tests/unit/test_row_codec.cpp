@@ -1,0 +1,204 @@
+// DCT-MP's row codec without MPI: selection, both mask encodings, and the decoder's
+// rejection of every kind of damaged message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "row_codec.hpp"
+
+namespace dct::detail::mp {
+namespace {
+
+RowMasks masks_of(std::vector<std::vector<std::uint32_t>> rows) {
+  RowMasks m;
+  for (const auto &row : rows) {
+    m.columns.insert(m.columns.end(), row.begin(), row.end());
+    m.offsets.push_back(m.columns.size());
+  }
+  return m;
+}
+
+/// Encodes `masks` over `data` and returns the message and its shape.
+std::vector<std::byte> encode(const std::vector<float> &data, const RowMasks &masks,
+                              const RowFormat &format, MessageShape &shape) {
+  shape = forward_shape(masks, format);
+  std::vector<std::byte> message(shape.bytes + 1);
+  encode_forward(data.data(), masks, format, shape, ValueCoding::native, message.data());
+  return message;
+}
+
+TEST(RowCodec, KeptPerRow) {
+  EXPECT_EQ(kept_per_row(0.05, 64), 4u);  // 3.2 -> 4
+  EXPECT_EQ(kept_per_row(0.1, 30), 3u);   // 3.0000000000000004 is 3
+  EXPECT_EQ(kept_per_row(0.25, 64), 16u);
+  EXPECT_EQ(kept_per_row(1.0, 7), 7u);
+  EXPECT_EQ(kept_per_row(1e-9, 100), 1u);  // at least one
+}
+
+TEST(RowCodec, TopKTiesAndNaN) {
+  const std::vector<float> row = {1, -3, 3, 0, NAN, -1, 2, 3};
+  RowMasks m;
+  select_top_k(row.data(), 1, row.size(), 4, m);
+  // NaN first, then the three |x| = 3 (columns 1, 2, 7): lower columns win no tie here.
+  EXPECT_EQ(m.columns, (std::vector<std::uint32_t>{1, 2, 4, 7}));
+  m.clear();
+  select_top_k(row.data(), 1, row.size(), 2, m);  // NaN and the lowest of the 3s
+  EXPECT_EQ(m.columns, (std::vector<std::uint32_t>{1, 4}));
+  m.clear();
+  select_above(row.data(), 1, row.size(), 2.0, m);
+  EXPECT_EQ(m.columns, (std::vector<std::uint32_t>{1, 2, 4, 6, 7}));
+}
+
+TEST(RowCodec, BitmapAndIndexListDecodeTheSame) {
+  // d = 64: bitmap 8 bytes; 4 indices = 8 bytes (index list), 5 = 10 bytes (bitmap).
+  const RowFormat format{64, 4};
+  EXPECT_FALSE(format.uses_bitmap(4));
+  EXPECT_TRUE(format.uses_bitmap(5));
+  std::vector<float> data(3 * 64);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = float(i) + 0.5f;
+  const RowMasks masks = masks_of({{0, 5, 9, 63}, {1, 2, 3, 4, 62}, {}});
+  MessageShape shape;
+  const std::vector<std::byte> message = encode(data, masks, format, shape);
+  EXPECT_EQ(shape.uniform, -1);
+  EXPECT_EQ(shape.bytes, 9 * 4 + 3 * 2 + 8 + 8 + 0);
+  RowMasks decoded;
+  ASSERT_EQ(decode_masks(message.data(), shape, format, decoded), "");
+  EXPECT_EQ(decoded.columns, masks.columns);
+  EXPECT_EQ(decoded.offsets, masks.offsets);
+  std::vector<float> dense(3 * 64, -1.0f);
+  scatter_values(message.data(), decoded, format, ValueCoding::native, dense.data());
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t c = 0; c < 64; ++c) {
+      const bool kept = std::count(masks.columns.begin() + masks.offsets[r],
+                                   masks.columns.begin() + masks.offsets[r + 1], c) == 1;
+      EXPECT_EQ(dense[r * 64 + c], kept ? data[r * 64 + c] : 0.0f);
+    }
+}
+
+TEST(RowCodec, UniformRowsSendNoCounts) {
+  const RowFormat format{10, 2};
+  std::vector<float> data(20, 1.0f);
+  MessageShape shape;
+  encode(data, masks_of({{1, 2}, {0, 9}}), format, shape);
+  EXPECT_EQ(shape.uniform, 2);
+  EXPECT_EQ(shape.bytes, 4 * 2 + 2 * 2u);  // 16-bit values + two 2-byte bitmaps (< 2 indices)
+}
+
+class Tampered : public ::testing::Test {
+ protected:
+  // d = 16: an index list for 1 entry (the 2-byte bitmap is not smaller), a bitmap for more.
+  const RowFormat format{16, 4};
+  std::vector<float> data = std::vector<float>(32, 2.0f);
+  RowMasks masks = masks_of({{3}, {0, 7, 15}});
+  MessageShape shape;
+  std::vector<std::byte> message = encode(data, masks, format, shape);
+  RowMasks out;
+
+  std::string decode() { return decode_masks(message.data(), shape, format, out); }
+  std::byte *counts() { return message.data() + shape.nnz * 4; }
+  std::byte *row0_index() { return counts() + 2 * 2; }
+  std::byte *row1_bitmap() { return row0_index() + 2; }
+};
+
+TEST_F(Tampered, IntactDecodes) {
+  EXPECT_EQ(shape.uniform, -1);
+  EXPECT_EQ(decode(), "");
+}
+TEST_F(Tampered, IndexPastD) {
+  const std::uint16_t bad = 16;
+  std::memcpy(row0_index(), &bad, 2);
+  EXPECT_NE(decode().find("index past d"), std::string::npos);
+}
+TEST(RowCodec, UnsortedOrRepeatedIndices) {
+  const RowFormat format{1000, 4};  // index lists up to 62 entries (bitmap 125 bytes)
+  std::vector<float> data(1000, 1.0f);
+  for (const auto &row : {std::vector<std::uint32_t>{5, 3}, std::vector<std::uint32_t>{4, 4}}) {
+    MessageShape shape;
+    const std::vector<std::byte> message = encode(data, masks_of({row}), format, shape);
+    RowMasks out;
+    EXPECT_NE(decode_masks(message.data(), shape, format, out).find("not strictly increasing"),
+              std::string::npos);
+  }
+}
+TEST_F(Tampered, BitmapPopcount) {
+  row1_bitmap()[0] |= std::byte(0x02);  // a fourth bit
+  EXPECT_NE(decode().find("more bits"), std::string::npos);
+  row1_bitmap()[0] = std::byte(0);  // two bits left
+  EXPECT_NE(decode().find("fewer bits"), std::string::npos);
+}
+TEST_F(Tampered, CountsAndLengths) {
+  const std::uint16_t too_many = 17;
+  std::memcpy(counts(), &too_many, 2);
+  EXPECT_NE(decode().find("more than d"), std::string::npos);
+  message = encode(data, masks, format, shape);
+  MessageShape lying = shape;
+  lying.nnz = 5;  // counts add up to 4
+  EXPECT_NE(decode_masks(message.data(), lying, format, out), "");
+  lying = shape;
+  lying.bytes -= 1;  // truncated
+  EXPECT_NE(decode_masks(message.data(), lying, format, out).find("length"), std::string::npos);
+  lying.bytes = 3;  // shorter than its values
+  EXPECT_NE(decode_masks(message.data(), lying, format, out), "");
+  lying = shape;
+  lying.nnz = 100;  // more than the rows hold
+  EXPECT_NE(decode_masks(message.data(), lying, format, out), "");
+  lying = shape;
+  lying.uniform = 17;
+  EXPECT_NE(decode_masks(message.data(), lying, format, out), "");
+}
+TEST(RowCodec, BitmapBitPastD) {
+  const RowFormat format{12, 4};  // bitmap of 2 bytes, bits 12..15 unused
+  std::vector<float> data(12, 1.0f);
+  MessageShape shape;
+  std::vector<std::byte> message = encode(data, masks_of({{0, 1, 2}}), format, shape);
+  ASSERT_TRUE(format.uses_bitmap(3));
+  std::byte *bitmap = message.data() + 3 * 4;
+  bitmap[0] &= std::byte(0xfe);  // drop column 0 ...
+  bitmap[1] |= std::byte(0x80);  // ... for column 15 >= d
+  RowMasks out;
+  EXPECT_NE(decode_masks(message.data(), shape, format, out).find("past d"), std::string::npos);
+}
+
+TEST(RowCodec, SixteenBitValuesRoundOnce) {
+  const RowFormat format{4, 2};
+  const std::vector<float> row = {1.0f / 3.0f, 0, 0, -70000.0f};
+  const RowMasks masks = masks_of({{0, 3}});
+  for (ValueCoding coding : {ValueCoding::fp16, ValueCoding::bf16}) {
+    std::vector<std::byte> values(4);
+    gather_values(row.data(), masks, format, coding, values.data());
+    std::vector<float> dense(4, 9.0f);
+    scatter_values(values.data(), masks, format, coding, dense.data());
+    EXPECT_EQ(dense[0], decode_value16<float>(encode_value16(row[0], coding), coding));
+    EXPECT_EQ(dense[1], 0.0f);
+    EXPECT_EQ(dense[3], decode_value16<float>(encode_value16(row[3], coding), coding));
+  }
+}
+
+TEST(RowCodec, ConfigKeys) {
+  setenv("DCT_ROW_LENGTH", "128", 1);
+  setenv("DCT_KEEP", "0.25", 1);
+  setenv("DCT_MP_SELECT", "laplace", 1);
+  setenv("DCT_VALUES", "bf16", 1);
+  const Config config = Config::from(MPI_INFO_NULL);
+  EXPECT_EQ(config.row_length, 128);
+  EXPECT_EQ(config.keep, 0.25);
+  EXPECT_EQ(config.mp_select, MpSelect::laplace);
+  EXPECT_EQ(config.values, ValueCoding::bf16);
+  setenv("DCT_KEEP", "0", 1);
+  try {
+    Config::from(MPI_INFO_NULL);
+    ADD_FAILURE() << "keep 0 accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), DCT_ERR_INFO);
+  }
+  for (const char *name : {"DCT_ROW_LENGTH", "DCT_KEEP", "DCT_MP_SELECT", "DCT_VALUES"})
+    unsetenv(name);
+}
+
+}  // namespace
+}  // namespace dct::detail::mp
