@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -171,24 +172,48 @@ std::string decode_masks(const std::byte *message, const MessageShape &shape,
   return "";
 }
 
+/// A row entry's rank for top-k: the bits of |x| (for IEEE floats their order is the order of
+/// the magnitudes, and NaN's bits lie above infinity's) and the column, lower first on ties.
+/// For float both fit one 64-bit key, which keeps nth_element on plain integers.
+inline std::uint64_t rank_key(float x, std::uint32_t column) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &x, 4);
+  return (std::uint64_t(bits & 0x7fffffffu) << 32) | (0xffffffffu - column);
+}
+struct WideKey {
+  std::uint64_t magnitude;
+  std::uint32_t column;
+  bool operator>(const WideKey &other) const {
+    return magnitude > other.magnitude || (magnitude == other.magnitude && column < other.column);
+  }
+};
+inline WideKey rank_key(double x, std::uint32_t column) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &x, 8);
+  return {bits & 0x7fffffffffffffffull, column};
+}
+inline std::uint32_t column_of(std::uint64_t key) {
+  return 0xffffffffu - static_cast<std::uint32_t>(key);
+}
+inline std::uint32_t column_of(const WideKey &key) {
+  return key.column;
+}
+
 template <typename T>
 void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks) {
   k = std::min(k, d);
-  std::vector<std::uint32_t> order(d);
-  // Strict total order: larger |x| first, then lower column, so ties are deterministic.
-  const auto before = [](const T *row) {
-    return [row](std::uint32_t a, std::uint32_t b) {
-      const double ma = magnitude(row[a]), mb = magnitude(row[b]);
-      return ma > mb || (ma == mb && a < b);
-    };
-  };
-  for (std::size_t r = 0; r < nrows; ++r) {
+  using Key = decltype(rank_key(T(0), 0));
+  std::vector<Key> keys(d);
+  const std::size_t first = masks.columns.size();
+  masks.columns.resize(first + nrows * k);
+  std::uint32_t *out = masks.columns.data() + first;
+  for (std::size_t r = 0; r < nrows; ++r, out += k) {
     const T *row = rows + r * d;
-    std::iota(order.begin(), order.end(), 0u);
-    if (k < d) std::nth_element(order.begin(), order.begin() + k, order.end(), before(row));
-    std::sort(order.begin(), order.begin() + k);
-    masks.columns.insert(masks.columns.end(), order.begin(), order.begin() + k);
-    masks.offsets.push_back(masks.columns.size());
+    for (std::size_t c = 0; c < d; ++c) keys[c] = rank_key(row[c], static_cast<std::uint32_t>(c));
+    if (k < d) std::nth_element(keys.begin(), keys.begin() + k, keys.end(), std::greater<Key>());
+    for (std::size_t j = 0; j < k; ++j) out[j] = column_of(keys[j]);
+    std::sort(out, out + k);
+    masks.offsets.push_back(masks.offsets.back() + k);
   }
 }
 

@@ -4,6 +4,8 @@
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01[,0.1,...]]
 //       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
 //       [--type float|double] [--result-density 1] [--iters 20] [--warmup 3] [--json]
+//   mpiexec -n 4 dct-bench alltoallv [--rows 512,2048,8192] [--d 64,256,1024] [--keep ...]
+//       [--values fp16,...] [--select exact|laplace|threshold]   (alltoallv_bench.cpp: DCT-MP)
 //   mpiexec -n 2 dct-bench calibrate [--reps 1000] [--mib 64] [--beta-reps 10]
 //   dct-bench model [--ranks 2,4,...] [--sizes 256K,4M,100M] [--density 0.001,...]
 //       [--type float|double]
@@ -558,6 +560,7 @@ int calibrate(int argc, char **argv, int rank, int ranks) {
 #if DCT_HAVE_HDF5
 int bench_checkpoint(int argc, char **argv);  // checkpoint_bench.cpp
 #endif
+int bench_alltoallv(int argc, char **argv);  // alltoallv_bench.cpp
 
 // ---- model ----------------------------------------------------------------------------------
 
@@ -637,6 +640,8 @@ int main(int argc, char **argv) {
 #else
       throw std::runtime_error("this dct was built without HDF5 checkpoints");
 #endif
+    } else if (mode == "alltoallv") {
+      exit_code = bench_alltoallv(argc, argv);
     } else if (mode == "allreduce") {
       exit_code = bench_allreduce(argc, argv, rank, ranks);
     } else if (mode == "calibrate") {
@@ -645,7 +650,7 @@ int main(int argc, char **argv) {
       if (rank == 0) exit_code = model(argc, argv);
     } else {
       throw std::invalid_argument(
-          "usage: dct-bench allreduce|calibrate|model|checkpoint [options]");
+          "usage: dct-bench allreduce|alltoallv|calibrate|model|checkpoint [options]");
     }
   } catch (const std::exception &e) {
     if (rank == 0) std::fprintf(stderr, "dct-bench %s: %s\n", mode.c_str(), e.what());

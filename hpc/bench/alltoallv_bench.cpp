@@ -1,0 +1,223 @@
+// dct-bench alltoallv: DCT-MP (DCT_Alltoallv_init and its backward) against MPI_Alltoallv of
+// the dense blocks, in the same run, on the same buffers.
+//
+//   mpiexec -n 4 dct-bench alltoallv [--rows 512,2048,8192] [--d 64,256,1024]
+//       [--keep 0.05,0.1,0.25] [--values fp16[,native,bf16]] [--select exact|laplace|threshold]
+//       [--data gaussian|laplace] [--type float|double] [--iters 10] [--warmup 2]
+//
+// Shapes as in DLRM's model-parallel all-to-all: every rank holds a B x d activation block
+// (B = --rows) and sends B/P rows to every rank, itself included; the backward sends the
+// gradients of the same shapes the other way. Data: per rank, N(0,1) (or Laplace(0,1) with
+// --data laplace) activations and gradients, new every call. Each call is timed alone after a
+// barrier; the figures are the mean over `iters` calls of the slowest rank. Columns:
+//   fwd_x, bwd_x, both_x  bytes ratio: MPI_Alltoallv's bytes to other ranks (dense_bytes) over
+//                         dct's (bytes_sent: headers, masks, values, padding, agreement), for
+//                         the forward, the backward, and the two together
+//   mpi_f_us, dct_f_us    time of one forward (MPI_Alltoallv, DCT-MP); mpi_b_us, dct_b_us the
+//                         backward; time_x = (mpi_f + mpi_b) / (dct_f + dct_b)
+//   kept                  achieved keep: entries sent / elements, mean over ranks
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dct/dct.h"
+
+namespace {
+
+struct Options {
+  std::vector<long long> rows = {512, 2048, 8192};
+  std::vector<long long> d = {64, 256, 1024};
+  std::vector<std::string> keep = {"0.05", "0.1", "0.25"};
+  std::vector<std::string> values = {"fp16"};
+  std::string select = "exact";
+  std::string data = "gaussian";
+  std::string type = "float";
+  int iters = 10;
+  int warmup = 2;
+};
+
+std::vector<std::string> split_list(const std::string &list) {
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    const std::size_t end = std::min(list.find(',', begin), list.size());
+    if (end > begin) items.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
+std::vector<long long> integers(const std::string &list) {
+  std::vector<long long> out;
+  for (const std::string &item : split_list(list)) out.push_back(std::stoll(item));
+  return out;
+}
+
+Options parse(int argc, char **argv) {
+  Options o;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument("option " + arg + " needs a value");
+    const std::string value = argv[++i];
+    if (arg == "--rows")
+      o.rows = integers(value);
+    else if (arg == "--d")
+      o.d = integers(value);
+    else if (arg == "--keep")
+      o.keep = split_list(value);
+    else if (arg == "--values")
+      o.values = split_list(value);
+    else if (arg == "--select")
+      o.select = value;
+    else if (arg == "--data")
+      o.data = value;
+    else if (arg == "--type")
+      o.type = value;
+    else if (arg == "--iters")
+      o.iters = std::stoi(value);
+    else if (arg == "--warmup")
+      o.warmup = std::stoi(value);
+    else
+      throw std::invalid_argument("unknown option " + arg);
+  }
+  if (o.type != "float" && o.type != "double") throw std::invalid_argument("--type float|double");
+  if (o.data != "gaussian" && o.data != "laplace")
+    throw std::invalid_argument("--data gaussian|laplace");
+  return o;
+}
+
+void check(int code, const char *what) {
+  if (code != DCT_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": " + DCT_Get_last_error());
+}
+
+template <typename T>
+void fill(std::vector<T> &v, std::mt19937_64 &engine, bool laplace) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::exponential_distribution<double> exponential(1.0);
+  for (T &x : v) {
+    if (laplace)
+      x = static_cast<T>((engine() & 1 ? 1.0 : -1.0) * exponential(engine));
+    else
+      x = static_cast<T>(normal(engine));
+  }
+}
+
+/// Time of the slowest rank for one call of `body`, which starts after a barrier.
+template <typename Body>
+double timed(Body &&body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  body();
+  double elapsed = MPI_Wtime() - start, slowest = 0;
+  MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+template <typename T>
+void run_row(const Options &o, long long rows, long long d, const std::string &keep,
+             const std::string &values, int rank, int ranks) {
+  const MPI_Datatype type = sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  const long long per_peer = rows / ranks;  // rows sent to each rank
+  const std::vector<int> counts(static_cast<std::size_t>(ranks), int(per_peer * d));
+  std::vector<int> displs(static_cast<std::size_t>(ranks));
+  for (int j = 0; j < ranks; ++j) displs[std::size_t(j)] = int(j * per_peer * d);
+  const std::size_t n = std::size_t(per_peer * d * ranks);
+  std::vector<T> x(n), y(n), g(n), dx(n);
+  std::mt19937_64 engine(7919u * unsigned(rank) + 17u);
+
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "dct_row_length", std::to_string(d).c_str());
+  MPI_Info_set(info, "dct_keep", keep.c_str());
+  MPI_Info_set(info, "dct_values", values.c_str());
+  MPI_Info_set(info, "dct_mp_select", o.select.c_str());
+  DCT_Request forward = DCT_REQUEST_NULL, backward = DCT_REQUEST_NULL;
+  check(DCT_Alltoallv_init(x.data(), counts.data(), displs.data(), y.data(), counts.data(),
+                           displs.data(), type, MPI_COMM_WORLD, info, &forward),
+        "DCT_Alltoallv_init");
+  MPI_Info_free(&info);
+  check(DCT_Alltoallv_backward_init(forward, g.data(), counts.data(), displs.data(), dx.data(),
+                                    counts.data(), displs.data(), &backward),
+        "DCT_Alltoallv_backward_init");
+
+  double mpi_f = 0, mpi_b = 0, dct_f = 0, dct_b = 0, kept = 0;
+  DCT_Status fs{}, bs{};
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    fill(x, engine, o.data == "laplace");
+    fill(g, engine, o.data == "laplace");
+    const double tf = timed([&] {
+      MPI_Alltoallv(x.data(), counts.data(), displs.data(), type, y.data(), counts.data(),
+                    displs.data(), type, MPI_COMM_WORLD);
+    });
+    const double tb = timed([&] {
+      MPI_Alltoallv(g.data(), counts.data(), displs.data(), type, dx.data(), counts.data(),
+                    displs.data(), type, MPI_COMM_WORLD);
+    });
+    const double df = timed([&] {
+      check(DCT_Start(&forward), "DCT_Start");
+      check(DCT_Wait(&forward, &fs), "DCT_Wait");
+    });
+    const double db = timed([&] {
+      check(DCT_Start(&backward), "DCT_Start");
+      check(DCT_Wait(&backward, &bs), "DCT_Wait");
+    });
+    if (i < o.warmup) continue;
+    mpi_f += tf, mpi_b += tb, dct_f += df, dct_b += db;
+    kept += fs.density;
+  }
+  DCT_Request_free(&backward);
+  DCT_Request_free(&forward);
+
+  // Bytes of the slowest (most loaded) rank; with these even shapes all ranks are alike.
+  long long local[4] = {fs.dense_bytes, fs.bytes_sent, bs.dense_bytes, bs.bytes_sent}, most[4];
+  MPI_Allreduce(local, most, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  double kept_mean = 0;
+  kept /= o.iters;
+  MPI_Allreduce(&kept, &kept_mean, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  kept_mean /= ranks;
+  if (rank != 0) return;
+  const double us = 1e6 / o.iters;
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  std::printf(
+      "%2d %5lld %5lld %5s %6s | %6.1f %6.1f %6.1f | %9.1f %9.1f %9.1f %9.1f %6.2f | %.4f\n", ranks,
+      rows, d, keep.c_str(), values.c_str(), ratio(double(most[0]), double(most[1])),
+      ratio(double(most[2]), double(most[3])),
+      ratio(double(most[0] + most[2]), double(most[1] + most[3])), mpi_f * us, dct_f * us,
+      mpi_b * us, dct_b * us, ratio(mpi_f + mpi_b, dct_f + dct_b), kept_mean);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int bench_alltoallv(int argc, char **argv) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const Options o = parse(argc, argv);
+  if (rank == 0) {
+    std::printf("# dct-bench alltoallv: %d ranks, %s, select %s, %s data, %d iters (+%d warmup)\n",
+                ranks, o.type.c_str(), o.select.c_str(), o.data.c_str(), o.iters, o.warmup);
+    std::printf(
+        " P     B     d  keep values |  fwd_x  bwd_x both_x |  mpi_f_us  dct_f_us  "
+        "mpi_b_us  dct_b_us time_x | kept\n");
+  }
+  for (long long rows : o.rows)
+    for (long long d : o.d)
+      for (const std::string &keep : o.keep)
+        for (const std::string &values : o.values) {
+          if (rows < ranks) continue;
+          if (o.type == "float")
+            run_row<float>(o, rows, d, keep, values, rank, ranks);
+          else
+            run_row<double>(o, rows, d, keep, values, rank, ranks);
+        }
+  return 0;
+}
