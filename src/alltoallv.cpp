@@ -126,6 +126,7 @@ class MpEngine : public AllreduceEngine {
   Layout layout_;
   std::shared_ptr<MaskState> state_;
   RowFormat format_;
+  std::vector<std::uint64_t> out_, in_;  // message buffers, reused by every call
 };
 
 /// The forward call: per-row selection, (mask, values) messages, validation, dense blocks.
@@ -156,9 +157,11 @@ class ForwardEngine final : public MpEngine {
 
   bool advance(bool) override {
     previous_tau_ = tau_;
-    std::vector<RowMasks> sent = select();
-    std::vector<RowMasks> received(static_cast<std::size_t>(ranks()));
-    std::vector<std::uint64_t> in;
+    // Masks and messages are built in buffers kept from call to call (no page faults).
+    std::vector<RowMasks> &sent = next_sent_, &received = next_received_;
+    select(sent);
+    received.resize(static_cast<std::size_t>(ranks()));
+    std::vector<std::uint64_t> &in = in_;
     std::vector<MessageShape> shapes;
     int code = DCT_SUCCESS;
     std::string why;
@@ -180,8 +183,8 @@ class ForwardEngine final : public MpEngine {
       kept += MPI_Count(sent[j].kept());
       arrived += MPI_Count(received[j].kept());
     }
-    state_->sent = std::move(sent);
-    state_->received = std::move(received);
+    std::swap(state_->sent, sent);
+    std::swap(state_->received, received);
     state_->forward_calls += 1;
     state_->forward_active = false;
     status_.nnz_sent = kept;
@@ -198,9 +201,10 @@ class ForwardEngine final : public MpEngine {
   }
 
   /// The masks of every send block, by the configured selection.
-  std::vector<RowMasks> select() {
+  void select(std::vector<RowMasks> &sent) {
     const std::size_t d = format_.d;
-    std::vector<RowMasks> sent(static_cast<std::size_t>(ranks()));
+    sent.resize(static_cast<std::size_t>(ranks()));
+    for (RowMasks &masks : sent) masks.clear();
     if (config_.mp_select != MpSelect::exact) estimate_tau();
     const std::size_t k = mp::kept_per_row(config_.keep, d);
     for (int j = 0; j < ranks(); ++j) {
@@ -211,7 +215,6 @@ class ForwardEngine final : public MpEngine {
       else
         mp::select_above(block, nrows, d, tau_, sent[j]);
     }
-    return sent;
   }
 
   /// laplace: every call, tau = b ln(1/keep) with b the mean |x| of all rows sent (the
@@ -269,7 +272,8 @@ class ForwardEngine final : public MpEngine {
       out_units[j] = units_of(out_shapes[j].bytes);
     }
     const Units out_layout(out_units);
-    std::vector<std::uint64_t> out(std::max<std::size_t>(out_layout.total, 1));
+    std::vector<std::uint64_t> &out = out_;
+    out.resize(std::max<std::size_t>(out_layout.total, 1));
     for (std::size_t j = 0; j < p; ++j)
       mp::encode_forward(send_ + layout_.sdispls[j], sent[j], format_, out_shapes[j],
                          config_.values, out_layout.at(out, j));
@@ -346,6 +350,7 @@ class ForwardEngine final : public MpEngine {
   double tau_ = 0.0;
   double previous_tau_ = 0.0;
   std::unique_ptr<Units> in_units_;
+  std::vector<RowMasks> next_sent_, next_received_;  // this call's masks until committed
 };
 
 /// The backward call: the gradients of the kept entries only, in the reverse direction.
@@ -384,7 +389,8 @@ class BackwardEngine final : public MpEngine {
       arrived += MPI_Count(in_masks[j].kept());
     }
     const Units out_layout(out_units), in_layout(in_units);
-    std::vector<std::uint64_t> out(std::max<std::size_t>(out_layout.total, 1)), in;
+    std::vector<std::uint64_t> &out = out_, &in = in_;
+    out.resize(std::max<std::size_t>(out_layout.total, 1));
     for (std::size_t j = 0; j < p; ++j)
       mp::gather_values(send_ + layout_.sdispls[j], out_masks[j], format_, config_.values,
                         out_layout.at(out, j));

@@ -172,47 +172,49 @@ std::string decode_masks(const std::byte *message, const MessageShape &shape,
   return "";
 }
 
-/// A row entry's rank for top-k: the bits of |x| (for IEEE floats their order is the order of
-/// the magnitudes, and NaN's bits lie above infinity's) and the column, lower first on ties.
-/// For float both fit one 64-bit key, which keeps nth_element on plain integers.
-inline std::uint64_t rank_key(float x, std::uint32_t column) {
+/// The bits of |x|: for IEEE floats their order is the order of the magnitudes, and NaN's
+/// bits lie above infinity's, so selection runs on plain unsigned integers.
+inline std::uint32_t magnitude_bits(float x) {
   std::uint32_t bits = 0;
   std::memcpy(&bits, &x, 4);
-  return (std::uint64_t(bits & 0x7fffffffu) << 32) | (0xffffffffu - column);
+  return bits & 0x7fffffffu;
 }
-struct WideKey {
-  std::uint64_t magnitude;
-  std::uint32_t column;
-  bool operator>(const WideKey &other) const {
-    return magnitude > other.magnitude || (magnitude == other.magnitude && column < other.column);
-  }
-};
-inline WideKey rank_key(double x, std::uint32_t column) {
+inline std::uint64_t magnitude_bits(double x) {
   std::uint64_t bits = 0;
   std::memcpy(&bits, &x, 8);
-  return {bits & 0x7fffffffffffffffull, column};
-}
-inline std::uint32_t column_of(std::uint64_t key) {
-  return 0xffffffffu - static_cast<std::uint32_t>(key);
-}
-inline std::uint32_t column_of(const WideKey &key) {
-  return key.column;
+  return bits & 0x7fffffffffffffffull;
 }
 
 template <typename T>
 void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks) {
   k = std::min(k, d);
-  using Key = decltype(rank_key(T(0), 0));
-  std::vector<Key> keys(d);
+  using Bits = decltype(magnitude_bits(T(0)));
+  std::vector<Bits> bits(d), scratch(d);
   const std::size_t first = masks.columns.size();
   masks.columns.resize(first + nrows * k);
   std::uint32_t *out = masks.columns.data() + first;
-  for (std::size_t r = 0; r < nrows; ++r, out += k) {
+  for (std::size_t r = 0; r < nrows; ++r) {
     const T *row = rows + r * d;
-    for (std::size_t c = 0; c < d; ++c) keys[c] = rank_key(row[c], static_cast<std::uint32_t>(c));
-    if (k < d) std::nth_element(keys.begin(), keys.begin() + k, keys.end(), std::greater<Key>());
-    for (std::size_t j = 0; j < k; ++j) out[j] = column_of(keys[j]);
-    std::sort(out, out + k);
+    for (std::size_t c = 0; c < d; ++c) bits[c] = magnitude_bits(row[c]);
+    // The k-th largest magnitude t; then, in column order, everything above t and the first
+    // (lowest-column) entries equal to t until k are taken: sorted output, deterministic ties.
+    Bits t = 0;
+    std::size_t ties = k;
+    if (k < d && k > 0) {
+      scratch = bits;
+      std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(),
+                       std::greater<Bits>());
+      t = scratch[k - 1];
+      std::size_t above = 0;
+      for (std::size_t c = 0; c < d; ++c) above += bits[c] > t;
+      ties = k - above;
+    }
+    for (std::size_t c = 0; c < d; ++c) {
+      if (bits[c] > t || (bits[c] == t && ties > 0)) {
+        if (bits[c] == t) --ties;
+        *out++ = static_cast<std::uint32_t>(c);
+      }
+    }
     masks.offsets.push_back(masks.offsets.back() + k);
   }
 }
