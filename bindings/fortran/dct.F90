@@ -40,6 +40,7 @@ module dct
     integer(c_long_long) :: calls, total_bytes_sent, total_dense_bytes
   end type dct_status
 
+  public :: dct_alltoallv_init, dct_alltoallv_backward_init
   public :: dct_allreduce_init, dct_start, dct_wait, dct_test, dct_waitall, &
             dct_request_free, dct_allreduce, &
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
@@ -51,6 +52,9 @@ module dct
   end interface
   interface dct_allreduce
     module procedure allreduce_f08, allreduce_int
+  end interface
+  interface dct_alltoallv_init
+    module procedure alltoallv_init_f08, alltoallv_init_int
   end interface
   interface dct_allreduce_status
     module procedure allreduce_status_f08, allreduce_status_int
@@ -70,6 +74,26 @@ module dct
       type(*), dimension(..), asynchronous :: recvbuf
       integer(c_int64_t), value :: count
       integer(c_int), value :: datatype, op, comm, info
+      type(dct_request) :: request
+    end function
+    integer(c_int) function c_alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, &
+                                             rdispls, datatype, comm, info, request) &
+        bind(C, name='dct_f_alltoallv_init')
+      import :: c_int, dct_request
+      type(*), dimension(..), intent(in), asynchronous :: sendbuf
+      integer(c_int), intent(in) :: sendcounts(*), sdispls(*), recvcounts(*), rdispls(*)
+      type(*), dimension(..), asynchronous :: recvbuf
+      integer(c_int), value :: datatype, comm, info
+      type(dct_request) :: request
+    end function
+    integer(c_int) function c_alltoallv_backward_init(forward, sendbuf, sendcounts, sdispls, &
+                                                      recvbuf, recvcounts, rdispls, request) &
+        bind(C, name='dct_f_alltoallv_backward_init')
+      import :: c_int, c_ptr, dct_request
+      type(c_ptr), value :: forward
+      type(*), dimension(..), intent(in), asynchronous :: sendbuf
+      integer(c_int), intent(in) :: sendcounts(*), sdispls(*), recvcounts(*), rdispls(*)
+      type(*), dimension(..), asynchronous :: recvbuf
       type(dct_request) :: request
     end function
     integer(c_int) function c_allreduce(sendbuf, recvbuf, count, datatype, op, comm) &
@@ -182,6 +206,50 @@ contains
     call finish(c_allreduce_init(sendbuf, recvbuf, int(count, c_int64_t), datatype, op, comm, &
                                  info, request), ierror)
   end subroutine allreduce_init_int
+
+  !> DCT_Alltoallv_init (DCT-MP forward): counts and displacements in elements, one per rank
+  !> (0-based displacements, as in MPI), multiples of the `dct_row_length` info key.
+  subroutine alltoallv_init_f08(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &
+                                datatype, comm, info, request, ierror)
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    integer, intent(in) :: sendcounts(:), sdispls(:), recvcounts(:), rdispls(:)
+    type(*), dimension(..), asynchronous :: recvbuf
+    type(MPI_Datatype), intent(in) :: datatype
+    type(MPI_Comm), intent(in) :: comm
+    type(MPI_Info), intent(in) :: info
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    call alltoallv_init_int(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &
+                            datatype%MPI_VAL, comm%MPI_VAL, info%MPI_VAL, request, ierror)
+  end subroutine alltoallv_init_f08
+
+  subroutine alltoallv_init_int(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &
+                                datatype, comm, info, request, ierror)
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    integer, intent(in) :: sendcounts(:), sdispls(:), recvcounts(:), rdispls(:)
+    type(*), dimension(..), asynchronous :: recvbuf
+    integer, intent(in) :: datatype, comm, info
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    ! Copies of kind c_int: the C side reads one int per rank whatever the default integer.
+    call finish(c_alltoallv_init(sendbuf, int(sendcounts, c_int), int(sdispls, c_int), recvbuf, &
+                                 int(recvcounts, c_int), int(rdispls, c_int), datatype, comm, &
+                                 info, request), ierror)
+  end subroutine alltoallv_init_int
+
+  !> DCT_Alltoallv_backward_init: the gradients of the entries `forward` kept, the other way.
+  subroutine dct_alltoallv_backward_init(forward, sendbuf, sendcounts, sdispls, recvbuf, &
+                                         recvcounts, rdispls, request, ierror)
+    type(dct_request), intent(in) :: forward
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    integer, intent(in) :: sendcounts(:), sdispls(:), recvcounts(:), rdispls(:)
+    type(*), dimension(..), asynchronous :: recvbuf
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    call finish(c_alltoallv_backward_init(forward%handle, sendbuf, int(sendcounts, c_int), &
+                                          int(sdispls, c_int), recvbuf, int(recvcounts, c_int), &
+                                          int(rdispls, c_int), request), ierror)
+  end subroutine dct_alltoallv_backward_init
 
   subroutine dct_start(request, ierror)
     type(dct_request), intent(inout) :: request

@@ -131,7 +131,10 @@ program test_fortran
   call dct_get_version(major, minor, patch)
   call check(major == 0 .and. minor >= 1, 'version')
 
-  ! 5. Checkpoints (when built with HDF5): a missing file is reported as such.
+  ! 5. DCT-MP: every rank sends 2 rows of d = 8 to every rank, keeping the top 2 per row.
+  call alltoallv_checks()
+
+  ! 6. Checkpoints (when built with HDF5): a missing file is reported as such.
   call dct_checkpoint_load(MPI_COMM_WORLD, 'no-such-checkpoint.h5', ierror)
   call check(ierror == DCT_ERR_CKPT_NOT_FOUND .or. ierror == DCT_ERR_NOT_COMPILED, &
              'checkpoint load of a missing file')
@@ -142,6 +145,53 @@ program test_fortran
   if (any_failures /= 0) error stop 1
 
 contains
+
+  subroutine alltoallv_checks()
+    integer, parameter :: d = 8, rows = 2
+    integer :: ranks, j, r, c
+    integer, allocatable :: counts(:), displs(:)
+    real(4), allocatable :: act(:), got(:), grad(:), dact(:)
+    type(dct_request) :: forward, backward
+    type(dct_status) :: fstatus
+    type(MPI_Info) :: mp_info
+    call MPI_Comm_size(MPI_COMM_WORLD, ranks)
+    allocate(counts(ranks), displs(ranks))
+    counts = rows * d
+    displs = [(j * rows * d, j = 0, ranks - 1)]
+    allocate(act(ranks * rows * d), got(ranks * rows * d), grad(ranks * rows * d), &
+             dact(ranks * rows * d))
+    ! Column c of every row holds +-c: the kept columns are 7 and 8 (1-based).
+    act = [((real(1 + mod(i - 1, d)) * merge(1, -1, mod(i, 3) == 0)), i = 1, size(act))]
+    call MPI_Info_create(mp_info)
+    call MPI_Info_set(mp_info, 'dct_row_length', '8')
+    call MPI_Info_set(mp_info, 'dct_keep', '0.25')
+    call dct_alltoallv_init(act, counts, displs, got, counts, displs, MPI_REAL, MPI_COMM_WORLD, &
+                            mp_info, forward)
+    call MPI_Info_free(mp_info)
+    call dct_alltoallv_backward_init(forward, grad, counts, displs, dact, counts, displs, backward)
+    grad = 1
+    call dct_start(backward, ierror)
+    call check(ierror == DCT_ERR_ACTIVE, 'alltoallv backward before forward')
+    call dct_start(forward)
+    call dct_wait(forward, fstatus)
+    call check(fstatus%nnz_sent == ranks * rows * 2, 'alltoallv keeps 2 per row')
+    do r = 0, ranks * rows - 1
+      do c = 1, d
+        i = r * d + c
+        if (c >= 7) then
+          call check(abs(got(i)) == real(c), 'alltoallv kept value')
+        else
+          call check(got(i) == 0, 'alltoallv dropped value')
+        end if
+      end do
+    end do
+    call dct_start(backward)
+    call dct_wait(backward)
+    call check(all(dact == merge(1.0, 0.0, mod([(i - 1, i = 1, size(dact))], d) >= 6)), &
+               'alltoallv backward at the kept entries only')
+    call dct_request_free(backward)
+    call dct_request_free(forward)
+  end subroutine alltoallv_checks
 
   subroutine check(ok, what)
     logical, intent(in) :: ok
