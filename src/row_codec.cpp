@@ -185,37 +185,82 @@ inline std::uint64_t magnitude_bits(double x) {
   return bits & 0x7fffffffffffffffull;
 }
 
+/// An entry's rank in its row: larger magnitude first, then lower column. For float both fit
+/// one 64-bit integer; for double a pair.
+inline std::uint64_t rank_key(std::uint32_t bits, std::uint32_t column) {
+  return (std::uint64_t(bits) << 32) | (0xffffffffu - column);
+}
+inline bool better(std::uint64_t a, std::uint64_t b) {
+  return a > b;
+}
+inline std::uint32_t column_of(std::uint64_t key) {
+  return 0xffffffffu - static_cast<std::uint32_t>(key);
+}
+struct WideKey {
+  std::uint64_t bits;
+  std::uint32_t column;
+};
+inline WideKey rank_key(std::uint64_t bits, std::uint32_t column) {
+  return {bits, column};
+}
+inline bool better(const WideKey &a, const WideKey &b) {
+  return a.bits > b.bits || (a.bits == b.bits && a.column < b.column);
+}
+inline std::uint32_t column_of(const WideKey &key) {
+  return key.column;
+}
+
+/// Up to this k, a row's best k are kept in a small sorted buffer while scanning it once
+/// (random data inserts only about k ln(d/k) times): several times faster than nth_element.
+constexpr std::size_t kInsertionTopK = 32;
+
 template <typename T>
 void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks) {
   k = std::min(k, d);
   using Bits = decltype(magnitude_bits(T(0)));
-  std::vector<Bits> bits(d), scratch(d);
+  using Key = decltype(rank_key(Bits(0), 0));
   const std::size_t first = masks.columns.size();
   masks.columns.resize(first + nrows * k);
   std::uint32_t *out = masks.columns.data() + first;
-  for (std::size_t r = 0; r < nrows; ++r) {
+  std::vector<Bits> bits(d), scratch(d);
+  Key top[kInsertionTopK];
+  for (std::size_t r = 0; r < nrows; ++r, out += k) {
     const T *row = rows + r * d;
-    for (std::size_t c = 0; c < d; ++c) bits[c] = magnitude_bits(row[c]);
+    masks.offsets.push_back(masks.offsets.back() + k);
+    if (k <= kInsertionTopK && k < d) {
+      std::size_t held = 0;
+      for (std::size_t c = 0; c < d; ++c) {
+        const Key key = rank_key(magnitude_bits(row[c]), static_cast<std::uint32_t>(c));
+        if (held == k && !better(key, top[k - 1])) continue;
+        std::size_t i = held < k ? held++ : k - 1;
+        for (; i > 0 && better(key, top[i - 1]); --i) top[i] = top[i - 1];
+        top[i] = key;
+      }
+      for (std::size_t j = 0; j < k; ++j) out[j] = column_of(top[j]);
+      std::sort(out, out + k);
+      continue;
+    }
     // The k-th largest magnitude t; then, in column order, everything above t and the first
     // (lowest-column) entries equal to t until k are taken: sorted output, deterministic ties.
+    for (std::size_t c = 0; c < d; ++c) bits[c] = magnitude_bits(row[c]);
     Bits t = 0;
     std::size_t ties = k;
-    if (k < d && k > 0) {
+    if (k < d) {
       scratch = bits;
-      std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(),
+      std::nth_element(scratch.begin(), scratch.begin() + std::ptrdiff_t(k - 1), scratch.end(),
                        std::greater<Bits>());
       t = scratch[k - 1];
       std::size_t above = 0;
       for (std::size_t c = 0; c < d; ++c) above += bits[c] > t;
       ties = k - above;
     }
+    std::uint32_t *next = out;
     for (std::size_t c = 0; c < d; ++c) {
       if (bits[c] > t || (bits[c] == t && ties > 0)) {
         if (bits[c] == t) --ties;
-        *out++ = static_cast<std::uint32_t>(c);
+        *next++ = static_cast<std::uint32_t>(c);
       }
     }
-    masks.offsets.push_back(masks.offsets.back() + k);
   }
 }
 

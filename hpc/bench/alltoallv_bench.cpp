@@ -7,9 +7,11 @@
 //
 // Shapes as in DLRM's model-parallel all-to-all: every rank holds a B x d activation block
 // (B = --rows) and sends B/P rows to every rank, itself included; the backward sends the
-// gradients of the same shapes the other way. Data: per rank, N(0,1) (or Laplace(0,1) with
-// --data laplace) activations and gradients, new every call. Each call is timed alone after a
-// barrier; the figures are the mean over `iters` calls of the slowest rank. Columns:
+// gradients of the same shapes the other way. Data: per rank, a pool of 2n N(0,1) (or
+// Laplace(0,1) with --data laplace) values drawn once; every call's activations and gradients
+// are n consecutive values of it from a random offset. Each call is timed alone after a
+// barrier; the figures are the median over `iters` calls of the slowest rank's time (a median,
+// because on a shared machine single calls stall for milliseconds). Columns:
 //   fwd_x, bwd_x, both_x  bytes ratio: MPI_Alltoallv's bytes to other ranks (dense_bytes) over
 //                         dct's (bytes_sent: headers, masks, values, padding, agreement), for
 //                         the forward, the backward, and the two together
@@ -99,15 +101,30 @@ void check(int code, const char *what) {
 }
 
 template <typename T>
-void fill(std::vector<T> &v, std::mt19937_64 &engine, bool laplace) {
+std::vector<T> pool_of(std::size_t n, std::mt19937_64 &engine, bool laplace) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::exponential_distribution<double> exponential(1.0);
-  for (T &x : v) {
+  std::vector<T> pool(n);
+  for (T &x : pool) {
     if (laplace)
       x = static_cast<T>((engine() & 1 ? 1.0 : -1.0) * exponential(engine));
     else
       x = static_cast<T>(normal(engine));
   }
+  return pool;
+}
+
+template <typename T>
+void fill(std::vector<T> &v, const std::vector<T> &pool, std::mt19937_64 &engine) {
+  const std::size_t offset = engine() % (pool.size() - v.size() + 1);
+  std::copy(pool.begin() + std::ptrdiff_t(offset), pool.begin() + std::ptrdiff_t(offset + v.size()),
+            v.begin());
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
 /// Time of the slowest rank for one call of `body`, which starts after a barrier.
@@ -132,6 +149,7 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
   const std::size_t n = std::size_t(per_peer * d * ranks);
   std::vector<T> x(n), y(n), g(n), dx(n);
   std::mt19937_64 engine(7919u * unsigned(rank) + 17u);
+  const std::vector<T> pool = pool_of<T>(2 * n, engine, o.data == "laplace");
 
   MPI_Info info;
   MPI_Info_create(&info);
@@ -148,11 +166,12 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
                                     counts.data(), displs.data(), &backward),
         "DCT_Alltoallv_backward_init");
 
-  double mpi_f = 0, mpi_b = 0, dct_f = 0, dct_b = 0, kept = 0;
+  std::vector<double> mpi_f, mpi_b, dct_f, dct_b;
+  double kept = 0;
   DCT_Status fs{}, bs{};
   for (int i = 0; i < o.warmup + o.iters; ++i) {
-    fill(x, engine, o.data == "laplace");
-    fill(g, engine, o.data == "laplace");
+    fill(x, pool, engine);
+    fill(g, pool, engine);
     const double tf = timed([&] {
       MPI_Alltoallv(x.data(), counts.data(), displs.data(), type, y.data(), counts.data(),
                     displs.data(), type, MPI_COMM_WORLD);
@@ -170,7 +189,7 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
       check(DCT_Wait(&backward, &bs), "DCT_Wait");
     });
     if (i < o.warmup) continue;
-    mpi_f += tf, mpi_b += tb, dct_f += df, dct_b += db;
+    mpi_f.push_back(tf), mpi_b.push_back(tb), dct_f.push_back(df), dct_b.push_back(db);
     kept += fs.density;
   }
   DCT_Request_free(&backward);
@@ -184,14 +203,15 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
   MPI_Allreduce(&kept, &kept_mean, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   kept_mean /= ranks;
   if (rank != 0) return;
-  const double us = 1e6 / o.iters;
+  const double us = 1e6;
+  const double mf = median(mpi_f), mb = median(mpi_b), df = median(dct_f), db = median(dct_b);
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   std::printf(
       "%2d %5lld %5lld %5s %6s | %6.1f %6.1f %6.1f | %9.1f %9.1f %9.1f %9.1f %6.2f | %.4f\n", ranks,
       rows, d, keep.c_str(), values.c_str(), ratio(double(most[0]), double(most[1])),
       ratio(double(most[2]), double(most[3])),
-      ratio(double(most[0] + most[2]), double(most[1] + most[3])), mpi_f * us, dct_f * us,
-      mpi_b * us, dct_b * us, ratio(mpi_f + mpi_b, dct_f + dct_b), kept_mean);
+      ratio(double(most[0] + most[2]), double(most[1] + most[3])), mf * us, df * us, mb * us,
+      db * us, ratio(mf + mb, df + db), kept_mean);
   std::fflush(stdout);
 }
 

@@ -234,7 +234,8 @@ void check_exact(int d, double keep, ValueCoding coding, int (*rows)(int, int)) 
 TEST(Alltoallv, ExactForwardBackwardFloat) {
   for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16})
     for (int d : {1, 7, 64, 100})
-      for (double keep : {0.05, 0.1, 0.25, 1.0}) check_exact<float>(d, keep, coding, uneven_rows);
+      for (double keep : {0.05, 0.1, 0.25, 0.5, 1.0})
+        check_exact<float>(d, keep, coding, uneven_rows);
 }
 
 TEST(Alltoallv, ExactForwardBackwardDouble) {
@@ -255,25 +256,30 @@ TEST(Alltoallv, LargeRowsUseThirtyTwoBitIndices) {
   check_exact<float>(70000, 0.0001, ValueCoding::bf16, [](int, int) { return 1; });
 }
 
-TEST(Alltoallv, ExactTiesLowerColumnWins) {
-  const int d = 16;
-  MPI_Info info = make_info(d, 0.25, "exact", ValueCoding::native);
+/// k = d/4 (a small buffer of the best) and k = d/2 (k-th largest, then an ordered scan).
+class ExactTies : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Alltoallv, ExactTies, ::testing::Values(16, 160));
+
+TEST_P(ExactTies, LowerColumnWins) {
+  const int d = GetParam();
+  const std::size_t k = d == 16 ? 4 : 80;
+  MPI_Info info = make_info(d, d == 16 ? 0.25 : 0.5, "exact", ValueCoding::native);
   Pair<float> pair(Shape(d, uneven_rows), info);
   MPI_Info_free(&info);
-  // Every row: magnitudes 1 and 2 only (signs mixed), so the top 4 are decided by ties.
+  // Every row: magnitudes 1 and 2 only (signs mixed), so the top k are decided by ties.
   for (std::size_t i = 0; i < pair.x.size(); ++i)
     pair.x[i] = float((i * 7 + rank()) % 3 == 0 ? 2 : 1) * ((i % 2) ? -1.0f : 1.0f);
   pair.run(pair.forward);
   const std::vector<char> mask =
-      exact_mask(pair.x, pair.fwd, pair.fwd.sendcounts, pair.fwd.sdispls, 4);
+      exact_mask(pair.x, pair.fwd, pair.fwd.sendcounts, pair.fwd.sdispls, k);
   EXPECT_TRUE(same_bits(pair.y, reference(pair.x, mask, pair.fwd, ValueCoding::native)));
-  // Every received row holds exactly 4 nonzeros.
+  // Every received row holds exactly k nonzeros.
   for (int j = 0; j < size(); ++j)
     for (int r = 0; r < pair.fwd.recvcounts[j] / d; ++r) {
       int nonzeros = 0;
       for (int c = 0; c < d; ++c)
         nonzeros += pair.y[std::size_t(pair.fwd.rdispls[j] + r * d + c)] != 0;
-      EXPECT_EQ(nonzeros, 4);
+      EXPECT_EQ(nonzeros, int(k));
     }
 }
 
