@@ -651,7 +651,10 @@ int main(int argc, char **argv) {
     } else if (mode == "model") {
       if (rank == 0) exit_code = model(argc, argv);
     } else if (mode == "kernels") {
-      if (rank == 0) exit_code = dct::bench::bench_kernels(argc, argv, add_sizes);
+      auto add_list = [](std::vector<long long> &sizes, const std::string &list) {
+        for (const std::string &item : split(list, "--sizes")) add_sizes(sizes, item);
+      };
+      if (rank == 0) exit_code = dct::bench::bench_kernels(argc, argv, add_list);
     } else {
       throw std::invalid_argument(
           "usage: dct-bench allreduce|calibrate|model|kernels|checkpoint [options]");
