@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "dct/dct.h"
 #include "error.hpp"
+#include "kernels.hpp"
 #include "request_table.hpp"
 #include "runtime.hpp"
 
@@ -115,6 +116,23 @@ const char *DCT_Algorithm_name(int algorithm) {
   return algorithm_name(algorithm);
 }
 
+const char *DCT_Backend_name(int backend) {
+  return backend_name(backend);
+}
+
+int DCT_Backend_compiled(int backend) {
+  switch (backend) {
+    case DCT_BACKEND_AUTO:
+    case DCT_BACKEND_KOKKOS:
+      return 1;
+    case DCT_BACKEND_CUDA:
+      return kernels::cuda_backend() != nullptr;
+    case DCT_BACKEND_HIP:
+      return kernels::hip_backend() != nullptr;
+  }
+  return 0;
+}
+
 int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                        MPI_Op op, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
@@ -200,6 +218,11 @@ int DCT_Request_get_residual(DCT_Request request, void *residual) {
     else
       std::memset(residual, 0, bytes);
   });
+}
+
+int DCT_Request_set_stream(DCT_Request request, void *stream) {
+  return guarded(__func__,
+                 [&] { RequestTable::instance().find(&request).engine->set_stream(stream); });
 }
 
 int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,

@@ -92,6 +92,9 @@ class AllreduceRequest {
     check(DCT_Test(&request_, &flag, status));
     return flag != 0;
   }
+  /** @brief The GPU stream (`cudaStream_t` / `hipStream_t`) of later calls
+   * (DCT_Request_set_stream). */
+  void set_stream(void *stream) { check(DCT_Request_set_stream(request_, stream)); }
   /** @brief start() then wait(). */
   DCT_Status operator()() {
     start();
@@ -100,6 +103,60 @@ class AllreduceRequest {
   DCT_Request handle() const noexcept { return request_; }
 
  private:
+  DCT_Request request_ = DCT_REQUEST_NULL;
+};
+
+/**
+ * @brief Owns a DCT-MP request: a compressed alltoallv (DCT_Alltoallv_init) or its backward
+ * (DCT_Alltoallv_backward_init). Counts and displacements in elements, one per rank of the
+ * communicator (copied by the library); `info` must give `dct_row_length`.
+ */
+class AlltoallvRequest {
+ public:
+  template <typename T>
+  AlltoallvRequest(const T *send, const int *sendcounts, const int *sdispls, T *recv,
+                   const int *recvcounts, const int *rdispls, MPI_Comm comm, MPI_Info info) {
+    check(DCT_Alltoallv_init(send, sendcounts, sdispls, recv, recvcounts, rdispls,
+                             mpi_datatype<T>(), comm, info, &request_));
+  }
+  /** @brief The backward of `forward`: its send blocks have the forward's receive shapes. */
+  template <typename T>
+  static AlltoallvRequest backward(const AlltoallvRequest &forward, const T *send,
+                                   const int *sendcounts, const int *sdispls, T *recv,
+                                   const int *recvcounts, const int *rdispls) {
+    AlltoallvRequest request;
+    check(DCT_Alltoallv_backward_init(forward.request_, send, sendcounts, sdispls, recv, recvcounts,
+                                      rdispls, &request.request_));
+    return request;
+  }
+  ~AlltoallvRequest() {
+    if (request_ != DCT_REQUEST_NULL) DCT_Request_free(&request_);
+  }
+  AlltoallvRequest(const AlltoallvRequest &) = delete;
+  AlltoallvRequest &operator=(const AlltoallvRequest &) = delete;
+  AlltoallvRequest(AlltoallvRequest &&other) noexcept : request_(other.request_) {
+    other.request_ = DCT_REQUEST_NULL;
+  }
+  AlltoallvRequest &operator=(AlltoallvRequest &&other) noexcept {
+    std::swap(request_, other.request_);
+    return *this;
+  }
+
+  void start() { check(DCT_Start(&request_)); }
+  DCT_Status wait() {
+    DCT_Status status;
+    check(DCT_Wait(&request_, &status));
+    return status;
+  }
+  /** @brief start() then wait(). */
+  DCT_Status operator()() {
+    start();
+    return wait();
+  }
+  DCT_Request handle() const noexcept { return request_; }
+
+ private:
+  AlltoallvRequest() = default;
   DCT_Request request_ = DCT_REQUEST_NULL;
 };
 

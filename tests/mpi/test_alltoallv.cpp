@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "dct/dct.hpp"
 #include "float16.hpp"
 
 namespace dct::test {
@@ -380,6 +381,33 @@ TEST(Alltoallv, MixedWithAllreduceInWaitall) {
       exact_mask(pair.x, pair.fwd, pair.fwd.sendcounts, pair.fwd.sdispls, 4);
   EXPECT_TRUE(same_bits(pair.y, reference(pair.x, mask, pair.fwd, ValueCoding::native)));
   DCT_Request_free(&reduce);
+}
+
+TEST(Alltoallv, CxxLayer) {
+  const int d = 10;
+  const Shape s(d, uneven_rows), b = s.reversed();
+  std::vector<float> x = random_rows<float>(std::size_t(s.send_total), 3),
+                     y(std::size_t(s.recv_total), kSentinel), g(std::size_t(b.send_total), 1.0f),
+                     dx(std::size_t(b.recv_total), kSentinel);
+  MPI_Info info = make_info(d, 0.3, "exact", ValueCoding::native);
+  dct::AlltoallvRequest forward(x.data(), s.sendcounts.data(), s.sdispls.data(), y.data(),
+                                s.recvcounts.data(), s.rdispls.data(), MPI_COMM_WORLD, info);
+  MPI_Info_free(&info);
+  auto backward =
+      dct::AlltoallvRequest::backward(forward, g.data(), b.sendcounts.data(), b.sdispls.data(),
+                                      dx.data(), b.recvcounts.data(), b.rdispls.data());
+  try {
+    backward();
+    ADD_FAILURE() << "backward before forward accepted";
+  } catch (const dct::Error &e) {
+    EXPECT_EQ(e.code(), DCT_ERR_ACTIVE);
+  }
+  const DCT_Status status = forward();
+  const std::vector<char> mask = exact_mask(x, s, s.sendcounts, s.sdispls, 3);
+  EXPECT_TRUE(same_bits(y, reference(x, mask, s, ValueCoding::native)));
+  EXPECT_EQ(status.nnz_sent * d, status.count * 3);
+  backward();
+  EXPECT_TRUE(same_bits(dx, reference(g, moved_mask(mask, s), b, ValueCoding::native)));
 }
 
 // --- Bad input: a documented code and nothing changed --------------------------------------
