@@ -222,7 +222,12 @@ void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k
   const std::size_t first = masks.columns.size();
   masks.columns.resize(first + nrows * k);
   std::uint32_t *out = masks.columns.data() + first;
-  std::vector<Bits> bits(d), scratch(d);
+  std::vector<Bits> bits(d), candidates;
+  candidates.reserve(d);
+  // Buckets of the 11 bits below the sign: float's exponent and 3 mantissa bits, double's
+  // exponent (NaN and infinities land in the highest buckets, above every number).
+  constexpr int kShift = int(sizeof(Bits) * 8) - 1 - 11;
+  std::vector<std::uint32_t> histogram(std::size_t(1) << 11, 0);
   Key top[kInsertionTopK];
   for (std::size_t r = 0; r < nrows; ++r, out += k) {
     const T *row = rows + r * d;
@@ -240,19 +245,36 @@ void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k
       std::sort(out, out + k);
       continue;
     }
-    // The k-th largest magnitude t; then, in column order, everything above t and the first
-    // (lowest-column) entries equal to t until k are taken: sorted output, deterministic ties.
-    for (std::size_t c = 0; c < d; ++c) bits[c] = magnitude_bits(row[c]);
+    // The k-th largest magnitude t, by a histogram of the top bits of |x| (finds the bucket
+    // holding it in one pass) and a selection among that bucket's entries only; then, in
+    // column order, everything above t and the first (lowest-column) entries equal to t until
+    // k are taken: sorted output, deterministic ties.
     Bits t = 0;
     std::size_t ties = k;
     if (k < d) {
-      scratch = bits;
-      std::nth_element(scratch.begin(), scratch.begin() + std::ptrdiff_t(k - 1), scratch.end(),
-                       std::greater<Bits>());
-      t = scratch[k - 1];
+      std::uint32_t highest = 0;
+      for (std::size_t c = 0; c < d; ++c) {
+        bits[c] = magnitude_bits(row[c]);
+        const auto bucket = static_cast<std::uint32_t>(bits[c] >> kShift);
+        ++histogram[bucket];
+        highest = std::max(highest, bucket);
+      }
       std::size_t above = 0;
-      for (std::size_t c = 0; c < d; ++c) above += bits[c] > t;
+      std::uint32_t b = highest;
+      while (above + histogram[b] < k) above += histogram[b--];
+      candidates.clear();
+      for (std::size_t c = 0; c < d; ++c) {
+        if ((bits[c] >> kShift) == b) candidates.push_back(bits[c]);
+        histogram[bits[c] >> kShift] = 0;  // cleared for the next row, touching only its buckets
+      }
+      const std::size_t rank = k - above - 1;  // within the bucket, 0-based from the largest
+      std::nth_element(candidates.begin(), candidates.begin() + std::ptrdiff_t(rank),
+                       candidates.end(), std::greater<Bits>());
+      t = candidates[rank];
+      for (Bits candidate : candidates) above += candidate > t;
       ties = k - above;
+    } else {
+      for (std::size_t c = 0; c < d; ++c) bits[c] = magnitude_bits(row[c]);
     }
     std::uint32_t *next = out;
     for (std::size_t c = 0; c < d; ++c) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "config.hpp"
 #include "error.hpp"
@@ -52,6 +53,52 @@ TEST(RowCodec, TopKTiesAndNaN) {
   m.clear();
   select_above(row.data(), 1, row.size(), 2.0, m);
   EXPECT_EQ(m.columns, (std::vector<std::uint32_t>{1, 2, 4, 6, 7}));
+}
+
+/// Both top-k paths (a buffer of the best for k <= 32, a histogram then selection above)
+/// against sorting, on rows full of ties, zeros, infinities and NaN.
+template <typename T>
+void top_k_matches_sorting() {
+  std::mt19937_64 engine(5);
+  const std::size_t d = 100;
+  std::vector<T> rows(20 * d);
+  for (T &x : rows) {
+    const auto pick = engine() % 20;
+    x = pick == 0 ? T(NAN) : pick == 1 ? T(-INFINITY) : pick == 2 ? T(0) : T(int(engine() % 7) - 3);
+    if (pick == 3) x = T(1e-30) * T(int(engine() % 5));  // tiny values and subnormals
+  }
+  for (std::size_t k : {1u, 5u, 32u, 33u, 60u, 99u, 100u}) {
+    RowMasks masks;
+    select_top_k(rows.data(), 20, d, k, masks);
+    ASSERT_EQ(masks.kept(), 20 * k);
+    for (std::size_t r = 0; r < 20; ++r) {
+      std::vector<std::uint32_t> order(d);
+      for (std::uint32_t c = 0; c < d; ++c) order[c] = c;
+      // NaN above infinity above every finite |x|; stable: lower column first on ties.
+      const auto rank = [&](std::uint32_t c) {
+        const T x = rows[r * d + c];
+        return std::make_pair(x != x          ? 2
+                              : std::isinf(x) ? 1
+                                              : 0,
+                              x != x ? 0.0 : std::fabs(double(x)));
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::uint32_t a, std::uint32_t b) { return rank(a) > rank(b); });
+      std::vector<std::uint32_t> expected(order.begin(), order.begin() + std::ptrdiff_t(k));
+      std::sort(expected.begin(), expected.end());
+      const std::vector<std::uint32_t> got(
+          masks.columns.begin() + std::ptrdiff_t(masks.offsets[r]),
+          masks.columns.begin() + std::ptrdiff_t(masks.offsets[r + 1]));
+      EXPECT_EQ(got, expected) << "k=" << k << " row " << r;
+    }
+  }
+}
+
+TEST(RowCodec, TopKMatchesSortingFloat) {
+  top_k_matches_sorting<float>();
+}
+TEST(RowCodec, TopKMatchesSortingDouble) {
+  top_k_matches_sorting<double>();
 }
 
 TEST(RowCodec, BitmapAndIndexListDecodeTheSame) {
