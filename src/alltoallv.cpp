@@ -13,6 +13,9 @@
 #include "row_codec.hpp"
 
 namespace dct::detail {
+
+void (*testing::tamper_forward_message)(int, std::byte *, std::size_t) = nullptr;
+
 namespace {
 
 using mp::MessageShape;
@@ -277,6 +280,9 @@ class ForwardEngine final : public MpEngine {
     for (std::size_t j = 0; j < p; ++j)
       mp::encode_forward(send_ + layout_.sdispls[j], sent[j], format_, out_shapes[j],
                          config_.values, out_layout.at(out, j));
+    if (testing::tamper_forward_message != nullptr)
+      for (std::size_t j = 0; j < p; ++j)
+        testing::tamper_forward_message(int(j), out_layout.at(out, j), out_shapes[j].bytes);
 
     check_mpi(MPI_Alltoall(header_out.data(), kHeaderWords, MPI_INT64_T, header_in.data(),
                            kHeaderWords, MPI_INT64_T, comm()),

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <memory>
 
 #include "allreduce.hpp"
@@ -42,6 +43,12 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args
 /// DCT_ERR_ARG as the forward's validation.
 std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
                                                          const AlltoallvArgs &args);
+
+namespace testing {
+/// Test-only hook (nullptr in production): called on every forward message this rank is about
+/// to send, after encoding, so that tests can damage one and watch the receiver reject it.
+extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
+}  // namespace testing
 
 /// Whether `engine` is a DCT-MP request (forward or backward): it keeps no residual.
 bool is_alltoallv(const AllreduceEngine &engine);

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "alltoallv.hpp"
 #include "common.hpp"
 #include "dct/dct.hpp"
 #include "float16.hpp"
@@ -559,6 +560,63 @@ TEST(AlltoallvBadInput, DisagreeingCountsFailOnEveryRankAndKeepTheMasks) {
   EXPECT_TRUE(same_bits(
       pair.dx, reference(pair.g, moved_mask(mask, pair.fwd), pair.bwd, ValueCoding::native)));
   EXPECT_TRUE(same_bits(pair.y, y_before));
+}
+
+/// Rank 0 damages its message to rank 1 (the first index or bitmap byte of its first row).
+struct Tamper {
+  static inline std::size_t mask_offset = 0;  // where the first row's mask starts
+  static inline int how = 0;                  // 0: index past d, 1: unsorted, 2: extra bit
+  static void apply(int peer, std::byte *message, std::size_t bytes) {
+    if (rank() != 0 || peer != 1 || bytes <= mask_offset + 3) return;
+    std::byte *mask = message + mask_offset;
+    if (how == 0) {
+      const std::uint16_t past = 1000;
+      std::memcpy(mask, &past, 2);
+    } else if (how == 1) {
+      std::swap(mask[0], mask[2]), std::swap(mask[1], mask[3]);
+    } else {
+      mask[0] ^= std::byte(0xff);  // the popcount no longer matches the count
+    }
+  }
+};
+
+TEST(AlltoallvBadInput, TamperedMessageRejectedOnEveryRank) {
+  if (size() < 2) GTEST_SKIP() << "needs two ranks";
+  // d = 1000, keep 0.005: 5 indices per row (10 bytes < the 125-byte bitmap); d = 64, keep 0.5:
+  // 32 per row, a bitmap of 8 bytes. Uniform counts: the masks follow the values directly.
+  struct Case {
+    int d;
+    double keep;
+    int how;
+    const char *why;
+  };
+  for (const Case c : {Case{1000, 0.005, 0, "index past d"}, Case{1000, 0.005, 1, "increasing"},
+                       Case{64, 0.5, 2, "bitmap"}}) {
+    SCOPED_TRACE(c.why);
+    MPI_Info info = make_info(c.d, c.keep, "exact", ValueCoding::fp16);
+    Pair<float> pair(Shape(c.d, [](int, int) { return 2; }), info);
+    MPI_Info_free(&info);
+    overwrite(pair.x, random_rows<float>(pair.x.size(), 0));
+    const std::size_t k = std::size_t(std::ceil(c.keep * c.d - 1e-9));
+    Tamper::mask_offset = 2 * k * 2;  // two rows of k fp16 values
+    Tamper::how = c.how;
+    detail::testing::tamper_forward_message = Tamper::apply;
+    ASSERT_EQ(DCT_Start(&pair.forward), DCT_SUCCESS);
+    const int code = DCT_Wait(&pair.forward, DCT_STATUS_IGNORE);
+    const std::string message = DCT_Get_last_error();
+    detail::testing::tamper_forward_message = nullptr;
+    EXPECT_EQ(code, DCT_ERR_PEER) << message;
+    if (rank() == 1) {
+      EXPECT_NE(message.find(c.why), std::string::npos) << message;
+    }
+    EXPECT_TRUE(std::all_of(pair.y.begin(), pair.y.end(), [](float v) { return v == kSentinel; }));
+    // Nothing was kept: the backward still has no masks; an intact call then works.
+    EXPECT_EQ(DCT_Start(&pair.backward), DCT_ERR_ACTIVE);
+    pair.run(pair.forward);
+    const std::vector<char> mask =
+        exact_mask(pair.x, pair.fwd, pair.fwd.sendcounts, pair.fwd.sdispls, k);
+    EXPECT_TRUE(same_bits(pair.y, reference(pair.x, mask, pair.fwd, ValueCoding::fp16)));
+  }
 }
 
 }  // namespace
