@@ -417,7 +417,8 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * Progress: a DCT-MP call is one blocking exchange, run by the first `DCT_Wait`, `DCT_Test`
  * or `DCT_Waitall` after `DCT_Start` once every call started before it has completed (the
  * same rule as an allreduce at density 1); `DCT_Start` itself only marks it started.
- * Checkpoints skip DCT-MP requests (they keep no error-feedback state).
+ * Checkpoints skip DCT-MP requests (they keep no error-feedback state), and
+ * `DCT_Request_get_residual` on one writes `count` zeros (count = the sum of `sendcounts`).
  * @{
  */
 
