@@ -127,6 +127,27 @@ TEST(RowCodec, BitmapAndIndexListDecodeTheSame) {
     }
 }
 
+TEST(RowCodec, WideRowsUseWideCountsAndIndices) {
+  // d = 65536: indices still fit 16 bits, counts (up to 65536) need 32; d = 70000: both 32.
+  for (std::size_t d : {std::size_t(65536), std::size_t(70000)}) {
+    const RowFormat format{d, 4};
+    EXPECT_EQ(format.count_bytes(), 4u);
+    EXPECT_EQ(format.index_bytes(), d == 65536 ? 2u : 4u);
+    std::vector<float> data(3 * d, 1.5f);
+    std::vector<std::uint32_t> full(d);
+    for (std::uint32_t c = 0; c < d; ++c) full[c] = c;
+    const RowMasks masks = masks_of({{0, std::uint32_t(d - 1)}, full, {}});  // non-uniform
+    MessageShape shape;
+    const std::vector<std::byte> message = encode(data, masks, format, shape);
+    EXPECT_EQ(shape.uniform, -1);
+    EXPECT_EQ(shape.bytes, (d + 2) * 4 + 3 * 4 + 2 * format.index_bytes() + format.bitmap_bytes());
+    RowMasks decoded;
+    ASSERT_EQ(decode_masks(message.data(), shape, format, decoded), "");
+    EXPECT_EQ(decoded.columns, masks.columns);
+    EXPECT_EQ(decoded.offsets, masks.offsets);
+  }
+}
+
 TEST(RowCodec, UniformRowsSendNoCounts) {
   const RowFormat format{10, 2};
   std::vector<float> data(20, 1.0f);
