@@ -10,6 +10,7 @@
 
 #include "error.hpp"
 #include "exchange/exchange.hpp"
+#include "kernels.hpp"
 #include "row_codec.hpp"
 
 namespace dct::detail {
@@ -445,6 +446,14 @@ MPI_Count check_side(const int *counts, const int *displs, const void *buffer, i
   return total;
 }
 
+/// DCT-MP's selection and codec run on the host: device buffers are refused, not crashed on.
+void require_host(const void *buffer, const char *name) {
+  if (buffer == nullptr || buffer == MPI_IN_PLACE) return;
+  require(kernels::backend_for(buffer, DCT_BACKEND_AUTO).kind() == DCT_BACKEND_KOKKOS,
+          DCT_ERR_BUFFER,
+          std::string(name) + " is GPU memory: DCT-MP works on host buffers in this version");
+}
+
 int comm_size(MPI_Comm comm) {
   require(comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
   int inter = 0, size = 0;
@@ -468,6 +477,12 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
              "sdispls", "sendbuf");
   check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, config.row_length, "recvcounts",
              "rdispls", "recvbuf");
+  require(config.backend == DCT_BACKEND_AUTO || config.backend == DCT_BACKEND_KOKKOS,
+          DCT_ERR_NOT_COMPILED,
+          std::string("dct_backend=") + DCT_Backend_name(config.backend) +
+              ": DCT-MP runs on the host only in this version");
+  require_host(args.sendbuf, "sendbuf");
+  require_host(args.recvbuf, "recvbuf");
 }
 
 std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args,
@@ -505,6 +520,8 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &
                 " differs from the forward's sendcounts" + at + " = " +
                 std::to_string(f.sendcounts[j]));
   }
+  require_host(args.sendbuf, "sendbuf");
+  require_host(args.recvbuf, "recvbuf");
   Layout layout(args, ranks);
   if (mp->element_size() == 4)
     return std::make_unique<BackwardEngine<float>>(*mp, std::move(layout), count);

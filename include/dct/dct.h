@@ -445,7 +445,9 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  *         `DCT_ERR_BUFFER` (NULL or `MPI_IN_PLACE` buffer with a positive total count),
  *         `DCT_ERR_COUNT` (a count negative or not a multiple of `d`), `DCT_ERR_DATATYPE`,
  *         `DCT_ERR_COMM`, `DCT_ERR_INFO` (`dct_row_length` missing, `dct_keep` outside (0, 1],
- *         any bad value), `DCT_ERR_NO_MEMORY`, `DCT_ERR_NOT_INITIALIZED`.
+ *         any bad value), `DCT_ERR_NOT_COMPILED` (`dct_backend` other than `auto` or
+ *         `kokkos`: DCT-MP runs on the host), `DCT_ERR_NO_MEMORY`, `DCT_ERR_NOT_INITIALIZED`.
+ *         `DCT_ERR_BUFFER` also for GPU memory (host buffers only in this version).
  */
 DCT_EXPORT int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
                                   void *recvbuf, const int recvcounts[], const int rdispls[],

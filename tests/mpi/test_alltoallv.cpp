@@ -457,6 +457,11 @@ TEST(AlltoallvBadInput, InitArguments) {
   MPI_Info_set(info, "dct_mp_select", "exact");
   MPI_Info_set(info, "dct_values", "fp8");
   EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, info), DCT_ERR_INFO);
+  MPI_Info_set(info, "dct_values", "fp16");
+  MPI_Info_set(info, "dct_backend", "cuda");  // DCT-MP runs on the host only
+  EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, info), DCT_ERR_NOT_COMPILED);
+  MPI_Info_set(info, "dct_backend", "kokkos");
+  EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, info), DCT_SUCCESS);
   MPI_Info_free(&info);
   EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, MPI_INFO_NULL), DCT_ERR_INFO)
       << "dct_row_length is required";
