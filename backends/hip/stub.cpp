@@ -1,0 +1,11 @@
+// Compiled when DCT_ENABLE_HIP=OFF: the HIP backend is absent, and asking for it by name gives
+// DCT_ERR_NOT_COMPILED (see kernels::backend_for).
+#include "kernels.hpp"
+
+namespace dct::detail::kernels {
+
+Backend *hip_backend() {
+  return nullptr;
+}
+
+}  // namespace dct::detail::kernels
