@@ -1,9 +1,12 @@
 #include "allreduce.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,9 +87,17 @@ class CompressedEngine final : public AllreduceEngine {
   CompressedEngine(std::shared_ptr<CommContext> context, const AllreduceArgs &args,
                    const Config &config)
       : AllreduceEngine(std::move(context), args.count, sizeof(T), config),
-        datatype_(args.datatype) {
+        datatype_(args.datatype),
+        backend_(&kernels::backend_for(args.recvbuf, config.backend)),
+        staged_(backend_->kind() != DCT_BACKEND_KOKKOS) {
+    if (args.sendbuf != MPI_IN_PLACE && args.count > 0)
+      require(&kernels::backend_for(args.sendbuf, config.backend) == backend_, DCT_ERR_BUFFER,
+              "sendbuf and recvbuf are in different memory spaces");
     if (exact()) return;
-    residual_.assign(elements(), T(0));
+    require(!staged_ || config.result_density >= 1.0, DCT_ERR_INFO,
+            "dct_result_density < 1 is not supported with device buffers yet");
+    residual_ = BackendArray<T>(*backend_, elements());
+    backend_->fill_zero(residual_.data(), elements(), stream_);
     // Calls in flight progress independently, so each request talks on its own communicator.
     check_mpi(MPI_Comm_dup(AllreduceEngine::comm(), &own_comm_), "MPI_Comm_dup");
   }
@@ -115,11 +126,18 @@ class CompressedEngine final : public AllreduceEngine {
   }
 
   bool blocking() const override { return exact(); }
-  const void *residual() const override { return exact() ? nullptr : residual_.data(); }
+  const void *residual() const override {
+    if (exact()) return nullptr;
+    if (!staged_) return residual_.data();
+    residual_host_.resize(elements());
+    backend_->copy(residual_host_.data(), residual_.data(), elements() * sizeof(T), stream_);
+    return residual_host_.data();
+  }
   double tau() const override { return static_cast<double>(tau_); }
   bool checkpointed() const override { return true; }
   void restore(const void *residual, double tau, MPI_Count calls) override {
-    if (!exact() && elements() > 0) std::memcpy(residual_.data(), residual, elements() * sizeof(T));
+    if (!exact() && elements() > 0)
+      backend_->copy(residual_.data(), residual, elements() * sizeof(T), stream_);
     tau_ = static_cast<T>(tau);
     totals_.calls = calls;
     layout_.boundaries.clear();  // re-balanced, on every rank, by the next split call
@@ -147,7 +165,11 @@ class CompressedEngine final : public AllreduceEngine {
       exchange_ = begin_exchange(decide_algorithm());
     }
     const bool done = exchange_->advance(block);
-    if (done) account(*exchange_);
+    if (done) {
+      account(*exchange_);
+      if (staged_ && elements() > 0)
+        backend_->copy(recv_, result_host_.data(), elements() * sizeof(T), stream_);
+    }
     return done;
   }
 
@@ -173,43 +195,95 @@ class CompressedEngine final : public AllreduceEngine {
     if (due && n > 0) {
       std::size_t k = static_cast<std::size_t>(std::ceil(config_.density * double(n)));
       k = k < 1 ? 1 : (k > n ? n : k);
-      tau_ = kernels::kth_largest_abs(send_, residual_.data(), n, k);
+      tau_ = estimate_tau(n, k);
       status_.tau_reestimated = 1;
     }
-    if (idx_.empty()) reserve_entries(static_cast<std::size_t>(config_.density * double(n)));
+    if (idx_.size() == 0) reserve_entries(static_cast<std::size_t>(config_.density * double(n)), 0);
     const std::size_t capacity = idx_.size();
-    const std::size_t found =
-        kernels::filter(send_, residual_.data(), n, tau_, idx_.data(), val_.data(), capacity);
+    const std::size_t found = backend_->filter(send_, residual_.data(), n, tau_, config_.values,
+                                               idx_.data(), val_.data(), capacity, stream_);
     kept_ = found < capacity ? found : capacity;
     if (found > capacity) {
       // The entries past the capacity were left in the residual; collect them in a second pass.
-      reserve_entries(found);
-      kept_ += kernels::filter<T>(nullptr, residual_.data(), n, tau_, idx_.data() + capacity,
-                                  val_.data() + capacity, found - capacity);
+      reserve_entries(found, capacity);
+      kept_ += backend_->filter(static_cast<const T *>(nullptr), residual_.data(), n, tau_,
+                                config_.values, idx_.data() + capacity, val_.data() + capacity,
+                                found - capacity, stream_);
       require(kept_ == found, DCT_ERR_INTERNAL, "filter overflow pass lost entries");
+    }
+    if (staged_ && kept_ > 0) {
+      backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
+      backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
     }
     status_.tau = static_cast<double>(tau_);
     status_.nnz_sent = static_cast<MPI_Count>(kept_);
     status_.density = n > 0 ? double(kept_) / double(n) : 0.0;
   }
 
-  // Puts this call's sent entries back into the residual (residual was 0 there, val = acc).
+  // The k-th largest |acc|: exact, or estimated from a stratified random sample of m entries
+  // (the same rank k/n within the sample), O(m) instead of O(n).
+  T estimate_tau(std::size_t n, std::size_t k) {
+    const std::size_t m = static_cast<std::size_t>(config_.sample_size);
+    if (!config_.sampled_threshold || m >= n)
+      return backend_->kth_largest_abs(send_, residual_.data(), n, k, stream_);
+    sample_.resize(m);
+    const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
+    backend_->gather_abs_sample(send_, residual_.data(), n, m, seed, sample_.data(), stream_);
+    for (T &v : sample_)
+      if (v != v) v = std::numeric_limits<T>::infinity();  // NaN ranks above everything
+    std::size_t rank = static_cast<std::size_t>(std::ceil(double(k) * double(m) / double(n)));
+    rank = rank < 1 ? 1 : (rank > m ? m : rank);
+    std::nth_element(sample_.begin(), sample_.begin() + (rank - 1), sample_.end(),
+                     std::greater<T>());
+    return sample_[rank - 1];
+  }
+
+  // Puts this call's sent entries back into the residual (there: acc - sent, exactly).
   void undo_compress() {
-    for (std::size_t j = 0; j < kept_; ++j) residual_[idx_[j]] += val_[j];
+    if (kept_ > 0)
+      backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
     kept_ = 0;
     tau_ = previous_tau_;
   }
 
-  void reserve_entries(std::size_t entries) {
+  // Room for `entries` kept entries (and a margin), keeping the first `keep` already written.
+  void reserve_entries(std::size_t entries, std::size_t keep) {
     const std::size_t capacity = entries + entries / 4 + 16;
-    idx_.resize(capacity);
-    val_.resize(capacity);
+    if (idx_.size() == 0) {
+      idx_ = BackendArray<WireIndex>(*backend_, capacity);
+      val_ = BackendArray<T>(*backend_, capacity);
+    }
+    idx_.grow(capacity, keep);
+    val_.grow(capacity, keep);
+    if (!staged_) return;
+    idx_host_ = BackendArray<WireIndex>(*backend_, idx_.size(), true);
+    val_host_ = BackendArray<T>(*backend_, val_.size(), true);
   }
 
+  // The entries as the exchanges read them: in host memory.
+  const WireIndex *host_idx() const { return staged_ ? idx_host_.data() : idx_.data(); }
+  const T *host_val() const { return staged_ ? val_host_.data() : val_.data(); }
+  T *host_result() {
+    if (!staged_) return recv_;
+    if (result_host_.size() < elements())
+      result_host_ = BackendArray<T>(*backend_, elements(), true);
+    return result_host_.data();
+  }
+
+  // density 1: MPI_Allreduce itself, on the user's buffers when MPI can read them, else
+  // through host staging buffers.
   void exact_allreduce() {
+    const bool direct = !staged_ || backend_->mpi_accepts_device_memory();
+    const std::size_t bytes = elements() * sizeof(T);
+    T *recv = recv_;
     const void *send = send_ == recv_ ? MPI_IN_PLACE : static_cast<const void *>(send_);
-    allreduce_in_chunks(send, recv_, count_, datatype_, sizeof(T), MPI_SUM,
-                        AllreduceEngine::comm());
+    if (!direct) {
+      recv = host_result();
+      backend_->copy(recv, send_, bytes, stream_);
+      send = MPI_IN_PLACE;
+    }
+    allreduce_in_chunks(send, recv, count_, datatype_, sizeof(T), MPI_SUM, AllreduceEngine::comm());
+    if (!direct) backend_->copy(recv_, recv, bytes, stream_);
     status_.algorithm = DCT_ALGORITHM_DENSE;
     status_.nnz_sent = status_.nnz_received = count_;
     status_.density = 1.0;
@@ -268,7 +342,7 @@ class CompressedEngine final : public AllreduceEngine {
       ExchangeSize size;
       size.ranks = ranks;
       size.count = double(count_);
-      size.value_bytes = sizeof(T);
+      size.value_bytes = static_cast<int>(value_bytes(config_.values, sizeof(T)));
       size.total_kept = total_kept;
       size.union_hint = union_hint_;
       size.result_budget = config_.result_density < 1.0 ? config_.result_density * size.count : 0;
@@ -289,7 +363,8 @@ class CompressedEngine final : public AllreduceEngine {
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
-                         kept_per_rank_, idx_.data(),      val_.data(),      recv_};
+                         kept_per_rank_, host_idx(),       host_val(),       host_result()};
+    input.values = config_.values;
     input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
       input.result_budget = static_cast<std::size_t>(
@@ -328,11 +403,18 @@ class CompressedEngine final : public AllreduceEngine {
 
   MPI_Datatype datatype_;
   MPI_Comm own_comm_ = MPI_COMM_NULL;
-  std::vector<T> residual_;
+  Backend *backend_;
+  bool staged_;  // a GPU backend: the exchanges work on host copies
+  BackendArray<T> residual_;
+  mutable std::vector<T> residual_host_;  // residual(), read back from the device
+  std::vector<T> sample_;
   T tau_ = T(0);
   T previous_tau_ = T(0);
-  std::vector<WireIndex> idx_;
-  std::vector<T> val_;
+  BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory
+  BackendArray<T> val_;
+  BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
+  BackendArray<T> val_host_;
+  BackendArray<T> result_host_;  // the exchange's result (staged_ only)
   std::size_t kept_ = 0;
   const T *send_ = nullptr;
   T *recv_ = nullptr;
@@ -391,6 +473,11 @@ void AllreduceEngine::begin_call() {
   status_ = DCT_Status{};
   status_.count = count_;
   status_.dense_bytes = wire::ring_bytes(count_ * element_size_, context_->size());
+}
+
+void AllreduceEngine::set_stream(Stream stream) {
+  require(!active_, DCT_ERR_ACTIVE, "cannot change the stream of a started request");
+  stream_ = stream;
 }
 
 AllreduceEngine::~AllreduceEngine() {

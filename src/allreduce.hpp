@@ -10,6 +10,7 @@
 
 #include "config.hpp"
 #include "dct/dct.h"
+#include "kernels.hpp"
 #include "runtime.hpp"
 
 namespace dct::detail {
@@ -52,6 +53,9 @@ class AllreduceEngine {
   virtual bool blocking() const = 0;
 
   bool active() const { return active_; }
+  /// The stream the kernels of later calls run on (CUDA/HIP; ignored on the host). Throws
+  /// DCT_ERR_ACTIVE while a call is in flight.
+  void set_stream(Stream stream);
   const DCT_Status &last_status() const { return status_; }
   const Config &config() const { return config_; }
 
@@ -94,6 +98,7 @@ class AllreduceEngine {
   MPI_Count count_;
   int element_size_;
   Config config_;
+  Stream stream_ = nullptr;
   bool active_ = false;
   bool complete_ = false;
   std::exception_ptr error_;

@@ -10,6 +10,7 @@
 #include "config.hpp"
 #include "dct/dct.h"
 #include "error.hpp"
+#include "kernels.hpp"
 #include "request_table.hpp"
 #include "runtime.hpp"
 
@@ -112,6 +113,23 @@ const char *DCT_Get_last_error(void) {
 
 const char *DCT_Algorithm_name(int algorithm) {
   return algorithm_name(algorithm);
+}
+
+const char *DCT_Backend_name(int backend) {
+  return backend_name(backend);
+}
+
+int DCT_Backend_compiled(int backend) {
+  switch (backend) {
+    case DCT_BACKEND_AUTO:
+    case DCT_BACKEND_KOKKOS:
+      return 1;
+    case DCT_BACKEND_CUDA:
+      return kernels::cuda_backend() != nullptr;
+    case DCT_BACKEND_HIP:
+      return kernels::hip_backend() != nullptr;
+  }
+  return 0;
 }
 
 int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,

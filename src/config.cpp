@@ -58,6 +58,36 @@ void parse_algorithm(Config &config, const std::string &value, const std::string
   bad_value(origin, value, "one of auto, allgather, split, recursive_doubling, dense");
 }
 
+void parse_backend(Config &config, const std::string &value, const std::string &origin) {
+  for (DCT_Backend b : {DCT_BACKEND_AUTO, DCT_BACKEND_KOKKOS, DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
+    if (value == backend_name(b)) {
+      config.backend = b;
+      return;
+    }
+  }
+  bad_value(origin, value, "one of auto, kokkos, cuda, hip");
+}
+
+void parse_values(Config &config, const std::string &value, const std::string &origin) {
+  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+    if (value == value_coding_name(coding)) {
+      config.values = coding;
+      return;
+    }
+  }
+  bad_value(origin, value, "one of native, fp16, bf16");
+}
+
+void parse_threshold(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "exact" && value != "sampled") bad_value(origin, value, "exact or sampled");
+  config.sampled_threshold = value == "sampled";
+}
+
+void parse_sample_size(Config &config, const std::string &value, const std::string &origin) {
+  config.sample_size = parse_integer(value, origin, 1, "an integer in [1, 16777216]");
+  if (config.sample_size > (1 << 24)) bad_value(origin, value, "an integer in [1, 16777216]");
+}
+
 void parse_result_density(Config &config, const std::string &value, const std::string &origin) {
   Config parsed;
   parse_density(parsed, value, origin);
@@ -116,6 +146,10 @@ const Knob knobs[] = {
     {"dct_interval", "DCT_INTERVAL", parse_interval},
     {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
+    {"dct_backend", "DCT_BACKEND", parse_backend},
+    {"dct_values", "DCT_VALUES", parse_values},
+    {"dct_threshold", "DCT_THRESHOLD", parse_threshold},
+    {"dct_sample_size", "DCT_SAMPLE_SIZE", parse_sample_size},
     {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha},
     {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta},
     {"dct_name", nullptr, parse_name},
@@ -158,6 +192,31 @@ const char *algorithm_name(int algorithm) {
       return "recursive_doubling";
   }
   return "unknown";
+}
+
+const char *backend_name(int backend) {
+  switch (backend) {
+    case DCT_BACKEND_AUTO:
+      return "auto";
+    case DCT_BACKEND_KOKKOS:
+      return "kokkos";
+    case DCT_BACKEND_CUDA:
+      return "cuda";
+    case DCT_BACKEND_HIP:
+      return "hip";
+  }
+  return "unknown";
+}
+
+const char *value_coding_name(ValueCoding coding) {
+  switch (coding) {
+    case ValueCoding::fp16:
+      return "fp16";
+    case ValueCoding::bf16:
+      return "bf16";
+    default:
+      return "native";
+  }
 }
 
 Config Config::from(MPI_Info info) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dct/dct.h"
+#include "float16.hpp"
 
 namespace dct::detail {
 
@@ -23,6 +24,13 @@ struct Config {
   double result_density = 1.0;
   std::int64_t interval = 1000;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
+  /// Where the kernels run (auto: from where the buffers live).
+  DCT_Backend backend = DCT_BACKEND_AUTO;
+  /// How kept values travel: the tensor's type, or rounded to fp16/bf16 (error fed back).
+  ValueCoding values = ValueCoding::native;
+  /// tau from an exact k-th largest (false) or from a random sample of `sample_size` entries.
+  bool sampled_threshold = false;
+  std::int64_t sample_size = 65536;
   std::string name;
   NetworkModel network;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
@@ -39,5 +47,9 @@ struct Config {
 
 /// The spelling of the dct_algorithm key's values; "unknown" for anything else.
 const char *algorithm_name(int algorithm);
+/// The spelling of the dct_backend key's values; "unknown" for anything else.
+const char *backend_name(int backend);
+/// The spelling of the dct_values key's values.
+const char *value_coding_name(ValueCoding coding);
 
 }  // namespace dct::detail

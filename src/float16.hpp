@@ -45,7 +45,8 @@ DCT_HOST_DEVICE inline std::uint16_t to_fp16(float value) {
   const std::uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude >= 0x7f800000u)  // Inf or NaN
     return static_cast<std::uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u));
-  if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (magnitude >= 0x477ff000u)
+    return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
   if (magnitude < 0x38800000u) {
     // Subnormal or zero in fp16: the value in units of 2^-24, rounded to nearest even.
     if (magnitude < 0x33000000u) return sign;  // below half the smallest subnormal
@@ -112,11 +113,18 @@ DCT_HOST_DEVICE inline T wire_value(T value, ValueCoding coding) {
   if (value != value || value - value != T(0)) return value;  // NaN, Inf: sent as they are
   T rounded = decode_value16<T>(encode_value16(value, coding), coding);
   if (rounded - rounded != T(0)) {  // finite value rounded to Inf: saturate
-    const T largest = coding == ValueCoding::bf16 ? T(3.38953138925153547590470800371487866880e+38)
-                                                  : T(65504);
+    const T largest =
+        coding == ValueCoding::bf16 ? T(3.38953138925153547590470800371487866880e+38) : T(65504);
     rounded = value < T(0) ? -largest : largest;
   }
   return rounded;
+}
+
+/// What stays in the sender's residual after `acc` was sent as `sent = wire_value(acc, ...)`:
+/// the rounding error, exact; 0 for native values and for NaN/Inf (sent as they are).
+template <typename T>
+DCT_HOST_DEVICE inline T wire_remainder(T acc, T sent) {
+  return acc - acc == T(0) ? acc - sent : T(0);
 }
 
 }  // namespace dct::detail

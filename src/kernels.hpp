@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "dct/dct.h"
 #include "float16.hpp"
@@ -78,32 +79,79 @@ class Backend {
   /// Whether MPI can read and write this backend's memory directly (GPU-aware MPI).
   virtual bool mpi_accepts_device_memory() const = 0;
 
-#define DCT_BACKEND_KERNELS(T)                                                                  \
-  /** k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix selection. NaN */  \
-  /** ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr (zeros). */    \
-  virtual T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k,     \
-                            Stream stream) = 0;                                                 \
-  /** |send[p] + residual[p]| at the m positions sample_position(j, m, n, seed), into */        \
-  /** `host_out` (host memory, m values). */                                                    \
-  virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n,               \
-                                 std::size_t m, std::uint64_t seed, T *host_out,                \
-                                 Stream stream) = 0;                                            \
-  /** The fused filter pass: acc = send + residual; kept entries (keep rule) are written in */ \
-  /** index order as (idx, wire_value(acc)) and their residual becomes acc - wire_value(acc) */ \
-  /** (0 for native values); the others keep acc. At most `capacity` pairs are written; */      \
-  /** kept entries beyond it stay in the residual (as acc) so that a second pass with */        \
-  /** send == nullptr picks them up. Returns the kept entries found (may exceed capacity). */   \
-  virtual std::size_t filter(const T *send, T *residual, std::size_t n, T tau,                  \
-                             ValueCoding coding, WireIndex *idx, T *val, std::size_t capacity,  \
-                             Stream stream) = 0;                                                \
-  /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */      \
-  virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,           \
-                           Stream stream) = 0;                                                  \
-  /** out[i] = 0 for i < n. */                                                                  \
+#define DCT_BACKEND_KERNELS(T)                                                                     \
+  /** k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix selection. NaN */      \
+  /** ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr (zeros). */        \
+  virtual T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k,        \
+                            Stream stream) = 0;                                                    \
+  /** |send[p] + residual[p]| at the m positions sample_position(j, m, n, seed), into */           \
+  /** `host_out` (host memory, m values). */                                                       \
+  virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,   \
+                                 std::uint64_t seed, T *host_out, Stream stream) = 0;              \
+  /** The fused filter pass: acc = send + residual; kept entries (keep rule) are written in */     \
+  /** index order as (idx, wire_value(acc)) and their residual becomes acc - wire_value(acc) */    \
+  /** (0 for native values); the others keep acc. At most `capacity` pairs are written; */         \
+  /** kept entries beyond it stay in the residual (as acc) so that a second pass with */           \
+  /** send == nullptr picks them up. Returns the kept entries found (may exceed capacity). */      \
+  virtual std::size_t filter(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding, \
+                             WireIndex *idx, T *val, std::size_t capacity, Stream stream) = 0;     \
+  /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
+  virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
+                           Stream stream) = 0;                                                     \
+  /** out[i] = 0 for i < n. */                                                                     \
   virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;
   DCT_BACKEND_KERNELS(float)
   DCT_BACKEND_KERNELS(double)
 #undef DCT_BACKEND_KERNELS
+};
+
+/// An array in a backend's memory (device memory on a GPU backend, or pinned host memory with
+/// `host` set), freed with it. Contents are uninitialized.
+template <typename T>
+class BackendArray {
+ public:
+  BackendArray() = default;
+  BackendArray(Backend &backend, std::size_t size, bool host = false)
+      : backend_(&backend), host_(host), size_(size) {
+    data_ = static_cast<T *>(host ? backend.allocate_host(size * sizeof(T))
+                                  : backend.allocate(size * sizeof(T)));
+  }
+  BackendArray(BackendArray &&other) noexcept { swap(other); }
+  BackendArray &operator=(BackendArray &&other) noexcept {
+    BackendArray(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~BackendArray() {
+    if (data_ == nullptr) return;
+    if (host_)
+      backend_->deallocate_host(data_);
+    else
+      backend_->deallocate(data_);
+  }
+
+  /// Grows to at least `size` elements, keeping the first `keep` ones.
+  void grow(std::size_t size, std::size_t keep) {
+    if (size <= size_) return;
+    BackendArray bigger(*backend_, size, host_);
+    if (keep > 0) backend_->copy(bigger.data_, data_, keep * sizeof(T), nullptr);
+    swap(bigger);
+  }
+
+  T *data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void swap(BackendArray &other) noexcept {
+    std::swap(backend_, other.backend_);
+    std::swap(host_, other.host_);
+    std::swap(size_, other.size_);
+    std::swap(data_, other.data_);
+  }
+
+  Backend *backend_ = nullptr;
+  bool host_ = false;
+  std::size_t size_ = 0;
+  T *data_ = nullptr;
 };
 
 namespace kernels {
@@ -123,10 +171,6 @@ Backend &backend_for(const void *buffer, DCT_Backend requested);
 bool initialize_runtime();
 /// Shuts down what initialize_runtime started; no-op if the application owns the runtime.
 void finalize_runtime();
-
-/// True iff every idx[j] < n and the indices strictly increase (the encoder's invariant, which
-/// also makes the scatter-add race-free). Host memory.
-bool indices_valid(const WireIndex *idx, std::size_t m, std::size_t n);
 
 /// Host-memory conveniences for the exchanges (which work on host buffers): the Kokkos backend.
 template <typename T>

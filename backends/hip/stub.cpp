@@ -1,4 +1,4 @@
-// Compiled when DCT_ENABLE_HIP=OFF: the HIP backend is absent, and asking for it by name gives
+// Compiled when the HIP backend is not: dct still links, and asking for it by name gives
 // DCT_ERR_NOT_COMPILED (see kernels::backend_for).
 #include "kernels.hpp"
 

@@ -1,5 +1,7 @@
 // allgather: every rank receives every rank's list and adds them up in rank order.
-// Bytes received per rank: the other ranks' entries, (K - k) (s + 4).
+// Bytes received per rank: the other ranks' blocks, ~(K - k) (s + 4) (less with 16-bit values
+// or bitmaps: see wire::BlockFormat).
+#include <algorithm>
 #include <numeric>
 
 #include "error.hpp"
@@ -28,21 +30,27 @@ class AllgatherExchange final : public SparseExchange<T> {
     return false;
   }
 
+  wire::BlockFormat format(int r) const {
+    return wire::block_format<T>(static_cast<std::size_t>(in_.kept[r]), in_.count, in_.values);
+  }
+
   void post_gather() {
     const std::size_t ranks = static_cast<std::size_t>(in_.ranks);
     units_.resize(ranks);
     offsets_.resize(ranks);
-    std::size_t total = 0;
+    std::size_t total = 0, entries = 0;
     for (std::size_t r = 0; r < ranks; ++r) {
       offsets_[r] = wire::mpi_units(total);
-      units_[r] = wire::mpi_units(wire::sparse_units<T>(static_cast<std::size_t>(in_.kept[r])));
+      units_[r] = wire::mpi_units(format(static_cast<int>(r)).units());
       total += static_cast<std::size_t>(units_[r]);
+      entries += static_cast<std::size_t>(in_.kept[r]);
     }
     wire::mpi_units(total);
-    const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
     wire::size_buffer(message_, static_cast<std::size_t>(units_[in_.rank]));
-    wire::pack_sparse(in_.idx, in_.val, mine, message_.data());
+    wire::encode_block(format(in_.rank), in_.idx, in_.val, 0, message_.data());
     wire::size_buffer(gathered_, total);
+    idx_.resize(entries);
+    val_.resize(entries);
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
     // sending float arrays in place do.
     pending_.emplace_back();
@@ -56,34 +64,44 @@ class AllgatherExchange final : public SparseExchange<T> {
     traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
   }
 
+  // Every block is decoded and validated before the result is touched; a bad one is left out.
   void decode() {
     std::vector<bool> valid(static_cast<std::size_t>(in_.ranks), true);
+    std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
-      if (r == in_.rank) continue;
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      if (!wire::indices_within(wire::block_indices<T>(block(r), entries), entries, 0, in_.count)) {
+      if (r == in_.rank) {  // my own entries, as sent (already rounded)
+        std::copy(in_.idx, in_.idx + entries, idx_.begin() + first);
+        std::copy(in_.val, in_.val + entries, val_.begin() + first);
+      } else if (!wire::decode_block(format(r), block(r), block_bytes(r), 0, idx_.data() + first,
+                                     val_.data() + first)) {
         this->peer_error(r, "indices out of range or out of order");
         valid[r] = false;
-        continue;
+      } else {
+        traffic_.nnz_received += static_cast<MPI_Count>(entries);
       }
-      traffic_.nnz_received += static_cast<MPI_Count>(entries);
+      first += entries;
     }
     kernels::fill_zero(in_.result, in_.count);
+    first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
-      if (!valid[r]) continue;
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      kernels::scatter_add(wire::block_indices<T>(block(r), entries),
-                           wire::block_values<T>(block(r)), entries, in_.result);
+      if (valid[r])
+        kernels::scatter_add(idx_.data() + first, val_.data() + first, entries, in_.result);
+      first += entries;
     }
     this->finish();
   }
 
+  std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }
   const std::byte *block(int r) const {
     return gathered_.data() + static_cast<std::size_t>(offsets_[r]) * wire::kUnitBytes;
   }
 
   std::vector<int> units_, offsets_;
   std::vector<std::byte> message_, gathered_;
+  std::vector<WireIndex> idx_;  // every rank's entries, decoded
+  std::vector<T> val_;
 };
 
 }  // namespace

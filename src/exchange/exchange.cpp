@@ -1,5 +1,6 @@
 #include "exchange.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -41,22 +42,83 @@ template class SparseExchange<double>;
 namespace wire {
 
 template <typename T>
-void pack_sparse(const WireIndex *idx, const T *val, std::size_t entries, std::byte *out) {
-  if (entries == 0) return;
-  std::memcpy(out, val, entries * sizeof(T));
-  std::memcpy(out + entries * sizeof(T), idx, entries * sizeof(WireIndex));
-  const std::size_t used = entries * (sizeof(T) + sizeof(WireIndex));
-  std::memset(out + used, 0, sparse_units<T>(entries) * kUnitBytes - used);
+void encode_block(const BlockFormat &format, const WireIndex *idx, const T *val,
+                  std::uint64_t begin, std::byte *out) {
+  std::memset(out, 0, format.units() * kUnitBytes);
+  const std::size_t entries = format.entries;
+  if (format.coding == ValueCoding::native) {
+    if (entries > 0) std::memcpy(out, val, entries * sizeof(T));
+  } else {
+    for (std::size_t j = 0; j < entries; ++j) {
+      const std::uint16_t bits = encode_value16(val[j], format.coding);
+      std::memcpy(out + 2 * j, &bits, 2);
+    }
+  }
+  std::byte *indices = out + entries * format.value_bytes;
+  if (format.bitmap) {
+    for (std::size_t j = 0; j < entries; ++j) {
+      const std::uint64_t offset = idx[j] - begin;
+      indices[offset / 8] |= std::byte(1u << (offset % 8));
+    }
+  } else {
+    for (std::size_t j = 0; j < entries; ++j) {
+      const WireIndex offset = static_cast<WireIndex>(idx[j] - begin);
+      std::memcpy(indices + j * sizeof(WireIndex), &offset, sizeof offset);
+    }
+  }
 }
-template void pack_sparse<float>(const WireIndex *, const float *, std::size_t, std::byte *);
-template void pack_sparse<double>(const WireIndex *, const double *, std::size_t, std::byte *);
 
-bool indices_within(const WireIndex *idx, std::size_t entries, std::uint64_t begin,
-                    std::uint64_t end) {
-  if (entries == 0) return true;
-  // Strictly increasing indices that start at or after `begin` all do.
-  return idx[0] >= begin && kernels::indices_valid(idx, entries, static_cast<std::size_t>(end));
+template <typename T>
+bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in_bytes,
+                  std::uint64_t begin, WireIndex *idx, T *val) {
+  if (in_bytes < format.bytes()) return false;
+  const std::size_t entries = format.entries;
+  const std::byte *indices = in + entries * format.value_bytes;
+  if (format.bitmap) {
+    std::size_t found = 0;
+    for (std::size_t word = 0; word * 64 < format.range; ++word) {
+      std::uint64_t bits = 0;
+      const std::size_t bytes = std::min<std::size_t>(8, (format.range + 7) / 8 - word * 8);
+      std::memcpy(&bits, indices + word * 8, bytes);
+      const std::size_t valid_bits = std::min<std::size_t>(64, format.range - word * 64);
+      if (valid_bits < 64 && (bits >> valid_bits) != 0) return false;  // bits past the range
+      while (bits != 0) {
+        if (found == entries) return false;
+        idx[found++] = static_cast<WireIndex>(begin + word * 64 + __builtin_ctzll(bits));
+        bits &= bits - 1;
+      }
+    }
+    if (found != entries) return false;
+  } else {
+    std::uint64_t previous = 0;
+    for (std::size_t j = 0; j < entries; ++j) {
+      WireIndex offset;
+      std::memcpy(&offset, indices + j * sizeof(WireIndex), sizeof offset);
+      if (offset >= format.range || (j > 0 && offset <= previous)) return false;
+      previous = offset;
+      idx[j] = static_cast<WireIndex>(begin + offset);
+    }
+  }
+  if (format.coding == ValueCoding::native) {
+    if (entries > 0) std::memcpy(val, in, entries * sizeof(T));
+  } else {
+    for (std::size_t j = 0; j < entries; ++j) {
+      std::uint16_t bits;
+      std::memcpy(&bits, in + 2 * j, 2);
+      val[j] = decode_value16<T>(bits, format.coding);
+    }
+  }
+  return true;
 }
+
+#define DCT_INSTANTIATE_CODEC(T)                                                                  \
+  template void encode_block<T>(const BlockFormat &, const WireIndex *, const T *, std::uint64_t, \
+                                std::byte *);                                                     \
+  template bool decode_block<T>(const BlockFormat &, const std::byte *, std::size_t,              \
+                                std::uint64_t, WireIndex *, T *);
+DCT_INSTANTIATE_CODEC(float)
+DCT_INSTANTIATE_CODEC(double)
+#undef DCT_INSTANTIATE_CODEC
 
 int mpi_units(std::size_t units) {
   require(units <= static_cast<std::size_t>(INT_MAX), DCT_ERR_COUNT,

@@ -55,11 +55,12 @@ struct SparseInput {
   MPI_Comm comm;  ///< the request's own communicator (no other traffic on it)
   int rank;
   int ranks;
-  std::size_t count;               ///< n, the tensor length
-  std::vector<std::int64_t> kept;  ///< entries sent by every rank (validated)
-  const WireIndex *idx;            ///< this rank's entries
-  const T *val;
-  T *result;  ///< n elements: the sum, on every rank
+  std::size_t count;                         ///< n, the tensor length
+  std::vector<std::int64_t> kept;            ///< entries sent by every rank (validated)
+  const WireIndex *idx;                      ///< this rank's entries
+  const T *val;                              ///< already rounded to `values` (wire_value)
+  T *result;                                 ///< n elements: the sum, on every rank
+  ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
   /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
   /// added to its `residual` (n elements), so error feedback still conserves every input.
   std::size_t result_budget = 0;
@@ -132,34 +133,59 @@ namespace wire {
 /// Messages travel in 8-byte units so that values stay aligned in every receive buffer.
 constexpr std::size_t kUnitBytes = 8;
 
-/// Units of a sparse block of `entries` pairs: [values][indices], padded.
-template <typename T>
-std::size_t sparse_units(std::size_t entries) {
-  return (entries * (sizeof(T) + sizeof(WireIndex)) + kUnitBytes - 1) / kUnitBytes;
-}
 /// Units of a dense block of `elements` values, padded.
 template <typename T>
 std::size_t dense_units(std::size_t elements) {
   return (elements * sizeof(T) + kUnitBytes - 1) / kUnitBytes;
 }
+
+/// How one sparse block travels: `entries` (index, value) pairs whose indices lie in a range
+/// [begin, begin + range): [values][indices], padded to whole units. Values as `coding` says
+/// (the sender already rounded them: wire_value); indices as 32-bit offsets from `begin`, or
+/// as a bitmap of the range when that is smaller (above ~1/32 of the range for fp32). Sender
+/// and receiver derive the format from what both know (entries, range, coding): no header.
+struct BlockFormat {
+  std::size_t entries = 0;
+  std::size_t range = 0;
+  ValueCoding coding = ValueCoding::native;
+  std::size_t value_bytes = 0;  ///< per entry
+  bool bitmap = false;
+
+  std::size_t index_bytes() const { return bitmap ? (range + 7) / 8 : entries * sizeof(WireIndex); }
+  std::size_t bytes() const { return entries * value_bytes + index_bytes(); }
+  std::size_t units() const { return (bytes() + kUnitBytes - 1) / kUnitBytes; }
+};
+
+template <typename T>
+BlockFormat block_format(std::size_t entries, std::size_t range, ValueCoding coding) {
+  BlockFormat format;
+  format.entries = entries;
+  format.range = range;
+  format.coding = coding;
+  format.value_bytes = value_bytes(coding, sizeof(T));
+  format.bitmap = entries > 0 && (range + 7) / 8 < entries * sizeof(WireIndex);
+  return format;
+}
+
 /// A sparse block is sent when it is smaller than the dense one.
 template <typename T>
 bool sparse_is_smaller(std::size_t entries, std::size_t elements) {
-  return entries * (sizeof(T) + sizeof(WireIndex)) < elements * sizeof(T);
+  return block_format<T>(entries, elements, ValueCoding::native).bytes() < elements * sizeof(T);
 }
 
-/// Writes [values][indices] of `entries` pairs at `out` (sparse_units<T>(entries) units).
+/// Writes the block (format.units() units, padding zeroed). `idx` are absolute indices in
+/// [begin, begin + format.range), strictly increasing; `val` already rounded for the coding.
 template <typename T>
-void pack_sparse(const WireIndex *idx, const T *val, std::size_t entries, std::byte *out);
+void encode_block(const BlockFormat &format, const WireIndex *idx, const T *val,
+                  std::uint64_t begin, std::byte *out);
 
+/// Reads a block of `in_bytes` received bytes into idx/val (format.entries each, absolute
+/// indices) after validating it: the message holds the whole block, the indices strictly
+/// increase and lie in [begin, begin + format.range), and a bitmap has exactly format.entries
+/// bits set. Returns false, with idx/val unspecified, otherwise.
 template <typename T>
-const T *block_values(const std::byte *block) {
-  return reinterpret_cast<const T *>(block);
-}
-template <typename T>
-const WireIndex *block_indices(const std::byte *block, std::size_t entries) {
-  return reinterpret_cast<const WireIndex *>(block + entries * sizeof(T));
-}
+bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in_bytes,
+                  std::uint64_t begin, WireIndex *idx, T *val);
 
 /// Bytes per rank of a bandwidth-optimal (ring) allreduce of `bytes`: 2 (P-1)/P bytes.
 inline MPI_Count ring_bytes(MPI_Count bytes, int ranks) {
@@ -171,10 +197,6 @@ inline MPI_Count ring_bytes(MPI_Count bytes, int ranks) {
 inline void size_buffer(std::vector<std::byte> &buffer, std::size_t units) {
   buffer.resize((units > 0 ? units : 1) * kUnitBytes);
 }
-
-/// True iff the indices strictly increase and lie in [begin, end).
-bool indices_within(const WireIndex *idx, std::size_t entries, std::uint64_t begin,
-                    std::uint64_t end);
 
 /// Units as the int MPI's v-collectives take; throws DCT_ERR_COUNT past INT_MAX.
 int mpi_units(std::size_t units);

@@ -82,8 +82,12 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   }
 
   bool dense() const { return dense_; }
+  // Partial sums travel in full precision, as index lists or bitmaps of the whole tensor.
+  wire::BlockFormat list_format(std::size_t entries) const {
+    return wire::block_format<T>(entries, in_.count, ValueCoding::native);
+  }
   std::size_t my_units() const {
-    return dense_ ? wire::dense_units<T>(in_.count) : wire::sparse_units<T>(idx_.size());
+    return dense_ ? wire::dense_units<T>(in_.count) : list_format(idx_.size()).units();
   }
 
   void post_sizes(const Step &s) {
@@ -113,7 +117,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
                   " entries for a tensor of " + std::to_string(in_.count));
       const std::size_t units = peer_size_ == kDense
                                     ? wire::dense_units<T>(in_.count)
-                                    : wire::sparse_units<T>(static_cast<std::size_t>(peer_size_));
+                                    : list_format(static_cast<std::size_t>(peer_size_)).units();
       wire::size_buffer(incoming_, units);
       pending_.emplace_back();
       check_mpi(MPI_Irecv(incoming_.data(), wire::mpi_units(units), MPI_UINT64_T, s.peer,
@@ -128,7 +132,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
         std::memset(outgoing_.data(), 0, outgoing_.size());
         if (in_.count > 0) std::memcpy(outgoing_.data(), in_.result, in_.count * sizeof(T));
       } else {
-        wire::pack_sparse(idx_.data(), val_.data(), idx_.size(), outgoing_.data());
+        wire::encode_block(list_format(idx_.size()), idx_.data(), val_.data(), 0, outgoing_.data());
       }
       pending_.emplace_back();
       check_mpi(MPI_Isend(outgoing_.data(), wire::mpi_units(units), MPI_UINT64_T, s.peer,
@@ -144,7 +148,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     const std::byte *block = incoming_.data();
     if (peer_size_ == kDense) {
       traffic_.nnz_received += static_cast<MPI_Count>(in_.count);
-      const T *theirs = wire::block_values<T>(block);
+      const T *theirs = reinterpret_cast<const T *>(block);  // a dense block: the values
       if (s.role == Role::receive_replace || !dense_) {
         // Mine (if any) is added on top of theirs: x + y has the same bits as y + x.
         std::vector<WireIndex> idx;
@@ -162,9 +166,12 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       return;
     }
     const std::size_t entries = static_cast<std::size_t>(peer_size_);
-    const WireIndex *idx = wire::block_indices<T>(block, entries);
-    const T *val = wire::block_values<T>(block);
-    if (!wire::indices_within(idx, entries, 0, in_.count)) {
+    peer_idx_.resize(entries);
+    peer_val_.resize(entries);
+    const WireIndex *idx = peer_idx_.data();
+    const T *val = peer_val_.data();
+    if (!wire::decode_block(list_format(entries), block, incoming_.size(), 0, peer_idx_.data(),
+                            peer_val_.data())) {
       this->peer_error(s.peer, "indices out of range or out of order");
       return;
     }
@@ -226,6 +233,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   bool dense_ = false;
   std::vector<WireIndex> idx_, merged_idx_;
   std::vector<T> val_, merged_val_;
+  std::vector<WireIndex> peer_idx_;  // the peer's list, decoded and validated
+  std::vector<T> peer_val_;
   std::int64_t my_size_ = 0;
   std::int64_t peer_size_ = 0;
   std::vector<std::byte> outgoing_, incoming_;

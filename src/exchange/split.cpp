@@ -6,7 +6,8 @@
 // owners (alltoallv) -> each owner sums its segment in rank order and announces its nonzeros
 // (allgather) -> owned segments, sparse or dense whichever is smaller (allgatherv).
 // Bytes received per rank: ~k (s+4) (P-1)/P + min(u (s+4), n s) (P-1)/P for u nonzeros in
-// the sum, against a lower bound of 2k (s+4) (P-1)/P when the ranks' indices coincide.
+// the sum, against a lower bound of 2k (s+4) (P-1)/P when the ranks' indices coincide (less
+// with 16-bit values or bitmaps: see wire::BlockFormat).
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -141,22 +142,20 @@ class SplitExchange final : public SparseExchange<T> {
               "rank " + std::to_string(r) + " announced " + std::to_string(recv_counts_[r]) +
                   " entries for a tensor of " + std::to_string(in_.count));
       send_offsets_[r] = wire::mpi_units(send_total);
-      send_units_[r] =
-          wire::mpi_units(wire::sparse_units<T>(static_cast<std::size_t>(send_counts_[r])));
+      send_units_[r] = wire::mpi_units(entry_format(send_counts_[r], r).units());
       send_total += static_cast<std::size_t>(send_units_[r]);
       recv_offsets_[r] = wire::mpi_units(recv_total);
-      recv_units_[r] =
-          wire::mpi_units(wire::sparse_units<T>(static_cast<std::size_t>(recv_counts_[r])));
+      recv_units_[r] = wire::mpi_units(entry_format(recv_counts_[r], in_.rank).units());
       recv_total += static_cast<std::size_t>(recv_units_[r]);
     }
     wire::mpi_units(send_total);
     wire::mpi_units(recv_total);
     wire::size_buffer(outgoing_, send_total);
     wire::size_buffer(incoming_, recv_total);
-    for (std::size_t r = 0; r < ranks(); ++r)
-      wire::pack_sparse(in_.idx + first_[r], in_.val + first_[r],
-                        static_cast<std::size_t>(send_counts_[r]),
-                        outgoing_.data() + std::size_t(send_offsets_[r]) * wire::kUnitBytes);
+    for (int r = 0; r < in_.ranks; ++r)
+      wire::encode_block(entry_format(send_counts_[r], r), in_.idx + first_[r], in_.val + first_[r],
+                         begin(r),
+                         outgoing_.data() + std::size_t(send_offsets_[r]) * wire::kUnitBytes);
     pending_.emplace_back();
     check_mpi(MPI_Ialltoallv(outgoing_.data(), send_units_.data(), send_offsets_.data(),
                              MPI_UINT64_T, incoming_.data(), recv_units_.data(),
@@ -174,13 +173,15 @@ class SplitExchange final : public SparseExchange<T> {
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
       const std::byte *block = incoming_.data() + std::size_t(recv_offsets_[r]) * wire::kUnitBytes;
-      const WireIndex *idx = wire::block_indices<T>(block, entries);
-      if (!wire::indices_within(idx, entries, first, end(in_.rank))) {
+      decoded_idx_.resize(entries);
+      decoded_val_.resize(entries);
+      if (!wire::decode_block(entry_format(recv_counts_[r], in_.rank), block,
+                              std::size_t(recv_units_[r]) * wire::kUnitBytes, first,
+                              decoded_idx_.data(), decoded_val_.data())) {
         this->peer_error(r, "entries outside the segment it owes this rank, or out of order");
         continue;
       }
-      const T *val = wire::block_values<T>(block);
-      for (std::size_t j = 0; j < entries; ++j) owned_[idx[j] - first] += val[j];
+      for (std::size_t j = 0; j < entries; ++j) owned_[decoded_idx_[j] - first] += decoded_val_[j];
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
     }
     std::size_t nonzeros = 0;
@@ -195,8 +196,9 @@ class SplitExchange final : public SparseExchange<T> {
         sparse_idx_.push_back(static_cast<WireIndex>(first + i));
         sparse_val_.push_back(owned_[i]);
       }
-      wire::size_buffer(segment_, wire::sparse_units<T>(nonzeros));
-      wire::pack_sparse(sparse_idx_.data(), sparse_val_.data(), nonzeros, segment_.data());
+      const wire::BlockFormat format = segment_format(in_.rank, nonzeros);
+      wire::size_buffer(segment_, format.units());
+      wire::encode_block(format, sparse_idx_.data(), sparse_val_.data(), first, segment_.data());
     } else {
       wire::size_buffer(segment_, wire::dense_units<T>(owned_.size()));
       std::fill(segment_.begin(), segment_.end(), std::byte{0});
@@ -234,6 +236,15 @@ class SplitExchange final : public SparseExchange<T> {
     return nonzeros;
   }
 
+  // My entries for owner r travel as the request says (values rounded by the sender, who kept
+  // the rounding error); the owners' sums travel in full precision.
+  wire::BlockFormat entry_format(std::int64_t entries, int owner) const {
+    return wire::block_format<T>(static_cast<std::size_t>(entries), length(owner), in_.values);
+  }
+  wire::BlockFormat segment_format(int owner, std::size_t nonzeros) const {
+    return wire::block_format<T>(nonzeros, length(owner), ValueCoding::native);
+  }
+
   bool segment_sparse(int r) const {
     return wire::sparse_is_smaller<T>(static_cast<std::size_t>(owned_nnz_all_[r]), length(r));
   }
@@ -251,7 +262,7 @@ class SplitExchange final : public SparseExchange<T> {
                   " nonzeros in a segment of " + std::to_string(length(r)));
       const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
       gather_offsets_[r] = wire::mpi_units(total);
-      gather_units_[r] = wire::mpi_units(segment_sparse(r) ? wire::sparse_units<T>(nnz)
+      gather_units_[r] = wire::mpi_units(segment_sparse(r) ? segment_format(r, nnz).units()
                                                            : wire::dense_units<T>(length(r)));
       total += static_cast<std::size_t>(gather_units_[r]);
       traffic_.result_nnz += owned_nnz_all_[r];
@@ -278,13 +289,16 @@ class SplitExchange final : public SparseExchange<T> {
         continue;
       }
       const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
-      const WireIndex *idx = wire::block_indices<T>(block, nnz);
+      decoded_idx_.resize(nnz);
+      decoded_val_.resize(nnz);
       kernels::fill_zero(out, length(r));
-      if (!wire::indices_within(idx, nnz, begin(r), end(r))) {
+      if (!wire::decode_block(segment_format(r, nnz), block,
+                              std::size_t(gather_units_[r]) * wire::kUnitBytes, begin(r),
+                              decoded_idx_.data(), decoded_val_.data())) {
         this->peer_error(r, "a reduced segment with indices outside it, or out of order");
         continue;
       }
-      kernels::scatter_add(idx, wire::block_values<T>(block), nnz, in_.result);
+      kernels::scatter_add(decoded_idx_.data(), decoded_val_.data(), nnz, in_.result);
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
     }
     this->finish();
@@ -301,6 +315,8 @@ class SplitExchange final : public SparseExchange<T> {
   std::vector<T> owned_;
   std::vector<WireIndex> sparse_idx_;  // the owned segment's nonzeros, when sent sparse
   std::vector<T> sparse_val_;
+  std::vector<WireIndex> decoded_idx_;  // one peer's block, decoded and validated
+  std::vector<T> decoded_val_;
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;

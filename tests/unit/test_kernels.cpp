@@ -1,4 +1,7 @@
-// The compression kernels against simple references (sorting, loops), for float and double.
+// The compression kernels of every backend against simple references (sorting, loops), for
+// float and double. The bodies are written once and run on each backend compiled into this
+// build (Kokkos on the host always; CUDA and HIP when compiled, skipped with a message when the
+// node has no device): data is prepared on the host and copied to the backend's memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,15 +11,99 @@
 #include <random>
 #include <vector>
 
+#include "error.hpp"
 #include "kernels.hpp"
 
 namespace dct::detail {
 namespace {
 
-template <typename T>
-class Kernels : public ::testing::Test {};
-using ElementTypes = ::testing::Types<float, double>;
-TYPED_TEST_SUITE(Kernels, ElementTypes);
+template <DCT_Backend Kind, typename T>
+struct Case {
+  static constexpr DCT_Backend kind = Kind;
+  using Element = T;
+};
+
+Backend *compiled_backend(DCT_Backend kind) {
+  switch (kind) {
+    case DCT_BACKEND_CUDA:
+      return kernels::cuda_backend();
+    case DCT_BACKEND_HIP:
+      return kernels::hip_backend();
+    default:
+      return kernels::kokkos_backend();
+  }
+}
+
+template <typename C>
+class Kernels : public ::testing::Test {
+ protected:
+  using Value = typename C::Element;
+
+  void SetUp() override {
+    backend_ = compiled_backend(C::kind);
+    const char *name = DCT_Backend_name(C::kind);
+    if (backend_ == nullptr) GTEST_SKIP() << "the " << name << " backend is not compiled in";
+    if (!backend_->available()) GTEST_SKIP() << "the " << name << " backend has no device here";
+  }
+
+  /// A copy of `host` in the backend's memory.
+  template <typename U>
+  BackendArray<U> upload(const std::vector<U> &host) {
+    BackendArray<U> array(*backend_, host.size());
+    backend_->copy(array.data(), host.data(), host.size() * sizeof(U), nullptr);
+    return array;
+  }
+  template <typename U>
+  std::vector<U> download(const BackendArray<U> &array, std::size_t n) {
+    std::vector<U> host(n);
+    backend_->copy(host.data(), array.data(), n * sizeof(U), nullptr);
+    return host;
+  }
+
+  Value kth_largest(const std::vector<Value> *send, const std::vector<Value> &residual,
+                    std::size_t k) {
+    BackendArray<Value> s;
+    if (send) s = upload(*send);
+    const auto r = upload(residual);
+    return backend_->kth_largest_abs(send ? s.data() : nullptr, r.data(), residual.size(), k,
+                                     nullptr);
+  }
+
+  struct Filtered {
+    std::size_t kept;
+    std::vector<WireIndex> idx;
+    std::vector<Value> val;
+    std::vector<Value> residual;
+  };
+  /// The filter pass on copies; `send` nullptr means zeros.
+  Filtered filter(const std::vector<Value> *send, const std::vector<Value> &residual, Value tau,
+                  ValueCoding coding, std::size_t capacity) {
+    BackendArray<Value> s;
+    if (send) s = upload(*send);
+    auto r = upload(residual);
+    BackendArray<WireIndex> idx(*backend_, capacity + 1);
+    BackendArray<Value> val(*backend_, capacity + 1);
+    const std::size_t n = residual.size();
+    const std::size_t kept = backend_->filter(send ? s.data() : nullptr, r.data(), n, tau, coding,
+                                              idx.data(), val.data(), capacity, nullptr);
+    const std::size_t written = std::min(kept, capacity);
+    return {kept, download(idx, written), download(val, written), download(r, n)};
+  }
+
+  Backend *backend_ = nullptr;
+};
+
+using Cases = ::testing::Types<Case<DCT_BACKEND_KOKKOS, float>, Case<DCT_BACKEND_KOKKOS, double>,
+                               Case<DCT_BACKEND_CUDA, float>, Case<DCT_BACKEND_CUDA, double>,
+                               Case<DCT_BACKEND_HIP, float>, Case<DCT_BACKEND_HIP, double>>;
+struct CaseNames {
+  template <typename C>
+  static std::string GetName(int) {
+    return std::string(DCT_Backend_name(C::kind)) +
+           (sizeof(typename C::Element) == 4 ? "_float" : "_double");
+  }
+};
+TYPED_TEST_SUITE(Kernels, Cases, CaseNames);
 
 template <typename T>
 std::vector<T> normal(std::size_t n, unsigned seed, double scale = 1.0) {
@@ -42,13 +129,13 @@ bool same_bits(T a, T b) {
 }
 
 TYPED_TEST(Kernels, KthLargestEqualsSortedReference) {
-  using T = TypeParam;
+  using T = typename TestFixture::Value;
   for (std::size_t n : {1u, 2u, 7u, 1000u, 100003u}) {
     const auto send = normal<T>(n, 1 + n);
     const auto residual = normal<T>(n, 2 + n, 0.1);
     for (std::size_t k : {std::size_t(1), n / 100 + 1, n / 2 + 1, n}) {
       const T expected = sorted_kth_largest_abs(send, residual, k);
-      const T tau = kernels::kth_largest_abs(send.data(), residual.data(), n, k);
+      const T tau = this->kth_largest(&send, residual, k);
       EXPECT_TRUE(same_bits(tau, expected))
           << "n=" << n << " k=" << k << " tau=" << tau << " expected=" << expected;
     }
@@ -56,125 +143,154 @@ TYPED_TEST(Kernels, KthLargestEqualsSortedReference) {
 }
 
 TYPED_TEST(Kernels, KthLargestHandlesTiesZerosAndNullSend) {
-  using T = TypeParam;
+  using T = typename TestFixture::Value;
   std::vector<T> residual = {T(-2), T(2), T(0), T(1), T(-2), T(0), T(0.5)};
-  const std::size_t n = residual.size();
   const T expected[] = {2, 2, 2, 1, 0.5, 0, 0};
-  for (std::size_t k = 1; k <= n; ++k)
-    EXPECT_EQ(kernels::kth_largest_abs<T>(nullptr, residual.data(), n, k), expected[k - 1])
-        << "k=" << k;
-  const std::vector<T> zeros(100, T(0));
-  EXPECT_EQ(kernels::kth_largest_abs<T>(nullptr, zeros.data(), zeros.size(), 5), T(0));
+  for (std::size_t k = 1; k <= residual.size(); ++k)
+    EXPECT_EQ(this->kth_largest(nullptr, residual, k), expected[k - 1]) << "k=" << k;
+  EXPECT_EQ(this->kth_largest(nullptr, std::vector<T>(100, T(0)), 5), T(0));
 }
 
 TYPED_TEST(Kernels, KthLargestRanksNanAndInfinityOnTop) {
-  using T = TypeParam;
+  using T = typename TestFixture::Value;
   const T inf = std::numeric_limits<T>::infinity();
   const T nan = std::numeric_limits<T>::quiet_NaN();
   const std::vector<T> residual = {T(1), nan, -inf, T(3), T(-2)};
-  EXPECT_EQ(kernels::kth_largest_abs<T>(nullptr, residual.data(), 5, 1), inf);  // NaN -> +Inf
-  EXPECT_EQ(kernels::kth_largest_abs<T>(nullptr, residual.data(), 5, 2), inf);
-  EXPECT_EQ(kernels::kth_largest_abs<T>(nullptr, residual.data(), 5, 3), T(3));
-  EXPECT_EQ(kernels::kth_largest_abs<T>(nullptr, residual.data(), 5, 5), T(1));
+  EXPECT_EQ(this->kth_largest(nullptr, residual, 1), inf);  // NaN -> +Inf
+  EXPECT_EQ(this->kth_largest(nullptr, residual, 2), inf);
+  EXPECT_EQ(this->kth_largest(nullptr, residual, 3), T(3));
+  EXPECT_EQ(this->kth_largest(nullptr, residual, 5), T(1));
 }
 
-TYPED_TEST(Kernels, FilterConservesEveryEntryExactly) {
-  using T = TypeParam;
+TYPED_TEST(Kernels, FilterMatchesReferenceAndConservesExactly) {
+  using T = typename TestFixture::Value;
   const std::size_t n = 50000;
   const auto send = normal<T>(n, 11);
   const auto residual_before = normal<T>(n, 12, 0.3);
-  const T tau = kernels::kth_largest_abs(send.data(), residual_before.data(), n, n / 100);
-  auto residual = residual_before;
-  std::vector<WireIndex> idx(n);
-  std::vector<T> val(n);
-  const std::size_t kept =
-      kernels::filter(send.data(), residual.data(), n, tau, idx.data(), val.data(), n);
-
-  std::size_t expected_kept = 0, j = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const T acc = send[i] + residual_before[i];
-    if (keep_entry(acc, tau)) {
+  const T tau = this->kth_largest(&send, residual_before, n / 100);
+  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+    const auto out = this->filter(&send, residual_before, tau, coding, n);
+    std::size_t expected_kept = 0, j = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const T acc = send[i] + residual_before[i];
+      if (!keep_entry(acc, tau)) {
+        ASSERT_TRUE(same_bits(out.residual[i], acc)) << i;  // kept back exactly
+        continue;
+      }
       ++expected_kept;
-      ASSERT_LT(j, kept);
-      EXPECT_EQ(idx[j], i);
-      EXPECT_TRUE(same_bits(val[j], acc));        // sent exactly acc ...
-      EXPECT_TRUE(same_bits(residual[i], T(0)));  // ... and nothing left behind
+      ASSERT_LT(j, out.kept);
+      ASSERT_EQ(out.idx[j], i);
+      const T sent = out.val[j];
+      // Sent what the wire carries; the rest stays: sent + residual == acc, exactly.
+      ASSERT_TRUE(same_bits(sent, wire_value(acc, coding))) << i;
+      if (coding == ValueCoding::native) {
+        ASSERT_TRUE(same_bits(out.residual[i], T(0)));
+      }
+      ASSERT_TRUE(same_bits(T(sent + out.residual[i]), acc)) << i;
       ++j;
-    } else {
-      EXPECT_TRUE(same_bits(residual[i], acc));  // kept back exactly
     }
+    EXPECT_EQ(out.kept, expected_kept);
+    EXPECT_GE(out.kept, n / 100);  // ties can only add entries
   }
-  EXPECT_EQ(kept, expected_kept);
-  EXPECT_GE(kept, n / 100);  // ties can only add entries
 }
 
 TYPED_TEST(Kernels, FilterOverflowSecondPassCollectsTheRest) {
-  using T = TypeParam;
+  using T = typename TestFixture::Value;
   const std::size_t n = 20000;
   const auto send = normal<T>(n, 21);
   const auto residual_before = normal<T>(n, 22);
-  const T tau = kernels::kth_largest_abs(send.data(), residual_before.data(), n, 500);
-
-  auto residual_one = residual_before;
-  std::vector<WireIndex> idx_one(n);
-  std::vector<T> val_one(n);
-  const std::size_t kept =
-      kernels::filter(send.data(), residual_one.data(), n, tau, idx_one.data(), val_one.data(), n);
-
-  auto residual_two = residual_before;
+  const T tau = this->kth_largest(&send, residual_before, 500);
+  const auto one = this->filter(&send, residual_before, tau, ValueCoding::native, n);
   const std::size_t capacity = 123;
-  std::vector<WireIndex> idx_two(kept);
-  std::vector<T> val_two(kept);
-  EXPECT_EQ(kernels::filter(send.data(), residual_two.data(), n, tau, idx_two.data(),
-                            val_two.data(), capacity),
-            kept);
-  EXPECT_EQ(kernels::filter<T>(nullptr, residual_two.data(), n, tau, idx_two.data() + capacity,
-                               val_two.data() + capacity, kept - capacity),
-            kept - capacity);
-  EXPECT_EQ(std::vector<WireIndex>(idx_one.begin(), idx_one.begin() + kept), idx_two);
-  EXPECT_EQ(std::vector<T>(val_one.begin(), val_one.begin() + kept), val_two);
-  EXPECT_EQ(residual_one, residual_two);
+  const auto first = this->filter(&send, residual_before, tau, ValueCoding::native, capacity);
+  EXPECT_EQ(first.kept, one.kept);
+  const auto rest =
+      this->filter(nullptr, first.residual, tau, ValueCoding::native, one.kept - capacity);
+  EXPECT_EQ(rest.kept, one.kept - capacity);
+  auto idx = first.idx;
+  idx.insert(idx.end(), rest.idx.begin(), rest.idx.end());
+  auto val = first.val;
+  val.insert(val.end(), rest.val.begin(), rest.val.end());
+  EXPECT_EQ(std::vector<WireIndex>(one.idx.begin(), one.idx.begin() + one.kept), idx);
+  EXPECT_EQ(std::vector<T>(one.val.begin(), one.val.begin() + one.kept), val);
+  EXPECT_EQ(one.residual, rest.residual);
 }
 
 TYPED_TEST(Kernels, FilterNeverSendsZerosAndAlwaysSendsNonFinite) {
-  using T = TypeParam;
+  using T = typename TestFixture::Value;
   const T nan = std::numeric_limits<T>::quiet_NaN();
   const T inf = std::numeric_limits<T>::infinity();
-  std::vector<T> residual = {T(0), nan, T(0.5), -inf, T(0), T(-4)};
-  std::vector<WireIndex> idx(6);
-  std::vector<T> val(6);
-  // tau = 0 would keep everything by magnitude; zeros still stay home.
-  const std::size_t kept =
-      kernels::filter<T>(nullptr, residual.data(), 6, T(0), idx.data(), val.data(), 6);
-  EXPECT_EQ(kept, 4u);
-  EXPECT_EQ(std::vector<WireIndex>(idx.begin(), idx.begin() + 4),
-            (std::vector<WireIndex>{1, 2, 3, 5}));
-  std::vector<T> residual2 = {T(1), nan, T(2)};
-  EXPECT_EQ(kernels::filter<T>(nullptr, residual2.data(), 3, inf, idx.data(), val.data(), 3), 1u);
-  EXPECT_EQ(idx[0], 1u);
+  const std::vector<T> residual = {T(0), nan, T(0.5), -inf, T(0), T(-4)};
+  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+    // tau = 0 would keep everything by magnitude; zeros still stay home.
+    const auto out = this->filter(nullptr, residual, T(0), coding, 6);
+    EXPECT_EQ(out.kept, 4u);
+    EXPECT_EQ(out.idx, (std::vector<WireIndex>{1, 2, 3, 5}));
+    EXPECT_TRUE(std::isnan(out.val[0]));
+    EXPECT_EQ(out.val[2], -inf);
+    for (T r : out.residual) EXPECT_EQ(r, T(0));  // NaN and Inf leave nothing behind
+  }
+  const auto top = this->filter(nullptr, {T(1), nan, T(2)}, inf, ValueCoding::native, 3);
+  EXPECT_EQ(top.kept, 1u);
+  EXPECT_EQ(top.idx[0], 1u);
 }
 
-TEST(KernelsIndices, ValidationRejectsOutOfRangeAndDisorder) {
-  const std::vector<WireIndex> good = {0, 3, 4, 9};
-  EXPECT_TRUE(kernels::indices_valid(good.data(), good.size(), 10));
-  EXPECT_FALSE(kernels::indices_valid(good.data(), good.size(), 9));  // 9 out of range
-  const std::vector<WireIndex> duplicate = {0, 3, 3, 5};
-  EXPECT_FALSE(kernels::indices_valid(duplicate.data(), duplicate.size(), 10));
-  const std::vector<WireIndex> decreasing = {5, 1};
-  EXPECT_FALSE(kernels::indices_valid(decreasing.data(), decreasing.size(), 10));
-  EXPECT_TRUE(kernels::indices_valid(nullptr, 0, 0));
+TYPED_TEST(Kernels, FilterSaturatesValuesBeyondTheSixteenBitRange) {
+  using T = typename TestFixture::Value;
+  const auto out = this->filter(nullptr, {T(1e5), T(-7e4), T(3)}, T(1), ValueCoding::fp16, 3);
+  ASSERT_EQ(out.kept, 3u);
+  EXPECT_EQ(out.val[0], T(65504));
+  EXPECT_EQ(out.val[1], T(-65504));
+  EXPECT_EQ(out.residual[0], T(1e5) - T(65504));  // the rest waits for the next call
+  EXPECT_EQ(out.residual[1], T(-7e4) + T(65504));
+  EXPECT_EQ(out.residual[2], T(0));
+}
+
+TYPED_TEST(Kernels, SampleIsTheAbsoluteValuesAtTheStratifiedPositions) {
+  using T = typename TestFixture::Value;
+  const std::size_t n = 10007, m = 300;
+  const auto send = normal<T>(n, 31);
+  const auto residual = normal<T>(n, 32);
+  const auto s = this->upload(send);
+  const auto r = this->upload(residual);
+  std::vector<T> sample(m);
+  this->backend_->gather_abs_sample(s.data(), r.data(), n, m, 99, sample.data(), nullptr);
+  std::size_t previous_stratum_end = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    const std::size_t i = sample_position(j, m, n, 99);
+    EXPECT_GE(i, previous_stratum_end);  // one position per stratum, in order
+    previous_stratum_end = (j + 1) * n / m;
+    EXPECT_LT(i, previous_stratum_end);
+    EXPECT_TRUE(same_bits(sample[j], T(std::fabs(send[i] + residual[i])))) << j;
+  }
 }
 
 TYPED_TEST(Kernels, ScatterAddAndFillZero) {
-  using T = TypeParam;
-  std::vector<T> out(8, T(7));
-  kernels::fill_zero(out.data(), out.size());
-  EXPECT_EQ(out, std::vector<T>(8, T(0)));
-  const std::vector<WireIndex> idx = {1, 4, 7};
-  const std::vector<T> val = {T(1.5), T(-2), T(3)};
-  kernels::scatter_add(idx.data(), val.data(), 3, out.data());
-  kernels::scatter_add(idx.data(), val.data(), 2, out.data());
-  EXPECT_EQ(out, (std::vector<T>{0, 3, 0, 0, -4, 0, 0, 3}));
+  using T = typename TestFixture::Value;
+  auto out = this->upload(std::vector<T>(8, T(7)));
+  this->backend_->fill_zero(out.data(), 8, nullptr);
+  EXPECT_EQ(this->download(out, 8), std::vector<T>(8, T(0)));
+  const auto idx = this->upload(std::vector<WireIndex>{1, 4, 7});
+  const auto val = this->upload(std::vector<T>{T(1.5), T(-2), T(3)});
+  this->backend_->scatter_add(idx.data(), val.data(), 3, out.data(), nullptr);
+  this->backend_->scatter_add(idx.data(), val.data(), 2, out.data(), nullptr);
+  EXPECT_EQ(this->download(out, 8), (std::vector<T>{0, 3, 0, 0, -4, 0, 0, 3}));
+}
+
+TEST(Backends, HostBuffersRunOnKokkosAndMissingBackendsSayNotCompiled) {
+  std::vector<float> host(4);
+  EXPECT_EQ(kernels::backend_for(host.data(), DCT_BACKEND_AUTO).kind(), DCT_BACKEND_KOKKOS);
+  EXPECT_EQ(kernels::backend_for(host.data(), DCT_BACKEND_KOKKOS).kind(), DCT_BACKEND_KOKKOS);
+  for (DCT_Backend gpu : {DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
+    EXPECT_EQ(DCT_Backend_compiled(gpu), compiled_backend(gpu) != nullptr);
+    if (compiled_backend(gpu) != nullptr) continue;
+    try {
+      kernels::backend_for(host.data(), gpu);
+      ADD_FAILURE() << "a backend that is not compiled was returned";
+    } catch (const Error &e) {
+      EXPECT_EQ(e.code(), DCT_ERR_NOT_COMPILED);
+    }
+  }
 }
 
 }  // namespace
