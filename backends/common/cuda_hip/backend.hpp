@@ -160,14 +160,6 @@ __global__ void filter_flags(const T *send, const T *residual, std::size_t n, T 
     flags[i] = keep_entry(accumulated(send, residual, i), tau) ? 1u : 0u;
 }
 
-/// What stays in the residual of a sent entry: the rounding error of the wire (0 for native
-/// values), and 0 for NaN/Inf, which are sent as they are (Inf - Inf would leave a NaN).
-template <typename T>
-__device__ inline T sent_remainder(T acc, T wire) {
-  const T rest = acc - wire;
-  return rest == rest ? rest : T(0);
-}
-
 /// Stable compaction: `inclusive` is the inclusive prefix sum of the keep flags, so a kept
 /// entry i goes to position inclusive[i] - 1, in index order.
 template <typename T>
@@ -181,7 +173,7 @@ __global__ void filter_compact(const T *send, T *residual, std::size_t n, T tau,
       const T wire = wire_value(acc, coding);
       idx[position] = static_cast<WireIndex>(i);
       val[position] = wire;
-      residual[i] = sent_remainder(acc, wire);
+      residual[i] = wire_remainder(acc, wire);  // as every backend (float16.hpp)
     } else {
       residual[i] = acc;
     }
