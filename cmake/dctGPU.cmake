@@ -92,7 +92,11 @@ if(DCT_ENABLE_HIP)
     COMMENT "Building HIP object backends/hip/kernels.hip.o (hipcc)"
     COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(dct_hip_kernels DEPENDS ${_dct_hip_object})
-  list(APPEND DCT_GPU_LINK ${_dct_hip_object} hip::host)
+  # hip::amdhip64, the runtime, not hip::host: Debian's hip::host also links clang 14's
+  # libclang_rt.builtins, whose _Float16 conversions (__truncsfhf2) do not follow GCC 12's
+  # calling convention, and override libgcc's for every host object (seen: GCC's float ->
+  # _Float16 casts returned 0 in the unit tests).
+  list(APPEND DCT_GPU_LINK ${_dct_hip_object} hip::amdhip64)
   list(APPEND DCT_GPU_DEPENDS dct_hip_kernels)
   set(DCT_HAVE_HIP 1)
 else()
