@@ -3,7 +3,8 @@
 // which defines DCT_GPU_NAMESPACE (cuda or hip), DCT_GPU_NAME, DCT_GPU_KIND and the functions
 // of namespace api (memory, streams, errors, pointer attributes, inclusive_sum, the GPU-aware
 // MPI query). Nothing here names a CUDA or HIP function directly; the kernel language
-// (__global__, <<<>>>, atomicAdd, __shared__) is common to nvcc and hip-clang.
+// (__global__, <<<>>>, atomicAdd, __shared__) is common to nvcc and hip-clang. Kernels are
+// launched through DCT_GPU_LAUNCH so that tests/gpu_emulation can run this file on the host.
 //
 // Errors: every failed runtime call throws dct::detail::Error with the runtime's error name and
 // string. Out of memory is DCT_ERR_NO_MEMORY and recoverable (free something, retry). Every
@@ -27,6 +28,11 @@
 
 #ifndef DCT_GPU_NAMESPACE
 #error "include backends/cuda/runtime.hpp or backends/hip/runtime.hpp first"
+#endif
+
+#ifndef DCT_GPU_LAUNCH
+#define DCT_GPU_LAUNCH(kernel, grid, block, stream, ...) \
+  kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
 
 namespace dct::detail::DCT_GPU_NAMESPACE {
@@ -194,6 +200,13 @@ std::size_t aligned(std::size_t bytes) {
 
 class GpuBackend final : public Backend {
  public:
+  GpuBackend() = default;
+  GpuBackend(const GpuBackend &) = delete;
+  GpuBackend &operator=(const GpuBackend &) = delete;
+  /// The accessors never destroy their backend (the runtime may be gone at exit); a backend
+  /// that is destroyed (tests/gpu_emulation) frees its scratch memory. Its stream stays.
+  ~GpuBackend() override { deallocate(workspace_); }
+
   DCT_Backend kind() const override { return DCT_GPU_KIND; }
 
   bool available() const override {
@@ -305,7 +318,7 @@ class GpuBackend final : public Backend {
     char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)));
     auto *histogram = reinterpret_cast<unsigned long long *>(scratch);
     auto *state = reinterpret_cast<SelectState<Bits> *>(scratch + histogram_bytes);
-    select_init<Bits><<<1, kBlock, 0, s>>>(state, k, histogram);
+    DCT_GPU_LAUNCH(select_init<Bits>, 1, kBlock, s, state, k, histogram);
     check_launch("kth_largest_abs (init)");
     // Fewer blocks than the other kernels: each block adds its shared histogram to the global
     // one at the end (kBins atomics per block).
@@ -314,10 +327,10 @@ class GpuBackend final : public Backend {
       const int width = high < kDigitBits ? high : kDigitBits;
       const int shift = high - width;
       const Bits digit_mask = (Bits(1) << width) - 1;
-      select_histogram<T>
-          <<<grid, kBlock, 0, s>>>(send, residual, n, state, shift, digit_mask, histogram);
+      DCT_GPU_LAUNCH(select_histogram<T>, grid, kBlock, s, send, residual, n, state, shift,
+                     digit_mask, histogram);
       check_launch("kth_largest_abs (histogram)");
-      select_digit<Bits><<<1, kBlock, 0, s>>>(state, shift, digit_mask, histogram);
+      DCT_GPU_LAUNCH(select_digit<Bits>, 1, kBlock, s, state, shift, digit_mask, histogram);
       check_launch("kth_largest_abs (digit)");
       high = shift;
     }
@@ -337,7 +350,7 @@ class GpuBackend final : public Backend {
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     T *samples = reinterpret_cast<T *>(workspace(m * sizeof(T)));
-    gather_abs<T><<<grid_for(m), kBlock, 0, s>>>(send, residual, n, m, seed, samples);
+    DCT_GPU_LAUNCH(gather_abs<T>, grid_for(m), kBlock, s, send, residual, n, m, seed, samples);
     check_launch("gather_abs_sample");
     check(api::copy_async(host_out, samples, m * sizeof(T), s), "gather_abs_sample (copy)");
     check(api::stream_synchronize(s), "gather_abs_sample");
@@ -359,11 +372,11 @@ class GpuBackend final : public Backend {
     auto *inclusive = reinterpret_cast<unsigned int *>(scratch + flags_bytes);
     void *scan_scratch = scratch + 2 * flags_bytes;
     const unsigned int grid = grid_for(n);
-    filter_flags<T><<<grid, kBlock, 0, s>>>(send, residual, n, tau, flags);
+    DCT_GPU_LAUNCH(filter_flags<T>, grid, kBlock, s, send, residual, n, tau, flags);
     check_launch("filter (flags)");
     check(api::inclusive_sum(scan_scratch, scan_bytes, flags, inclusive, n, s), "filter (scan)");
-    filter_compact<T>
-        <<<grid, kBlock, 0, s>>>(send, residual, n, tau, coding, inclusive, idx, val, capacity);
+    DCT_GPU_LAUNCH(filter_compact<T>, grid, kBlock, s, send, residual, n, tau, coding, inclusive,
+                   idx, val, capacity);
     check_launch("filter (compact)");
     unsigned int kept = 0;
     check(api::copy_async(&kept, inclusive + (n - 1), sizeof kept, s), "filter (copy)");
@@ -375,7 +388,7 @@ class GpuBackend final : public Backend {
   void scatter_add_impl(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream) {
     if (m == 0) return;
     const api::stream_t s = resolve(stream);
-    scatter_add_kernel<T><<<grid_for(m), kBlock, 0, s>>>(idx, val, m, out);
+    DCT_GPU_LAUNCH(scatter_add_kernel<T>, grid_for(m), kBlock, s, idx, val, m, out);
     check_launch("scatter_add");
     check(api::stream_synchronize(s), "scatter_add");
   }
