@@ -220,22 +220,11 @@ class CompressedEngine final : public AllreduceEngine {
     status_.density = n > 0 ? double(kept_) / double(n) : 0.0;
   }
 
-  // The k-th largest |acc|: exact, or estimated from a stratified random sample of m entries
-  // (the same rank k/n within the sample), O(m) instead of O(n).
   T estimate_tau(std::size_t n, std::size_t k) {
-    const std::size_t m = static_cast<std::size_t>(config_.sample_size);
-    if (!config_.sampled_threshold || m >= n)
-      return backend_->kth_largest_abs(send_, residual_.data(), n, k, stream_);
-    sample_.resize(m);
     const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
-    backend_->gather_abs_sample(send_, residual_.data(), n, m, seed, sample_.data(), stream_);
-    for (T &v : sample_)
-      if (v != v) v = std::numeric_limits<T>::infinity();  // NaN ranks above everything
-    std::size_t rank = static_cast<std::size_t>(std::ceil(double(k) * double(m) / double(n)));
-    rank = rank < 1 ? 1 : (rank > m ? m : rank);
-    std::nth_element(sample_.begin(), sample_.begin() + (rank - 1), sample_.end(),
-                     std::greater<T>());
-    return sample_[rank - 1];
+    return kernels::estimate_threshold(
+        *backend_, send_, residual_.data(), n, k, config_.sampled_threshold,
+        static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
   }
 
   // Puts this call's sent entries back into the residual (there: acc - sent, exactly).

@@ -219,6 +219,11 @@ int DCT_Request_get_residual(DCT_Request request, void *residual) {
   });
 }
 
+int DCT_Request_set_stream(DCT_Request request, void *stream) {
+  return guarded(__func__,
+                 [&] { RequestTable::instance().find(&request).engine->set_stream(stream); });
+}
+
 int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm) {
   return guarded(__func__, [&] {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "dct/dct.h"
 #include "float16.hpp"
@@ -166,6 +167,27 @@ Backend *hip_backend();
 /// else Kokkos on the host. Throws DCT_ERR_BUFFER if a forced host backend is given device
 /// memory or the reverse.
 Backend &backend_for(const void *buffer, DCT_Backend requested);
+
+/// The k-th largest |acc| estimated from the m entries at sample_position(j, m, n, seed): the
+/// ceil(k m / n)-th largest among them (NaN ranked as +Inf), O(m). `scratch` is host memory,
+/// resized to m. The achieved density is within 4 sqrt((1 - p) / (p m)) of p = k / n
+/// (relative, 4 standard deviations of a sample quantile) for any distribution of |acc|
+/// without ties.
+template <typename T>
+T sampled_kth_largest_abs(Backend &backend, const T *send, const T *residual, std::size_t n,
+                          std::size_t k, std::size_t m, std::uint64_t seed, std::vector<T> &scratch,
+                          Stream stream);
+
+/// tau for a call, as dct_threshold says: the exact k-th largest |acc|, or with `sampled` the
+/// estimate from `sample` entries, used only where the sample is under 1/8 of the tensor (for
+/// smaller tensors the exact selection costs about the same and is exact).
+template <typename T>
+T estimate_threshold(Backend &backend, const T *send, const T *residual, std::size_t n,
+                     std::size_t k, bool sampled, std::size_t sample, std::uint64_t seed,
+                     std::vector<T> &scratch, Stream stream) {
+  if (!sampled || sample >= n / 8) return backend.kth_largest_abs(send, residual, n, k, stream);
+  return sampled_kth_largest_abs(backend, send, residual, n, k, sample, seed, scratch, stream);
+}
 
 /// Makes sure the host backend's runtime (Kokkos) is up; returns true if this call started it.
 bool initialize_runtime();

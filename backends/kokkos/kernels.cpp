@@ -4,8 +4,10 @@
 #include <Kokkos_Core.hpp>
 #include <Kokkos_ScatterView.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <new>
 #include <type_traits>
@@ -36,39 +38,83 @@ KOKKOS_INLINE_FUNCTION KeyBits<T> abs_key(T value) {
   return bits & ~sign;
 }
 
-// Digits of 11 bits: 3 histogram passes for float, 6 for double, 2048 bins each.
+// Exact selection in two passes over the data: a histogram of the top 11 bits of |acc| finds
+// the bucket that holds the k-th largest, a second pass copies the keys of that bucket (a small
+// fraction of n for real data), and std::nth_element finishes on those candidates. The third
+// and later radix passes of a textbook radix select would each read all of n again.
 constexpr int kDigitBits = 11;
+constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
+// Elements per work item: large enough that merging a work item's histogram costs little.
+constexpr std::int64_t kSelectChunk = 1 << 16;
+
+template <typename T>
+KOKKOS_INLINE_FUNCTION std::uint32_t top_digit(KeyBits<T> key) {
+  return static_cast<std::uint32_t>(key >> (8 * sizeof(T) - 1 - kDigitBits));
+}
 
 template <typename T>
 T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k) {
   using Bits = KeyBits<T>;
   require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
-  Kokkos::View<std::size_t *, Kokkos::HostSpace> histogram("dct::histogram", std::size_t(1)
-                                                                                 << kDigitBits);
-  Bits prefix = 0, mask = 0;
-  std::size_t remaining = k;  // rank of the answer among the entries matching `prefix`
-  for (int high = 8 * sizeof(T) - 1; high > 0;) {
-    const int width = high < kDigitBits ? high : kDigitBits;
-    const int shift = high - width;
-    const Bits digit_mask = (Bits(1) << width) - 1;
-    Kokkos::deep_copy(histogram, std::size_t(0));
-    auto scatter = Kokkos::Experimental::create_scatter_view(histogram);
-    Kokkos::parallel_for(
-        "dct::radix_histogram", range(n), KOKKOS_LAMBDA(const std::int64_t i) {
+  const std::int64_t chunks = static_cast<std::int64_t>((n + kSelectChunk - 1) / kSelectChunk);
+  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>> chunk_range(0, chunks);
+  Kokkos::View<std::uint64_t *, Kokkos::HostSpace> histogram("dct::histogram", kBuckets);
+  Kokkos::parallel_for(
+      "dct::select_histogram", chunk_range, KOKKOS_LAMBDA(const std::int64_t c) {
+        // Four interleaved counters per bucket: neighbours that fall into the same bucket (most
+        // of them) do not wait for each other's increment.
+        std::uint32_t local[4][kBuckets] = {};
+        const std::size_t begin = static_cast<std::size_t>(c) * kSelectChunk;
+        const std::size_t end = begin + kSelectChunk < n ? begin + kSelectChunk : n;
+        std::size_t i = begin;
+        for (; i + 4 <= end; i += 4)
+          for (int lane = 0; lane < 4; ++lane)
+            ++local[lane]
+                   [top_digit<T>(abs_key<T>((send ? send[i + lane] : T(0)) + residual[i + lane]))];
+        for (; i < end; ++i)
+          ++local[0][top_digit<T>(abs_key<T>((send ? send[i] : T(0)) + residual[i]))];
+        for (std::size_t b = 0; b < kBuckets; ++b) {
+          const std::uint64_t count =
+              std::uint64_t(local[0][b]) + local[1][b] + local[2][b] + local[3][b];
+          if (count) Kokkos::atomic_add(&histogram(b), count);
+        }
+      });
+  Exec().fence();
+  std::size_t above = 0;
+  std::uint32_t digit = kBuckets - 1;
+  while (above + histogram(digit) < k) above += histogram(digit--);
+  const std::size_t candidates = histogram(digit);
+
+  // The keys in the chosen bucket, in any order (each work item appends its own).
+  Kokkos::View<Bits *, Kokkos::HostSpace> keys(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::candidates"), candidates);
+  Kokkos::View<std::uint64_t, Kokkos::HostSpace> filled("dct::filled");
+  Kokkos::parallel_for(
+      "dct::select_candidates", chunk_range, KOKKOS_LAMBDA(const std::int64_t c) {
+        const std::size_t begin = static_cast<std::size_t>(c) * kSelectChunk;
+        const std::size_t end = begin + kSelectChunk < n ? begin + kSelectChunk : n;
+        Bits found[256];
+        std::size_t count = 0;
+        auto flush = [&] {
+          const std::uint64_t at = Kokkos::atomic_fetch_add(&filled(), std::uint64_t(count));
+          for (std::size_t j = 0; j < count; ++j) keys(at + j) = found[j];
+          count = 0;
+        };
+        for (std::size_t i = begin; i < end; ++i) {
           const Bits key = abs_key<T>((send ? send[i] : T(0)) + residual[i]);
-          if ((key & mask) == prefix) scatter.access()((key >> shift) & digit_mask) += 1;
-        });
-    Kokkos::Experimental::contribute(histogram, scatter);
-    std::size_t above = 0;
-    Bits digit = digit_mask;
-    while (above + histogram(digit) < remaining) above += histogram(digit--);
-    remaining -= above;
-    prefix |= digit << shift;
-    mask |= digit_mask << shift;
-    high = shift;
-  }
+          if (top_digit<T>(key) != digit) continue;
+          found[count++] = key;
+          if (count == 256) flush();
+        }
+        flush();
+      });
+  Exec().fence();
+  const std::size_t rank = k - above;  // 1-based, among the candidates
+  Bits *first = keys.data();
+  std::nth_element(first, first + (rank - 1), first + candidates, std::greater<Bits>());
   T tau;
-  std::memcpy(&tau, &prefix, sizeof tau);
+  const Bits bits = first[rank - 1];
+  std::memcpy(&tau, &bits, sizeof tau);
   return tau != tau ? std::numeric_limits<T>::infinity() : tau;
 }
 
@@ -83,30 +129,71 @@ void gather_abs_sample_impl(const T *send, const T *residual, std::size_t n, std
   Exec().fence();
 }
 
-template <typename T>
-std::size_t filter_impl(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
-                        WireIndex *idx, T *val, std::size_t capacity) {
+// The filter in blocks of 16: acc is computed and stored for the whole block with no branch
+// (the compiler vectorizes it) while the kept entries are counted; only blocks with a kept
+// entry (a minority at the densities dct runs) take the scalar compaction path, on data that is
+// still in L1. A work item is a run of blocks, so that parallel_scan's two passes on threaded
+// backends (count, then write) cost little.
+constexpr std::size_t kFilterBlock = 16;
+constexpr std::int64_t kFilterChunk = 4096;
+
+template <typename T, bool kHasSend>
+KOKKOS_INLINE_FUNCTION std::size_t count_kept(const T *send, const T *residual, std::size_t begin,
+                                              std::size_t end, T tau) {
+  std::size_t count = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    const T acc = (kHasSend ? send[i] : T(0)) + residual[i];
+    count += keep_entry(acc, tau) ? 1 : 0;
+  }
+  return count;
+}
+
+template <typename T, bool kHasSend>
+std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
+                          WireIndex *idx, T *val, std::size_t capacity) {
+  const std::int64_t chunks = static_cast<std::int64_t>((n + kFilterChunk - 1) / kFilterChunk);
   std::size_t kept = 0;
   Kokkos::parallel_scan(
-      "dct::filter", range(n),
-      KOKKOS_LAMBDA(const std::int64_t i, std::size_t &position, const bool final) {
-        const T acc = (send ? send[i] : T(0)) + residual[i];
-        const bool keep = keep_entry(acc, tau);
-        if (final) {
-          if (keep && position < capacity) {
-            const T sent = wire_value(acc, coding);
-            idx[position] = static_cast<WireIndex>(i);
-            val[position] = sent;
-            residual[i] = wire_remainder(acc, sent);
-          } else {
+      "dct::filter", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, chunks),
+      KOKKOS_LAMBDA(const std::int64_t c, std::size_t &position, const bool final) {
+        const std::size_t begin = static_cast<std::size_t>(c) * kFilterChunk;
+        const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
+        if (!final) {
+          position += count_kept<T, kHasSend>(send, residual, begin, end, tau);
+          return;
+        }
+        for (std::size_t block = begin; block < end; block += kFilterBlock) {
+          const std::size_t stop = block + kFilterBlock < end ? block + kFilterBlock : end;
+          std::size_t hits = 0;
+          for (std::size_t i = block; i < stop; ++i) {
+            const T acc = (kHasSend ? send[i] : T(0)) + residual[i];
             residual[i] = acc;
+            hits += keep_entry(acc, tau) ? 1 : 0;
+          }
+          if (hits == 0) continue;
+          for (std::size_t i = block; i < stop; ++i) {
+            const T acc = residual[i];
+            if (!keep_entry(acc, tau)) continue;
+            if (position < capacity) {
+              const T sent = wire_value(acc, coding);
+              idx[position] = static_cast<WireIndex>(i);
+              val[position] = sent;
+              residual[i] = wire_remainder(acc, sent);
+            }
+            ++position;
           }
         }
-        position += keep ? 1 : 0;
       },
       kept);
   Exec().fence();
   return kept;
+}
+
+template <typename T>
+std::size_t filter_impl(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
+                        WireIndex *idx, T *val, std::size_t capacity) {
+  return send ? filter_chunks<T, true>(send, residual, n, tau, coding, idx, val, capacity)
+              : filter_chunks<T, false>(send, residual, n, tau, coding, idx, val, capacity);
 }
 
 template <typename T>

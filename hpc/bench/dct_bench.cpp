@@ -5,6 +5,7 @@
 //       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
 //       [--type float|double] [--result-density 1] [--iters 20] [--warmup 3] [--json]
 //   mpiexec -n 2 dct-bench calibrate [--reps 1000] [--mib 64] [--beta-reps 10]
+//   dct-bench kernels [--sizes 1M-1G] [--density 0.01] [--sample 65536] ... (kernels_bench.cpp)
 //   dct-bench model [--ranks 2,4,...] [--sizes 256K,4M,100M] [--density 0.001,...]
 //       [--type float|double]
 //
@@ -61,6 +62,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -558,6 +560,11 @@ int calibrate(int argc, char **argv, int rank, int ranks) {
 #if DCT_HAVE_HDF5
 int bench_checkpoint(int argc, char **argv);  // checkpoint_bench.cpp
 #endif
+namespace dct::bench {
+int bench_kernels(  // kernels_bench.cpp
+    int argc, char **argv,
+    const std::function<void(std::vector<long long> &, const std::string &)> &add_sizes);
+}
 
 // ---- model ----------------------------------------------------------------------------------
 
@@ -643,9 +650,14 @@ int main(int argc, char **argv) {
       exit_code = calibrate(argc, argv, rank, ranks);
     } else if (mode == "model") {
       if (rank == 0) exit_code = model(argc, argv);
+    } else if (mode == "kernels") {
+      auto add_list = [](std::vector<long long> &sizes, const std::string &list) {
+        for (const std::string &item : split(list, "--sizes")) add_sizes(sizes, item);
+      };
+      if (rank == 0) exit_code = dct::bench::bench_kernels(argc, argv, add_list);
     } else {
       throw std::invalid_argument(
-          "usage: dct-bench allreduce|calibrate|model|checkpoint [options]");
+          "usage: dct-bench allreduce|calibrate|model|kernels|checkpoint [options]");
     }
   } catch (const std::exception &e) {
     if (rank == 0) std::fprintf(stderr, "dct-bench %s: %s\n", mode.c_str(), e.what());

@@ -189,6 +189,23 @@ typedef struct DCT_Request_s *DCT_Request;
  *   `dct_beta_gbps` [`DCT_BETA_GBPS`], default `12.5`: bandwidth per rank in GB/s, the two
  *   parameters of the cost model behind `auto` (docs/algorithms.md; `dct-bench calibrate`
  *   measures them).
+ * - `dct_values` [`DCT_VALUES`], default `native`: how kept values travel: `native` (the
+ *   tensor's type), `fp16` or `bf16` (16 bits, round to nearest even; with `allgather` and
+ *   `split`'s first stage, the stages that carry each rank's own entries). The rounding error
+ *   stays in the sender's residual, so error feedback still conserves every input exactly;
+ *   values beyond the 16-bit range are sent as its largest finite value and the rest waits.
+ *   Partial sums (split's second stage, `recursive_doubling`) travel in the tensor's type.
+ *   Indices travel as 32-bit offsets or as a bitmap of the range, whichever is smaller.
+ * - `dct_threshold` [`DCT_THRESHOLD`], default `exact`: `exact` (k-th largest, linear time) or
+ *   `sampled`: `tau` from `dct_sample_size` [`DCT_SAMPLE_SIZE`], default `65536`, entries
+ *   drawn one per stratum (1 to 16777216; the exact method when it is >= `count` / 8). Cost
+ *   O(sample); achieved density within 4 sqrt((1 - d) / (d m)) of the target d (relative) for
+ *   m samples (docs/kernels.md).
+ * - `dct_backend` [`DCT_BACKEND`], default `auto`: where the kernels run (`DCT_Backend`):
+ *   `auto`, `kokkos`, `cuda`, `hip`. Device buffers (CUDA or HIP pointers) are detected; the
+ *   residual then lives on the device and only the kept entries and the result cross to the
+ *   host (pinned staging buffers, reused across calls). Not compiled: `DCT_ERR_NOT_COMPILED`
+ *   from `DCT_Allreduce_init`.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  *
  * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
@@ -307,6 +324,16 @@ DCT_EXPORT int DCT_Request_free(DCT_Request *request);
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
  */
 DCT_EXPORT int DCT_Request_get_residual(DCT_Request request, void *residual);
+
+/**
+ * @brief Sets the GPU stream the request's kernels and copies run on (`cudaStream_t` or
+ * `hipStream_t`, passed as `void *`), from its next `DCT_Start` on. dct orders its work after
+ * what the stream already holds and completes it before `DCT_Wait` returns. `NULL` (the
+ * default) selects dct's own non-blocking stream, never the legacy default stream. Ignored on
+ * the host (Kokkos backend). The request must not be active.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
+ */
+DCT_EXPORT int DCT_Request_set_stream(DCT_Request request, void *stream);
 
 /**
  * @brief Drop-in replacement for `MPI_Allreduce` with the same arguments.

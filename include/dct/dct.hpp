@@ -92,6 +92,9 @@ class AllreduceRequest {
     check(DCT_Test(&request_, &flag, status));
     return flag != 0;
   }
+  /** @brief The GPU stream (`cudaStream_t` / `hipStream_t`) of later calls
+   * (DCT_Request_set_stream). */
+  void set_stream(void *stream) { check(DCT_Request_set_stream(request_, stream)); }
   /** @brief start() then wait(). */
   DCT_Status operator()() {
     start();

@@ -1,7 +1,9 @@
 // The sparse allreduce algorithms against each other and the reference, on the data shapes
 // that break sparse collectives (empty, uneven, identical and disjoint contributions, fill-in),
 // and nonblocking completion in any order. Registered at 1 to 8 ranks.
+#include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "common.hpp"
 
@@ -76,6 +78,83 @@ TYPED_TEST(Algorithms, EveryAlgorithmDeliversTheExactSumOnEveryShape) {
       MPI_Info_free(&info);
     }
   }
+}
+
+// dct_values=fp16/bf16: every algorithm delivers the same sum on every rank, the rounding error
+// stays in the sender's residual (conservation exact on dyadic data with more bits than 16-bit
+// floats hold), and allgather's blocks carry 2-byte values.
+TYPED_TEST(Algorithms, SixteenBitValuesConserveEveryInputExactly) {
+  using T = TypeParam;
+  for (const char *values : {"fp16", "bf16"}) {
+    for (const char *algorithm : kAlgorithms) {
+      SCOPED_TRACE(std::string(algorithm) + " with " + values);
+      MPI_Info info = make_info({{"dct_density", "0.05"},
+                                 {"dct_values", values},
+                                 {"dct_algorithm", algorithm},
+                                 {"dct_interval", "3"}});
+      std::vector<T> send(kCount), recv(kCount);
+      DCT_Request request;
+      ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                   MPI_COMM_WORLD, info, &request),
+                DCT_SUCCESS);
+      MPI_Info_free(&info);
+      std::vector<double> delivered(kCount, 0.0), inputs(kCount, 0.0);
+      for (int call = 0; call < 6; ++call) {
+        overwrite(send, dyadic_gradient<T>(kCount, call));
+        for (std::size_t i = 0; i < kCount; ++i) inputs[i] += double(send[i]);
+        DCT_Status status;
+        ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+        ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+        for (std::size_t i = 0; i < kCount; ++i) delivered[i] += double(recv[i]);
+        std::vector<T> first(recv);
+        MPI_Bcast(first.data(), int(kCount * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
+        EXPECT_TRUE(all_ranks(same_bits(recv, first))) << "call " << call;
+        if (status.algorithm == DCT_ALGORITHM_ALLGATHER && size() > 1) {
+          const MPI_Count nnz = status.nnz_sent;
+          const MPI_Count indices = std::min<MPI_Count>(4 * nnz, (kCount + 7) / 8);
+          const MPI_Count block = (2 * nnz + indices + 7) / 8 * 8;
+          EXPECT_EQ(status.bytes_sent, (size() - 1) * (kHeaderBytes + block));
+        }
+        expect_bytes_balance(status);
+      }
+      const std::vector<T> residual = residual_of<T>(request, kCount);
+      std::vector<double> held(residual.begin(), residual.end()), all_held(kCount),
+          all_inputs(kCount);
+      MPI_Allreduce(held.data(), all_held.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(inputs.data(), all_inputs.data(), int(kCount), MPI_DOUBLE, MPI_SUM,
+                    MPI_COMM_WORLD);
+      for (std::size_t i = 0; i < kCount; ++i)
+        ASSERT_EQ(delivered[i] + all_held[i], all_inputs[i]) << "element " << i;
+      EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+    }
+  }
+}
+
+// dct_threshold=sampled: tau from a sample of dct_sample_size entries; the achieved density
+// stays within the documented band (4 standard deviations of a sample quantile).
+TEST(SampledThreshold, AchievedDensityIsWithinTheDocumentedBand) {
+  const std::size_t n = 1 << 18;
+  const double density = 0.01, m = 4096;
+  MPI_Info info = make_info({{"dct_density", "0.01"},
+                             {"dct_threshold", "sampled"},
+                             {"dct_sample_size", "4096"},
+                             {"dct_interval", "1"}});
+  std::vector<float> send(n), recv(n);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               info, &request),
+            DCT_SUCCESS);
+  MPI_Info_free(&info);
+  const double band = 4 * std::sqrt((1 - density) / (density * m));
+  for (int call = 0; call < 5; ++call) {
+    overwrite(send, gradient<float>(n, call));
+    DCT_Status status;
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+    EXPECT_EQ(status.tau_reestimated, 1);
+    EXPECT_NEAR(status.density / density, 1.0, band) << "call " << call;
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
 }
 
 // When every rank sends the same k indices, split moves about 2k entries per rank: within

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "config.hpp"
 #include "error.hpp"
@@ -56,6 +57,29 @@ TEST(Config, BadEnvironmentValuesAreRefused) {
   }
   ScopedEnv algorithm("DCT_ALGORITHM", "ring");
   EXPECT_EQ(code_of([] { Config::from(MPI_INFO_NULL); }), DCT_ERR_INFO);
+}
+
+TEST(Config, KernelKnobs) {
+  const Config defaults = Config::from(MPI_INFO_NULL);
+  EXPECT_EQ(defaults.backend, DCT_BACKEND_AUTO);
+  EXPECT_EQ(defaults.values, ValueCoding::native);
+  EXPECT_FALSE(defaults.sampled_threshold);
+  ScopedEnv backend("DCT_BACKEND", "kokkos");
+  ScopedEnv values("DCT_VALUES", "bf16");
+  ScopedEnv threshold("DCT_THRESHOLD", "sampled");
+  ScopedEnv sample("DCT_SAMPLE_SIZE", "1000");
+  const Config config = Config::from(MPI_INFO_NULL);
+  EXPECT_EQ(config.backend, DCT_BACKEND_KOKKOS);
+  EXPECT_EQ(config.values, ValueCoding::bf16);
+  EXPECT_TRUE(config.sampled_threshold);
+  EXPECT_EQ(config.sample_size, 1000);
+  for (auto [name, value] :
+       {std::pair{"DCT_BACKEND", "gpu"}, std::pair{"DCT_VALUES", "fp8"},
+        std::pair{"DCT_THRESHOLD", "approx"}, std::pair{"DCT_SAMPLE_SIZE", "0"},
+        std::pair{"DCT_SAMPLE_SIZE", "16777217"}}) {
+    ScopedEnv bad(name, value);
+    EXPECT_EQ(code_of([] { Config::from(MPI_INFO_NULL); }), DCT_ERR_INFO) << name << "=" << value;
+  }
 }
 
 TEST(Config, ErrorMessageNamesTheOriginAndValue) {
