@@ -107,11 +107,14 @@ inline error_t inclusive_sum(void *temporary, std::size_t &temporary_bytes, cons
   return cub::DeviceScan::InclusiveSum(temporary, temporary_bytes, in, out, n, stream);
 }
 
-/// The MPI library's own answer (Open MPI's CUDA extension); false for MPI libraries that do
-/// not declare it.
+/// The MPI library's own answer (Open MPI's CUDA extension, MPICH's MPIX_GPU_query_support);
+/// false for MPI libraries that declare neither.
 inline bool mpi_accepts_device_memory() {
-#if defined(MPIX_CUDA_AWARE_SUPPORT)
+#if defined(MPIX_CUDA_AWARE_SUPPORT)  // Open MPI
   return MPIX_Query_cuda_support() == 1;
+#elif defined(MPIX_GPU_SUPPORT_CUDA)  // MPICH 4 (and derived MPIs)
+  int supported = 0;
+  return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
 #else
   return false;
 #endif
