@@ -98,9 +98,13 @@ inline error_t is_device_pointer(const void *pointer, bool *device) {
   return error;
 }
 
-/// out[i] = in[0] + ... + in[i]; with temporary == nullptr only sets temporary_bytes.
-inline error_t inclusive_sum(void *temporary, std::size_t &temporary_bytes, const unsigned int *in,
-                             unsigned int *out, std::size_t n, stream_t stream) {
+/// out[i] = flag(0) + ... + flag(i) for a functor `flag` of the index (read through a transform
+/// iterator, never stored); with temporary == nullptr only sets temporary_bytes.
+template <typename Flag>
+error_t inclusive_sum_of(void *temporary, std::size_t &temporary_bytes, Flag flag, std::size_t n,
+                         unsigned int *out, stream_t stream) {
+  const auto in =
+      rocprim::make_transform_iterator(rocprim::make_counting_iterator<std::size_t>(0), flag);
   return rocprim::inclusive_scan(temporary, temporary_bytes, in, out, n,
                                  rocprim::plus<unsigned int>(), stream);
 }

@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -163,13 +162,15 @@ inline error_t is_device_pointer(const void *, bool *device) {
   *device = false;
   return success;
 }
-inline error_t inclusive_sum(void *temporary, std::size_t &temporary_bytes, const unsigned int *in,
-                             unsigned int *out, std::size_t n, stream_t) {
+template <typename Flag>
+error_t inclusive_sum_of(void *temporary, std::size_t &temporary_bytes, Flag flag, std::size_t n,
+                         unsigned int *out, stream_t) {
   if (temporary == nullptr) {
     temporary_bytes = 64;  // something, as the libraries ask for
     return success;
   }
-  std::inclusive_scan(in, in + n, out);
+  unsigned int sum = 0;
+  for (std::size_t i = 0; i < n; ++i) out[i] = sum += flag(i);
   return success;
 }
 inline bool mpi_accepts_device_memory() {

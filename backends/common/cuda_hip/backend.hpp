@@ -1,7 +1,7 @@
 // The CUDA and HIP backends, written once (the idea of Ginkgo's common/cuda_hip): this file is
 // included by backends/cuda/kernels.cu and by backends/hip/kernels.hip after their runtime.hpp,
 // which defines DCT_GPU_NAMESPACE (cuda or hip), DCT_GPU_NAME, DCT_GPU_KIND and the functions
-// of namespace api (memory, streams, errors, pointer attributes, inclusive_sum, the GPU-aware
+// of namespace api (memory, streams, errors, pointer attributes, inclusive_sum_of, the GPU-aware
 // MPI query). Nothing here names a CUDA or HIP function directly; the kernel language
 // (__global__, <<<>>>, atomicAdd, __shared__) is common to nvcc and hip-clang. Kernels are
 // launched through DCT_GPU_LAUNCH so that tests/gpu_emulation can run this file on the host.
@@ -69,7 +69,7 @@ __device__ inline std::size_t index_stride() {
 }
 
 template <typename T>
-__device__ inline T accumulated(const T *send, const T *residual, std::size_t i) {
+__host__ __device__ inline T accumulated(const T *send, const T *residual, std::size_t i) {
   return (send ? send[i] : T(0)) + residual[i];
 }
 
@@ -159,12 +159,17 @@ __global__ void gather_abs(const T *send, const T *residual, std::size_t n, std:
   }
 }
 
+/// The keep flag of entry i, read by the scan through a transform iterator (so the flags are
+/// never stored: the filter's scratch is one unsigned int per element, its scanned flags).
 template <typename T>
-__global__ void filter_flags(const T *send, const T *residual, std::size_t n, T tau,
-                             unsigned int *flags) {
-  for (std::size_t i = first_index(); i < n; i += index_stride())
-    flags[i] = keep_entry(accumulated(send, residual, i), tau) ? 1u : 0u;
-}
+struct KeepFlag {
+  const T *send;
+  const T *residual;
+  T tau;
+  __host__ __device__ unsigned int operator()(std::size_t i) const {
+    return keep_entry(accumulated(send, residual, i), tau) ? 1u : 0u;
+  }
+};
 
 /// Stable compaction: `inclusive` is the inclusive prefix sum of the keep flags, so a kept
 /// entry i goes to position inclusive[i] - 1, in index order.
@@ -364,17 +369,17 @@ class GpuBackend final : public Backend {
             "filter: more elements than DCT_MAX_COUNT");
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const KeepFlag<T> keep{send, residual, tau};
     std::size_t scan_bytes = 0;
-    check(api::inclusive_sum(nullptr, scan_bytes, nullptr, nullptr, n, s), "filter (scan size)");
-    const std::size_t flags_bytes = aligned(n * sizeof(unsigned int));
-    char *scratch = workspace(2 * flags_bytes + aligned(scan_bytes));
-    auto *flags = reinterpret_cast<unsigned int *>(scratch);
-    auto *inclusive = reinterpret_cast<unsigned int *>(scratch + flags_bytes);
-    void *scan_scratch = scratch + 2 * flags_bytes;
+    check(api::inclusive_sum_of(nullptr, scan_bytes, keep, n, static_cast<unsigned int *>(nullptr),
+                                s),
+          "filter (scan size)");
+    const std::size_t inclusive_bytes = aligned(n * sizeof(unsigned int));
+    char *scratch = workspace(inclusive_bytes + aligned(scan_bytes));
+    auto *inclusive = reinterpret_cast<unsigned int *>(scratch);
+    check(api::inclusive_sum_of(scratch + inclusive_bytes, scan_bytes, keep, n, inclusive, s),
+          "filter (scan)");
     const unsigned int grid = grid_for(n);
-    DCT_GPU_LAUNCH(filter_flags<T>, grid, kBlock, s, send, residual, n, tau, flags);
-    check_launch("filter (flags)");
-    check(api::inclusive_sum(scan_scratch, scan_bytes, flags, inclusive, n, s), "filter (scan)");
     DCT_GPU_LAUNCH(filter_compact<T>, grid, kBlock, s, send, residual, n, tau, coding, inclusive,
                    idx, val, capacity);
     check_launch("filter (compact)");
