@@ -220,15 +220,11 @@ class CompressedEngine final : public AllreduceEngine {
     status_.density = n > 0 ? double(kept_) / double(n) : 0.0;
   }
 
-  // The k-th largest |acc|: exact, or estimated from a stratified random sample of m entries
-  // (the same rank k/n within the sample), O(m) instead of O(n).
   T estimate_tau(std::size_t n, std::size_t k) {
-    const std::size_t m = static_cast<std::size_t>(config_.sample_size);
-    if (!config_.sampled_threshold || m >= n)
-      return backend_->kth_largest_abs(send_, residual_.data(), n, k, stream_);
     const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
-    return kernels::sampled_kth_largest_abs(*backend_, send_, residual_.data(), n, k, m, seed,
-                                            sample_, stream_);
+    return kernels::estimate_threshold(
+        *backend_, send_, residual_.data(), n, k, config_.sampled_threshold,
+        static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
   }
 
   // Puts this call's sent entries back into the residual (there: acc - sent, exactly).

@@ -175,8 +175,19 @@ Backend &backend_for(const void *buffer, DCT_Backend requested);
 /// without ties.
 template <typename T>
 T sampled_kth_largest_abs(Backend &backend, const T *send, const T *residual, std::size_t n,
-                          std::size_t k, std::size_t m, std::uint64_t seed,
-                          std::vector<T> &scratch, Stream stream);
+                          std::size_t k, std::size_t m, std::uint64_t seed, std::vector<T> &scratch,
+                          Stream stream);
+
+/// tau for a call, as dct_threshold says: the exact k-th largest |acc|, or with `sampled` the
+/// estimate from `sample` entries, used only where the sample is under 1/8 of the tensor (for
+/// smaller tensors the exact selection costs about the same and is exact).
+template <typename T>
+T estimate_threshold(Backend &backend, const T *send, const T *residual, std::size_t n,
+                     std::size_t k, bool sampled, std::size_t sample, std::uint64_t seed,
+                     std::vector<T> &scratch, Stream stream) {
+  if (!sampled || sample >= n / 8) return backend.kth_largest_abs(send, residual, n, k, stream);
+  return sampled_kth_largest_abs(backend, send, residual, n, k, sample, seed, scratch, stream);
+}
 
 /// Makes sure the host backend's runtime (Kokkos) is up; returns true if this call started it.
 bool initialize_runtime();

@@ -4,6 +4,10 @@
 #include <Kokkos_Core.hpp>
 #include <Kokkos_ScatterView.hpp>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -129,22 +133,63 @@ void gather_abs_sample_impl(const T *send, const T *residual, std::size_t n, std
   Exec().fence();
 }
 
-// The filter in blocks of 16: acc is computed and stored for the whole block with no branch
-// (the compiler vectorizes it) while the kept entries are counted; only blocks with a kept
-// entry (a minority at the densities dct runs) take the scalar compaction path, on data that is
-// still in L1. A work item is a run of blocks, so that parallel_scan's two passes on threaded
-// backends (count, then write) cost little.
+// The filter in blocks of 16: acc is computed and stored for the block with no branch while
+// a 16-bit mask of its kept entries is built (SSE2 where the host has it: compare + movemask;
+// a plain loop elsewhere); only the set bits are then visited. At 1% density a fifth of the
+// blocks hold a kept entry: visiting all 16 elements of those, as a scalar loop does, cost 3x
+// the whole vectorized pass (measured). A work item is a run of blocks, so that
+// parallel_scan's two passes on threaded backends (count, then write) cost little.
 constexpr std::size_t kFilterBlock = 16;
 constexpr std::int64_t kFilterChunk = 4096;
 
+/// acc = send + residual for 16 elements, stored into residual; returns the keep mask.
 template <typename T, bool kHasSend>
-KOKKOS_INLINE_FUNCTION std::size_t count_kept(const T *send, const T *residual, std::size_t begin,
-                                              std::size_t end, T tau) {
-  std::size_t count = 0;
-  for (std::size_t i = begin; i < end; ++i) {
-    const T acc = (kHasSend ? send[i] : T(0)) + residual[i];
-    count += keep_entry(acc, tau) ? 1 : 0;
+inline unsigned accumulate_block(const T *send, T *residual, T tau) {
+  unsigned mask = 0;
+  for (std::size_t j = 0; j < kFilterBlock; ++j) {
+    const T acc = (kHasSend ? send[j] : T(0)) + residual[j];
+    residual[j] = acc;
+    mask |= unsigned(keep_entry(acc, tau)) << j;
   }
+  return mask;
+}
+
+#if defined(__SSE2__)
+template <>
+inline unsigned accumulate_block<float, true>(const float *send, float *residual, float tau) {
+  const __m128 threshold = _mm_set1_ps(tau), zero = _mm_setzero_ps(), sign = _mm_set1_ps(-0.0f);
+  unsigned mask = 0;
+  for (int v = 0; v < 4; ++v) {
+    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
+    _mm_storeu_ps(residual + 4 * v, acc);
+    // keep = !(|acc| < tau) && acc != 0: cmpnlt is also true for NaN, as the keep rule wants.
+    const __m128 keep =
+        _mm_and_ps(_mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold), _mm_cmpneq_ps(acc, zero));
+    mask |= unsigned(_mm_movemask_ps(keep)) << (4 * v);
+  }
+  return mask;
+}
+template <>
+inline unsigned accumulate_block<double, true>(const double *send, double *residual, double tau) {
+  const __m128d threshold = _mm_set1_pd(tau), zero = _mm_setzero_pd(), sign = _mm_set1_pd(-0.0);
+  unsigned mask = 0;
+  for (int v = 0; v < 8; ++v) {
+    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
+    _mm_storeu_pd(residual + 2 * v, acc);
+    const __m128d keep =
+        _mm_and_pd(_mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold), _mm_cmpneq_pd(acc, zero));
+    mask |= unsigned(_mm_movemask_pd(keep)) << (2 * v);
+  }
+  return mask;
+}
+#endif
+
+template <typename T, bool kHasSend>
+std::size_t count_kept(const T *send, const T *residual, std::size_t begin, std::size_t end,
+                       T tau) {
+  std::size_t count = 0;
+  for (std::size_t i = begin; i < end; ++i)
+    count += keep_entry((kHasSend ? send[i] : T(0)) + residual[i], tau) ? 1 : 0;
   return count;
 }
 
@@ -162,26 +207,28 @@ std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, Valu
           position += count_kept<T, kHasSend>(send, residual, begin, end, tau);
           return;
         }
-        for (std::size_t block = begin; block < end; block += kFilterBlock) {
-          const std::size_t stop = block + kFilterBlock < end ? block + kFilterBlock : end;
-          std::size_t hits = 0;
-          for (std::size_t i = block; i < stop; ++i) {
-            const T acc = (kHasSend ? send[i] : T(0)) + residual[i];
-            residual[i] = acc;
-            hits += keep_entry(acc, tau) ? 1 : 0;
+        auto emit = [&](std::size_t i) {
+          const T acc = residual[i];
+          if (position < capacity) {
+            const T sent = wire_value(acc, coding);
+            idx[position] = static_cast<WireIndex>(i);
+            val[position] = sent;
+            residual[i] = wire_remainder(acc, sent);
           }
-          if (hits == 0) continue;
-          for (std::size_t i = block; i < stop; ++i) {
-            const T acc = residual[i];
-            if (!keep_entry(acc, tau)) continue;
-            if (position < capacity) {
-              const T sent = wire_value(acc, coding);
-              idx[position] = static_cast<WireIndex>(i);
-              val[position] = sent;
-              residual[i] = wire_remainder(acc, sent);
-            }
-            ++position;
+          ++position;
+        };
+        std::size_t block = begin;
+        for (; block + kFilterBlock <= end; block += kFilterBlock) {
+          unsigned mask = accumulate_block<T, kHasSend>(kHasSend ? send + block : nullptr,
+                                                        residual + block, tau);
+          while (mask != 0) {
+            emit(block + static_cast<std::size_t>(__builtin_ctz(mask)));
+            mask &= mask - 1;
           }
+        }
+        for (std::size_t i = block; i < end; ++i) {
+          residual[i] = (kHasSend ? send[i] : T(0)) + residual[i];
+          if (keep_entry(residual[i], tau)) emit(i);
         }
       },
       kept);
