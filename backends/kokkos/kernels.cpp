@@ -15,6 +15,7 @@
 #include <limits>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "error.hpp"
 #include "kernels.hpp"
@@ -42,66 +43,115 @@ KOKKOS_INLINE_FUNCTION KeyBits<T> abs_key(T value) {
   return bits & ~sign;
 }
 
-// Exact selection in two passes over the data: a histogram of the top 11 bits of |acc| finds
+// Exact selection in two passes over the data: a histogram of the top bits of |acc| finds
 // the bucket that holds the k-th largest, a second pass copies the keys of that bucket (a small
-// fraction of n for real data), and std::nth_element finishes on those candidates. The third
-// and later radix passes of a textbook radix select would each read all of n again.
+// fraction of n for float data), radix rounds over those candidates alone narrow them further
+// while they are many, and std::nth_element finishes. The later radix passes of a textbook
+// radix select would each read all of n again.
 constexpr int kDigitBits = 11;
 constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
-// Elements per work item: large enough that merging a work item's histogram costs little.
-constexpr std::int64_t kSelectChunk = 1 << 16;
+
+/// The first pass's digit: 11 bits of a float (8 of exponent, 3 of mantissa), 14 of a double
+/// (11 of exponent, 3 of mantissa): the same resolution, so that the bucket of the k-th largest
+/// stays a small share of n for doubles too (measured: 15% of n with 11 bits on Gaussian data,
+/// whose copy then cost more than the histogram pass).
+template <typename T>
+struct FirstDigit {
+  static constexpr int bits = sizeof(T) == 4 ? 11 : 14;
+  static constexpr std::size_t buckets = std::size_t(1) << bits;
+  static constexpr int lanes = sizeof(T) == 4 ? 4 : 2;  // interleaved counters: 32/128 KiB
+  static constexpr std::int64_t chunk = sizeof(T) == 4 ? 1 << 16 : 1 << 18;
+  static constexpr int shift = 8 * int(sizeof(T)) - 1 - bits;
+};
 
 template <typename T>
 KOKKOS_INLINE_FUNCTION std::uint32_t top_digit(KeyBits<T> key) {
-  return static_cast<std::uint32_t>(key >> (8 * sizeof(T) - 1 - kDigitBits));
+  return static_cast<std::uint32_t>(key >> FirstDigit<T>::shift);
+}
+
+/// Candidate keys of the last selection on this thread, kept so that their pages are not
+/// faulted in again on every call (a fresh 40 MB buffer cost ~100 ms in a VM).
+template <typename Bits>
+std::vector<Bits> &candidate_buffer() {
+  static thread_local std::vector<Bits> buffer;
+  return buffer;
+}
+
+// Narrows the candidates (keys that agree above bit `high`) to the next 11-bit digit's bucket
+// that holds the rank-th largest, in place, while they are many: a bucket of the first pass can
+// hold a large share of n (double's top 11 bits are its exponent alone; data that all lies in
+// one binade), and each round costs one pass over the survivors only. Returns how many are
+// left; `rank` becomes their rank among them.
+template <typename Bits>
+std::size_t refine_candidates(Bits *keys, std::size_t count, std::size_t &rank, int high) {
+  std::vector<std::size_t> histogram(kBuckets);
+  while (count > 4096 && high > 0) {
+    const int width = high < kDigitBits ? high : kDigitBits;
+    const int shift = high - width;
+    const Bits digit_mask = (Bits(1) << width) - 1;
+    std::fill(histogram.begin(), histogram.end(), 0);
+    for (std::size_t j = 0; j < count; ++j) ++histogram[(keys[j] >> shift) & digit_mask];
+    std::size_t above = 0;
+    Bits digit = digit_mask;
+    while (above + histogram[digit] < rank) above += histogram[digit--];
+    std::size_t survivors = 0;
+    for (std::size_t j = 0; j < count; ++j)
+      if (((keys[j] >> shift) & digit_mask) == digit) keys[survivors++] = keys[j];
+    rank -= above;
+    count = survivors;
+    high = shift;
+  }
+  return count;
 }
 
 template <typename T>
 T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k) {
   using Bits = KeyBits<T>;
+  using Digit = FirstDigit<T>;
   require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
-  const std::int64_t chunks = static_cast<std::int64_t>((n + kSelectChunk - 1) / kSelectChunk);
+  const std::int64_t chunks = static_cast<std::int64_t>((n + Digit::chunk - 1) / Digit::chunk);
   const Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>> chunk_range(0, chunks);
-  Kokkos::View<std::uint64_t *, Kokkos::HostSpace> histogram("dct::histogram", kBuckets);
+  Kokkos::View<std::uint64_t *, Kokkos::HostSpace> histogram("dct::histogram", Digit::buckets);
   Kokkos::parallel_for(
       "dct::select_histogram", chunk_range, KOKKOS_LAMBDA(const std::int64_t c) {
-        // Four interleaved counters per bucket: neighbours that fall into the same bucket (most
-        // of them) do not wait for each other's increment.
-        std::uint32_t local[4][kBuckets] = {};
-        const std::size_t begin = static_cast<std::size_t>(c) * kSelectChunk;
-        const std::size_t end = begin + kSelectChunk < n ? begin + kSelectChunk : n;
+        // Interleaved counters per bucket: neighbours that fall into the same bucket (most of
+        // them) do not wait for each other's increment.
+        std::uint32_t local[Digit::lanes][Digit::buckets] = {};
+        const std::size_t begin = static_cast<std::size_t>(c) * Digit::chunk;
+        const std::size_t end = begin + Digit::chunk < n ? begin + Digit::chunk : n;
         std::size_t i = begin;
-        for (; i + 4 <= end; i += 4)
-          for (int lane = 0; lane < 4; ++lane)
+        for (; i + Digit::lanes <= end; i += Digit::lanes)
+          for (int lane = 0; lane < Digit::lanes; ++lane)
             ++local[lane]
                    [top_digit<T>(abs_key<T>((send ? send[i + lane] : T(0)) + residual[i + lane]))];
         for (; i < end; ++i)
           ++local[0][top_digit<T>(abs_key<T>((send ? send[i] : T(0)) + residual[i]))];
-        for (std::size_t b = 0; b < kBuckets; ++b) {
-          const std::uint64_t count =
-              std::uint64_t(local[0][b]) + local[1][b] + local[2][b] + local[3][b];
+        for (std::size_t b = 0; b < Digit::buckets; ++b) {
+          std::uint64_t count = 0;
+          for (int lane = 0; lane < Digit::lanes; ++lane) count += local[lane][b];
           if (count) Kokkos::atomic_add(&histogram(b), count);
         }
       });
   Exec().fence();
   std::size_t above = 0;
-  std::uint32_t digit = kBuckets - 1;
+  std::uint32_t digit = Digit::buckets - 1;
   while (above + histogram(digit) < k) above += histogram(digit--);
   const std::size_t candidates = histogram(digit);
 
   // The keys in the chosen bucket, in any order (each work item appends its own).
-  Kokkos::View<Bits *, Kokkos::HostSpace> keys(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::candidates"), candidates);
+  std::vector<Bits> &buffer = candidate_buffer<Bits>();
+  if (buffer.size() < candidates) buffer.resize(candidates);
+  Bits *keys = buffer.data();
   Kokkos::View<std::uint64_t, Kokkos::HostSpace> filled("dct::filled");
   Kokkos::parallel_for(
       "dct::select_candidates", chunk_range, KOKKOS_LAMBDA(const std::int64_t c) {
-        const std::size_t begin = static_cast<std::size_t>(c) * kSelectChunk;
-        const std::size_t end = begin + kSelectChunk < n ? begin + kSelectChunk : n;
+        const std::size_t begin = static_cast<std::size_t>(c) * Digit::chunk;
+        const std::size_t end = begin + Digit::chunk < n ? begin + Digit::chunk : n;
         Bits found[256];
         std::size_t count = 0;
         auto flush = [&] {
           const std::uint64_t at = Kokkos::atomic_fetch_add(&filled(), std::uint64_t(count));
-          for (std::size_t j = 0; j < count; ++j) keys(at + j) = found[j];
+          for (std::size_t j = 0; j < count; ++j) keys[at + j] = found[j];
           count = 0;
         };
         for (std::size_t i = begin; i < end; ++i) {
@@ -113,11 +163,11 @@ T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::siz
         flush();
       });
   Exec().fence();
-  const std::size_t rank = k - above;  // 1-based, among the candidates
-  Bits *first = keys.data();
-  std::nth_element(first, first + (rank - 1), first + candidates, std::greater<Bits>());
+  std::size_t rank = k - above;  // 1-based, among the candidates
+  const std::size_t kept = refine_candidates<Bits>(keys, candidates, rank, Digit::shift);
+  std::nth_element(keys, keys + (rank - 1), keys + kept, std::greater<Bits>());
   T tau;
-  const Bits bits = first[rank - 1];
+  const Bits bits = keys[rank - 1];
   std::memcpy(&tau, &bits, sizeof tau);
   return tau != tau ? std::numeric_limits<T>::infinity() : tau;
 }
