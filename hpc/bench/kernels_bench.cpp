@@ -188,8 +188,13 @@ int bench_kernels(
   if (!(o.density > 0 && o.density <= 1)) throw std::invalid_argument("bad --density");
   if (o.sample < 1) throw std::invalid_argument("bad --sample");
   const bool started = kernels::initialize_runtime();
-  Backend &backend = o.backend == DCT_BACKEND_AUTO ? *kernels::kokkos_backend()
-                                                   : kernels::backend_for(nullptr, o.backend);
+  Backend *chosen = o.backend == DCT_BACKEND_CUDA  ? kernels::cuda_backend()
+                    : o.backend == DCT_BACKEND_HIP ? kernels::hip_backend()
+                                                   : kernels::kokkos_backend();
+  if (chosen == nullptr || !chosen->available())
+    throw std::invalid_argument(std::string("backend ") + DCT_Backend_name(o.backend) +
+                                (chosen ? " has no device here" : " is not compiled in"));
+  Backend &backend = *chosen;
   std::printf(
       "# dct-bench kernels: backend %s, %s, density %g, values %s, sample %zu; GB/s = 1e9 "
       "bytes/s; times are the best of repetitions over %.2g s\n",
