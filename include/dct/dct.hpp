@@ -55,26 +55,21 @@ inline void checkpoint_load(MPI_Comm comm, const std::string &path) {
   check(DCT_Checkpoint_load(comm, path.c_str()));
 }
 
-/** @brief Owns a persistent compressed allreduce (DCT_Allreduce_init ... DCT_Request_free). */
-class AllreduceRequest {
+/**
+ * @brief Owns a persistent dct request (freed with DCT_Request_free); the operations common to
+ * every kind. Movable, not copyable.
+ */
+class Request {
  public:
-  /** @brief `send` may be nullptr for in-place (the sum replaces `recv`). */
-  template <typename T>
-  AllreduceRequest(const T *send, T *recv, std::size_t count, MPI_Comm comm,
-                   MPI_Info info = MPI_INFO_NULL) {
-    check(DCT_Allreduce_init(send ? static_cast<const void *>(send) : MPI_IN_PLACE, recv,
-                             static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm, info,
-                             &request_));
-  }
-  ~AllreduceRequest() {
+  ~Request() {
     if (request_ != DCT_REQUEST_NULL) DCT_Request_free(&request_);
   }
-  AllreduceRequest(const AllreduceRequest &) = delete;
-  AllreduceRequest &operator=(const AllreduceRequest &) = delete;
-  AllreduceRequest(AllreduceRequest &&other) noexcept : request_(other.request_) {
+  Request(const Request &) = delete;
+  Request &operator=(const Request &) = delete;
+  Request(Request &&other) noexcept : request_(other.request_) {
     other.request_ = DCT_REQUEST_NULL;
   }
-  AllreduceRequest &operator=(AllreduceRequest &&other) noexcept {
+  Request &operator=(Request &&other) noexcept {
     std::swap(request_, other.request_);
     return *this;
   }
@@ -102,8 +97,22 @@ class AllreduceRequest {
   }
   DCT_Request handle() const noexcept { return request_; }
 
- private:
+ protected:
+  Request() = default;
   DCT_Request request_ = DCT_REQUEST_NULL;
+};
+
+/** @brief Owns a persistent compressed allreduce (DCT_Allreduce_init ... DCT_Request_free). */
+class AllreduceRequest : public Request {
+ public:
+  /** @brief `send` may be nullptr for in-place (the sum replaces `recv`). */
+  template <typename T>
+  AllreduceRequest(const T *send, T *recv, std::size_t count, MPI_Comm comm,
+                   MPI_Info info = MPI_INFO_NULL) {
+    check(DCT_Allreduce_init(send ? static_cast<const void *>(send) : MPI_IN_PLACE, recv,
+                             static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm, info,
+                             &request_));
+  }
 };
 
 /**
@@ -111,7 +120,7 @@ class AllreduceRequest {
  * (DCT_Alltoallv_backward_init). Counts and displacements in elements, one per rank of the
  * communicator (copied by the library); `info` must give `dct_row_length`.
  */
-class AlltoallvRequest {
+class AlltoallvRequest : public Request {
  public:
   template <typename T>
   AlltoallvRequest(const T *send, const int *sendcounts, const int *sdispls, T *recv,
@@ -129,35 +138,9 @@ class AlltoallvRequest {
                                       rdispls, &request.request_));
     return request;
   }
-  ~AlltoallvRequest() {
-    if (request_ != DCT_REQUEST_NULL) DCT_Request_free(&request_);
-  }
-  AlltoallvRequest(const AlltoallvRequest &) = delete;
-  AlltoallvRequest &operator=(const AlltoallvRequest &) = delete;
-  AlltoallvRequest(AlltoallvRequest &&other) noexcept : request_(other.request_) {
-    other.request_ = DCT_REQUEST_NULL;
-  }
-  AlltoallvRequest &operator=(AlltoallvRequest &&other) noexcept {
-    std::swap(request_, other.request_);
-    return *this;
-  }
-
-  void start() { check(DCT_Start(&request_)); }
-  DCT_Status wait() {
-    DCT_Status status;
-    check(DCT_Wait(&request_, &status));
-    return status;
-  }
-  /** @brief start() then wait(). */
-  DCT_Status operator()() {
-    start();
-    return wait();
-  }
-  DCT_Request handle() const noexcept { return request_; }
 
  private:
   AlltoallvRequest() = default;
-  DCT_Request request_ = DCT_REQUEST_NULL;
 };
 
 }  // namespace dct

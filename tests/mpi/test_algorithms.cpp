@@ -42,6 +42,19 @@ std::vector<Shape> shapes() {
   };
 }
 
+/// Error feedback's invariant over all ranks: what was delivered plus what every rank's residual
+/// still holds equals every input, exactly (dyadic data, sums in double).
+template <typename T>
+void expect_conservation(DCT_Request request, const std::vector<double> &delivered,
+                         const std::vector<double> &inputs) {
+  const std::vector<T> residual = residual_of<T>(request, kCount);
+  std::vector<double> held(residual.begin(), residual.end()), all_held(kCount), all_inputs(kCount);
+  MPI_Allreduce(held.data(), all_held.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(inputs.data(), all_inputs.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(delivered[i] + all_held[i], all_inputs[i]) << "element " << i;
+}
+
 template <typename T>
 class Algorithms : public ::testing::Test {};
 using ElementTypes = ::testing::Types<float, double>;
@@ -117,14 +130,7 @@ TYPED_TEST(Algorithms, SixteenBitValuesConserveEveryInputExactly) {
         }
         expect_bytes_balance(status);
       }
-      const std::vector<T> residual = residual_of<T>(request, kCount);
-      std::vector<double> held(residual.begin(), residual.end()), all_held(kCount),
-          all_inputs(kCount);
-      MPI_Allreduce(held.data(), all_held.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(inputs.data(), all_inputs.data(), int(kCount), MPI_DOUBLE, MPI_SUM,
-                    MPI_COMM_WORLD);
-      for (std::size_t i = 0; i < kCount; ++i)
-        ASSERT_EQ(delivered[i] + all_held[i], all_inputs[i]) << "element " << i;
+      expect_conservation<T>(request, delivered, inputs);
       EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
     }
   }
@@ -221,14 +227,7 @@ TYPED_TEST(Algorithms, ResultDensityBoundsTheSumAndConservesEveryInput) {
       MPI_Bcast(first.data(), int(kCount * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
       EXPECT_TRUE(all_ranks(same_bits(recv, first)));
     }
-    const std::vector<T> residual = residual_of<T>(request, kCount);
-    std::vector<double> held(residual.begin(), residual.end()), all_held(kCount),
-        all_inputs(kCount);
-    MPI_Allreduce(held.data(), all_held.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(inputs.data(), all_inputs.data(), int(kCount), MPI_DOUBLE, MPI_SUM,
-                  MPI_COMM_WORLD);
-    for (std::size_t i = 0; i < kCount; ++i)
-      ASSERT_EQ(delivered[i] + all_held[i], all_inputs[i]) << "element " << i;
+    expect_conservation<T>(request, delivered, inputs);
     EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
   }
   // Only split can bound the result.
