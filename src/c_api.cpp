@@ -258,8 +258,8 @@ int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sd
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     ensure_library_ready();
-    const AlltoallvArgs args{sendbuf, sendcounts, sdispls, recvbuf,
-                             recvcounts, rdispls, datatype, comm};
+    const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,  recvbuf,
+                             recvcounts, rdispls,    datatype, comm};
     const Config config = Config::from(info);
     validate_alltoallv(args, config);
     auto persistent = std::make_unique<PersistentRequest>();
@@ -277,7 +277,7 @@ int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const 
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     ensure_library_ready();
     const AllreduceEngine &engine = *RequestTable::instance().find(&forward).engine;
-    const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,          recvbuf,
+    const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,           recvbuf,
                              recvcounts, rdispls,    MPI_DATATYPE_NULL, MPI_COMM_NULL};
     auto persistent = std::make_unique<PersistentRequest>();
     persistent->engine = make_alltoallv_backward(engine, args);

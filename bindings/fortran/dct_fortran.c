@@ -53,8 +53,7 @@ int dct_f_alltoallv_init(const CFI_cdesc_t *sendbuf, const int *sendcounts, cons
 
 int dct_f_alltoallv_backward_init(DCT_Request forward, const CFI_cdesc_t *sendbuf,
                                   const int *sendcounts, const int *sdispls, CFI_cdesc_t *recvbuf,
-                                  const int *recvcounts, const int *rdispls,
-                                  DCT_Request *request) {
+                                  const int *recvcounts, const int *rdispls, DCT_Request *request) {
   const void *send, *recv;
   int code;
   shim_error = NULL;
