@@ -29,7 +29,9 @@ std::vector<std::byte> encode(const std::vector<float> &data, const RowMasks &ma
                               const RowFormat &format, MessageShape &shape) {
   shape = forward_shape(masks, format);
   std::vector<std::byte> message(shape.bytes + 1);
-  encode_forward(data.data(), masks, format, shape, ValueCoding::native, message.data());
+  // The values' coding must match format.value_bytes: 4 is the float itself, 2 is fp16.
+  const ValueCoding coding = format.value_bytes == 2 ? ValueCoding::fp16 : ValueCoding::native;
+  encode_forward(data.data(), masks, format, shape, coding, message.data());
   return message;
 }
 
