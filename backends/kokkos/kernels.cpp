@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -30,6 +31,11 @@ Policy range(std::size_t n) {
   return Policy(0, static_cast<std::int64_t>(n));
 }
 
+/// The mask passes (filter, selection above a bound) work on blocks of 16 entries, and a work
+/// item is a run of blocks.
+constexpr std::size_t kFilterBlock = 16;
+constexpr std::int64_t kFilterChunk = 4096;
+
 /// Unsigned integer with the bits of T; for non-negative floats its order is the float order,
 /// with NaN patterns above +Inf.
 template <typename T>
@@ -43,11 +49,14 @@ KOKKOS_INLINE_FUNCTION KeyBits<T> abs_key(T value) {
   return bits & ~sign;
 }
 
-// Exact selection in two passes over the data: a histogram of the top bits of |acc| finds
-// the bucket that holds the k-th largest, a second pass copies the keys of that bucket (a small
-// fraction of n for float data), radix rounds over those candidates alone narrow them further
-// while they are many, and std::nth_element finishes. The later radix passes of a textbook
-// radix select would each read all of n again.
+// Exact selection, usually in one pass over the data: a small sample gives a lower bound that
+// the k-th largest |acc| exceeds with overwhelming probability, one pass copies the keys at or
+// above it (a few times k of them), and the k-th largest among those is the answer whenever
+// there are at least k. Otherwise (a sample that lied, or a bound that lets too many through)
+// two passes: a histogram of the top bits of |acc| finds the bucket that holds the k-th largest
+// and a second pass copies that bucket's keys. Either way, radix rounds over the candidates
+// alone narrow them further while they are many, and std::nth_element finishes. The later
+// radix passes of a textbook radix select would each read all of n again.
 constexpr int kDigitBits = 11;
 constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
 
@@ -104,13 +113,170 @@ std::size_t refine_candidates(Bits *keys, std::size_t count, std::size_t &rank, 
   return count;
 }
 
+/// Keys that many work items append to one buffer, each through a local batch of kBatch; keys
+/// past `capacity` are counted but not stored.
+template <typename Bits>
+class CandidateSink {
+ public:
+  static constexpr std::size_t kBatch = 256;
+  CandidateSink(Bits *keys, std::size_t capacity) : keys_(keys), capacity_(capacity) {}
+  void append(const Bits *found, std::size_t count) const {
+    const std::uint64_t at = Kokkos::atomic_fetch_add(&filled_(), std::uint64_t(count));
+    if (at + count <= capacity_)
+      for (std::size_t j = 0; j < count; ++j) keys_[at + j] = found[j];
+  }
+  /// Keys appended, stored or not (read after a fence).
+  std::size_t filled() const { return filled_(); }
+  bool overflowed() const { return filled() > capacity_; }
+
+ private:
+  Bits *keys_;
+  std::size_t capacity_;
+  Kokkos::View<std::uint64_t, Kokkos::HostSpace> filled_{"dct::filled"};
+};
+
+/// The k-th largest (rank, 1-based) of `count` keys that agree above bit `high`, reordering them;
+/// NaN patterns rank above +Inf and come back as +Inf.
+template <typename T>
+T kth_largest_key(KeyBits<T> *keys, std::size_t count, std::size_t rank, int high) {
+  using Bits = KeyBits<T>;
+  const std::size_t kept = refine_candidates<Bits>(keys, count, rank, high);
+  std::nth_element(keys, keys + (rank - 1), keys + kept, std::greater<Bits>());
+  T tau;
+  const Bits bits = keys[rank - 1];
+  std::memcpy(&tau, &bits, sizeof tau);
+  return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+}
+
+/// A lower bound for the k-th largest |acc| from a stratified sample of kBoundSample keys, and
+/// how many keys it may let through (twice the sampled share). The key at sample rank
+/// k m / n + 5 sigma + 2 lies below the k-th largest unless the sample misrepresents the tensor
+/// badly; when it does, fewer than k keys pass and the caller notices.
+template <typename T>
+struct LowerBound {
+  bool usable = false;
+  T value = T(0);
+  std::size_t capacity = 0;
+};
+/// 2048 keys cost ~0.1% of a 4 MiB tensor's pass; below kBoundFrom entries the second pass of
+/// the histogram method reads data still in cache and a bound saves little.
+constexpr std::size_t kBoundSample = 2048;
+constexpr std::size_t kBoundFrom = std::size_t(1) << 18;
+
+template <typename T>
+LowerBound<T> sampled_lower_bound(const T *send, const T *residual, std::size_t n, std::size_t k) {
+  using Bits = KeyBits<T>;
+  LowerBound<T> bound;
+  constexpr std::size_t m = kBoundSample;
+  if (n < kBoundFrom) return bound;
+  const double p = double(k) / double(n);
+  const double last = p * double(m) - 1 + 5 * std::sqrt(double(m) * p * (1 - p)) + 2;
+  if (last >= double(m - 1)) return bound;  // k is a large share of n: nearly everything passes
+  Bits sample[m];
+  for (std::size_t j = 0; j < m; ++j) {
+    const std::size_t i = sample_position(j, m, n, 0x5eed);
+    sample[j] = abs_key<T>((send ? send[i] : T(0)) + residual[i]);
+  }
+  Bits *const at = sample + static_cast<std::size_t>(std::ceil(last));
+  std::nth_element(sample, at, sample + m, std::greater<Bits>());
+  std::memcpy(&bound.value, at, sizeof(T));
+  if (bound.value != bound.value) return bound;  // a NaN bound would let everything through
+  const std::size_t passing = static_cast<std::size_t>(at - sample) + 1;
+  bound.capacity = 2 * passing * (n / m + 1) + 4096;
+  bound.usable = bound.capacity <= n / 4;
+  return bound;
+}
+
+/// Mask of the 16 entries with |send + residual| >= bound or NaN.
+template <typename T, bool kHasSend>
+inline unsigned at_least_block(const T *send, const T *residual, T bound) {
+  unsigned mask = 0;
+  for (std::size_t j = 0; j < kFilterBlock; ++j)
+    mask |= unsigned(!(std::fabs((kHasSend ? send[j] : T(0)) + residual[j]) < bound)) << j;
+  return mask;
+}
+#if defined(__SSE2__)
+template <>
+inline unsigned at_least_block<float, true>(const float *send, const float *residual, float bound) {
+  const __m128 threshold = _mm_set1_ps(bound), sign = _mm_set1_ps(-0.0f);
+  unsigned mask = 0;
+  for (int v = 0; v < 4; ++v) {
+    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
+    mask |= unsigned(_mm_movemask_ps(_mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold)))
+            << (4 * v);
+  }
+  return mask;
+}
+template <>
+inline unsigned at_least_block<double, true>(const double *send, const double *residual,
+                                             double bound) {
+  const __m128d threshold = _mm_set1_pd(bound), sign = _mm_set1_pd(-0.0);
+  unsigned mask = 0;
+  for (int v = 0; v < 8; ++v) {
+    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
+    mask |= unsigned(_mm_movemask_pd(_mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold)))
+            << (2 * v);
+  }
+  return mask;
+}
+#endif
+
+/// Appends the keys of |acc| >= bound (and NaN) to `sink`: read-only, at filter speed.
+template <typename T, bool kHasSend>
+void copy_keys_at_least(const T *send, const T *residual, std::size_t n, T bound,
+                        const CandidateSink<KeyBits<T>> &sink) {
+  using Bits = KeyBits<T>;
+  const std::int64_t chunks = static_cast<std::int64_t>((n + kFilterChunk - 1) / kFilterChunk);
+  Kokkos::parallel_for(
+      "dct::select_above_bound", Policy(0, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
+        const std::size_t begin = static_cast<std::size_t>(c) * kFilterChunk;
+        const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
+        Bits found[CandidateSink<Bits>::kBatch];
+        std::size_t count = 0;
+        auto take = [&](std::size_t i) {
+          found[count++] = abs_key<T>((kHasSend ? send[i] : T(0)) + residual[i]);
+        };
+        std::size_t block = begin;
+        for (; block + kFilterBlock <= end; block += kFilterBlock) {
+          unsigned mask = at_least_block<T, kHasSend>(kHasSend ? send + block : nullptr,
+                                                      residual + block, bound);
+          while (mask != 0) {
+            take(block + static_cast<std::size_t>(__builtin_ctz(mask)));
+            mask &= mask - 1;
+          }
+          if (count > CandidateSink<Bits>::kBatch - kFilterBlock) {
+            sink.append(found, count);
+            count = 0;
+          }
+        }
+        for (std::size_t i = block; i < end; ++i)
+          if (!(std::fabs((kHasSend ? send[i] : T(0)) + residual[i]) < bound)) take(i);
+        sink.append(found, count);
+      });
+  Exec().fence();
+}
+
 template <typename T>
 T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k) {
   using Bits = KeyBits<T>;
   using Digit = FirstDigit<T>;
   require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
+  std::vector<Bits> &buffer = candidate_buffer<Bits>();
+
+  const LowerBound<T> bound = sampled_lower_bound(send, residual, n, k);
+  if (bound.usable) {
+    if (buffer.size() < bound.capacity) buffer.resize(bound.capacity);
+    const CandidateSink<Bits> sink(buffer.data(), bound.capacity);
+    if (send)
+      copy_keys_at_least<T, true>(send, residual, n, bound.value, sink);
+    else
+      copy_keys_at_least<T, false>(send, residual, n, bound.value, sink);
+    if (!sink.overflowed() && sink.filled() >= k)
+      return kth_largest_key<T>(buffer.data(), sink.filled(), k, 8 * int(sizeof(T)) - 1);
+  }
+
   const std::int64_t chunks = static_cast<std::int64_t>((n + Digit::chunk - 1) / Digit::chunk);
-  const Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>> chunk_range(0, chunks);
+  const Policy chunk_range(0, chunks);
   Kokkos::View<std::uint64_t *, Kokkos::HostSpace> histogram("dct::histogram", Digit::buckets);
   Kokkos::parallel_for(
       "dct::select_histogram", chunk_range, KOKKOS_LAMBDA(const std::int64_t c) {
@@ -139,37 +305,27 @@ T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::siz
   const std::size_t candidates = histogram(digit);
 
   // The keys in the chosen bucket, in any order (each work item appends its own).
-  std::vector<Bits> &buffer = candidate_buffer<Bits>();
   if (buffer.size() < candidates) buffer.resize(candidates);
-  Bits *keys = buffer.data();
-  Kokkos::View<std::uint64_t, Kokkos::HostSpace> filled("dct::filled");
+  const CandidateSink<Bits> sink(buffer.data(), candidates);
   Kokkos::parallel_for(
       "dct::select_candidates", chunk_range, KOKKOS_LAMBDA(const std::int64_t c) {
         const std::size_t begin = static_cast<std::size_t>(c) * Digit::chunk;
         const std::size_t end = begin + Digit::chunk < n ? begin + Digit::chunk : n;
-        Bits found[256];
+        Bits found[CandidateSink<Bits>::kBatch];
         std::size_t count = 0;
-        auto flush = [&] {
-          const std::uint64_t at = Kokkos::atomic_fetch_add(&filled(), std::uint64_t(count));
-          for (std::size_t j = 0; j < count; ++j) keys[at + j] = found[j];
-          count = 0;
-        };
         for (std::size_t i = begin; i < end; ++i) {
           const Bits key = abs_key<T>((send ? send[i] : T(0)) + residual[i]);
           if (top_digit<T>(key) != digit) continue;
           found[count++] = key;
-          if (count == 256) flush();
+          if (count == CandidateSink<Bits>::kBatch) {
+            sink.append(found, count);
+            count = 0;
+          }
         }
-        flush();
+        sink.append(found, count);
       });
   Exec().fence();
-  std::size_t rank = k - above;  // 1-based, among the candidates
-  const std::size_t kept = refine_candidates<Bits>(keys, candidates, rank, Digit::shift);
-  std::nth_element(keys, keys + (rank - 1), keys + kept, std::greater<Bits>());
-  T tau;
-  const Bits bits = keys[rank - 1];
-  std::memcpy(&tau, &bits, sizeof tau);
-  return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+  return kth_largest_key<T>(buffer.data(), candidates, k - above, Digit::shift);
 }
 
 template <typename T>
@@ -189,8 +345,6 @@ void gather_abs_sample_impl(const T *send, const T *residual, std::size_t n, std
 // blocks hold a kept entry: visiting all 16 elements of those, as a scalar loop does, cost 3x
 // the whole vectorized pass (measured). A work item is a run of blocks, so that
 // parallel_scan's two passes on threaded backends (count, then write) cost little.
-constexpr std::size_t kFilterBlock = 16;
-constexpr std::int64_t kFilterChunk = 4096;
 
 /// acc = send + residual for 16 elements, stored into residual; returns the keep mask.
 template <typename T, bool kHasSend>

@@ -198,7 +198,7 @@ typedef struct DCT_Request_s *DCT_Request;
  *   Indices travel as 32-bit offsets or as a bitmap of the range, whichever is smaller.
  * - `dct_threshold` [`DCT_THRESHOLD`], default `exact`: `exact` (k-th largest, linear time) or
  *   `sampled`: `tau` from `dct_sample_size` [`DCT_SAMPLE_SIZE`], default `65536`, entries
- *   drawn one per stratum (1 to 16777216; the exact method when it is >= `count` / 8). Cost
+ *   drawn one per stratum (1 to 16777216; the exact method when it is >= `count` / 32). Cost
  *   O(sample); achieved density within 4 sqrt((1 - d) / (d m)) of the target d (relative) for
  *   m samples (docs/kernels.md).
  * - `dct_backend` [`DCT_BACKEND`], default `auto`: where the kernels run (`DCT_Backend`):

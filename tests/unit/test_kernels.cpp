@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "error.hpp"
@@ -140,6 +142,55 @@ TYPED_TEST(Kernels, KthLargestEqualsSortedReference) {
           << "n=" << n << " k=" << k << " tau=" << tau << " expected=" << expected;
     }
   }
+}
+
+// From 2^18 entries one pass copies the keys above a bound taken from a sample, and two passes
+// run where the bound is not used or fails; the answer must be the same either way (heavy
+// tails, ties at the bound, k at the ends, NaN and Inf).
+TYPED_TEST(Kernels, KthLargestOnLargeTensorsEqualsSortedReference) {
+  using T = typename TestFixture::Value;
+  const std::size_t n = (std::size_t(1) << 19) + 3;
+  std::mt19937_64 engine(31);
+  std::cauchy_distribution<double> heavy(0.0, 1.0);
+  std::uniform_int_distribution<int> few(-3, 3);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<T> cauchy(n), ties(n), plateau(n);
+  for (T &x : cauchy) x = static_cast<T>(heavy(engine));
+  for (T &x : ties) x = static_cast<T>(few(engine));
+  // 1% at 5, half exactly at 2 (where a sampled bound lands for k = n/100, letting far more
+  // keys through than the sample suggested), the rest 0.
+  for (T &x : plateau) {
+    const double u = unit(engine);
+    x = u < 0.01 ? T(5) : u < 0.51 ? T(-2) : T(0);
+  }
+  const std::vector<std::pair<const char *, std::vector<T>>> inputs = {
+      {"normal", normal<T>(n, 32)}, {"cauchy", cauchy}, {"ties", ties}, {"plateau", plateau}};
+  const auto residual = normal<T>(n, 33, 1e-3);
+  const std::vector<T> no_residual(n, T(0));
+  for (const auto &[name, send] : inputs) {
+    const bool exact_values = std::string(name) == "ties" || std::string(name) == "plateau";
+    const auto &r = exact_values ? no_residual : residual;
+    std::vector<T> sorted(n);
+    for (std::size_t i = 0; i < n; ++i) sorted[i] = std::abs(send[i] + r[i]);
+    std::sort(sorted.begin(), sorted.end(), std::greater<T>());
+    for (std::size_t k : {std::size_t(1), std::size_t(7), n / 1000, n / 100, n / 2, n}) {
+      const T tau = this->kth_largest(&send, r, k);
+      EXPECT_TRUE(same_bits(tau, sorted[k - 1]))
+          << name << " k=" << k << " tau=" << tau << " expected=" << sorted[k - 1];
+    }
+  }
+  // NaN ranks above +Inf (and comes back as +Inf) on this path too.
+  auto send = normal<T>(n, 34);
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  send[10] = nan;
+  send[n / 2] = -inf;
+  send[n - 1] = nan;
+  T largest_finite = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::isfinite(send[i])) largest_finite = std::max(largest_finite, std::abs(send[i]));
+  EXPECT_EQ(this->kth_largest(&send, no_residual, 1), inf);
+  EXPECT_EQ(this->kth_largest(&send, no_residual, 3), inf);
+  EXPECT_EQ(this->kth_largest(&send, no_residual, 4), largest_finite);
 }
 
 TYPED_TEST(Kernels, KthLargestHandlesTiesZerosAndNullSend) {
