@@ -36,6 +36,71 @@ Policy range(std::size_t n) {
 constexpr std::size_t kFilterBlock = 16;
 constexpr std::int64_t kFilterChunk = 4096;
 
+/// What a mask pass does with a block of 16 entries of acc = send + residual. `filter` stores
+/// acc into `acc_out` and marks the entries the keep rule sends (|acc| >= tau or NaN, never 0);
+/// `select` only reads, and marks |acc| >= bound or NaN.
+enum class BlockPass { filter, select };
+
+template <BlockPass kPass, bool kHasSend, typename T>
+inline unsigned block_mask_scalar(const T *send, const T *residual, T *acc_out, T bound) {
+  unsigned mask = 0;
+  for (std::size_t j = 0; j < kFilterBlock; ++j) {
+    const T acc = (kHasSend ? send[j] : T(0)) + residual[j];
+    if constexpr (kPass == BlockPass::filter) {
+      acc_out[j] = acc;
+      mask |= unsigned(keep_entry(acc, bound)) << j;
+    } else {
+      mask |= unsigned(!(std::fabs(acc) < bound)) << j;
+    }
+  }
+  return mask;
+}
+
+#if defined(__SSE2__)
+// !(|acc| < bound) is cmpnlt, which is also true for NaN, as both passes want.
+template <BlockPass kPass>
+inline unsigned block_mask_sse2(const float *send, const float *residual, float *acc_out,
+                                float bound) {
+  const __m128 threshold = _mm_set1_ps(bound), sign = _mm_set1_ps(-0.0f);
+  unsigned mask = 0;
+  for (int v = 0; v < 4; ++v) {
+    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
+    __m128 marked = _mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold);
+    if constexpr (kPass == BlockPass::filter) {
+      _mm_storeu_ps(acc_out + 4 * v, acc);
+      marked = _mm_and_ps(marked, _mm_cmpneq_ps(acc, _mm_setzero_ps()));
+    }
+    mask |= unsigned(_mm_movemask_ps(marked)) << (4 * v);
+  }
+  return mask;
+}
+template <BlockPass kPass>
+inline unsigned block_mask_sse2(const double *send, const double *residual, double *acc_out,
+                                double bound) {
+  const __m128d threshold = _mm_set1_pd(bound), sign = _mm_set1_pd(-0.0);
+  unsigned mask = 0;
+  for (int v = 0; v < 8; ++v) {
+    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
+    __m128d marked = _mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold);
+    if constexpr (kPass == BlockPass::filter) {
+      _mm_storeu_pd(acc_out + 2 * v, acc);
+      marked = _mm_and_pd(marked, _mm_cmpneq_pd(acc, _mm_setzero_pd()));
+    }
+    mask |= unsigned(_mm_movemask_pd(marked)) << (2 * v);
+  }
+  return mask;
+}
+#endif
+
+/// The block's mask (SSE2 compare + movemask where the host has it, a plain loop elsewhere).
+template <BlockPass kPass, bool kHasSend, typename T>
+inline unsigned block_mask(const T *send, const T *residual, T *acc_out, T bound) {
+#if defined(__SSE2__)
+  if constexpr (kHasSend) return block_mask_sse2<kPass>(send, residual, acc_out, bound);
+#endif
+  return block_mask_scalar<kPass, kHasSend>(send, residual, acc_out, bound);
+}
+
 /// Unsigned integer with the bits of T; for non-negative floats its order is the float order,
 /// with NaN patterns above +Inf.
 template <typename T>
@@ -187,40 +252,6 @@ LowerBound<T> sampled_lower_bound(const T *send, const T *residual, std::size_t 
   return bound;
 }
 
-/// Mask of the 16 entries with |send + residual| >= bound or NaN.
-template <typename T, bool kHasSend>
-inline unsigned at_least_block(const T *send, const T *residual, T bound) {
-  unsigned mask = 0;
-  for (std::size_t j = 0; j < kFilterBlock; ++j)
-    mask |= unsigned(!(std::fabs((kHasSend ? send[j] : T(0)) + residual[j]) < bound)) << j;
-  return mask;
-}
-#if defined(__SSE2__)
-template <>
-inline unsigned at_least_block<float, true>(const float *send, const float *residual, float bound) {
-  const __m128 threshold = _mm_set1_ps(bound), sign = _mm_set1_ps(-0.0f);
-  unsigned mask = 0;
-  for (int v = 0; v < 4; ++v) {
-    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
-    mask |= unsigned(_mm_movemask_ps(_mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold)))
-            << (4 * v);
-  }
-  return mask;
-}
-template <>
-inline unsigned at_least_block<double, true>(const double *send, const double *residual,
-                                             double bound) {
-  const __m128d threshold = _mm_set1_pd(bound), sign = _mm_set1_pd(-0.0);
-  unsigned mask = 0;
-  for (int v = 0; v < 8; ++v) {
-    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
-    mask |= unsigned(_mm_movemask_pd(_mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold)))
-            << (2 * v);
-  }
-  return mask;
-}
-#endif
-
 /// Appends the keys of |acc| >= bound (and NaN) to `sink`: read-only, at filter speed.
 template <typename T, bool kHasSend>
 void copy_keys_at_least(const T *send, const T *residual, std::size_t n, T bound,
@@ -238,8 +269,8 @@ void copy_keys_at_least(const T *send, const T *residual, std::size_t n, T bound
         };
         std::size_t block = begin;
         for (; block + kFilterBlock <= end; block += kFilterBlock) {
-          unsigned mask = at_least_block<T, kHasSend>(kHasSend ? send + block : nullptr,
-                                                      residual + block, bound);
+          unsigned mask = block_mask<BlockPass::select, kHasSend, T>(
+              kHasSend ? send + block : nullptr, residual + block, nullptr, bound);
           while (mask != 0) {
             take(block + static_cast<std::size_t>(__builtin_ctz(mask)));
             mask &= mask - 1;
@@ -346,48 +377,6 @@ void gather_abs_sample_impl(const T *send, const T *residual, std::size_t n, std
 // the whole vectorized pass (measured). A work item is a run of blocks, so that
 // parallel_scan's two passes on threaded backends (count, then write) cost little.
 
-/// acc = send + residual for 16 elements, stored into residual; returns the keep mask.
-template <typename T, bool kHasSend>
-inline unsigned accumulate_block(const T *send, T *residual, T tau) {
-  unsigned mask = 0;
-  for (std::size_t j = 0; j < kFilterBlock; ++j) {
-    const T acc = (kHasSend ? send[j] : T(0)) + residual[j];
-    residual[j] = acc;
-    mask |= unsigned(keep_entry(acc, tau)) << j;
-  }
-  return mask;
-}
-
-#if defined(__SSE2__)
-template <>
-inline unsigned accumulate_block<float, true>(const float *send, float *residual, float tau) {
-  const __m128 threshold = _mm_set1_ps(tau), zero = _mm_setzero_ps(), sign = _mm_set1_ps(-0.0f);
-  unsigned mask = 0;
-  for (int v = 0; v < 4; ++v) {
-    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
-    _mm_storeu_ps(residual + 4 * v, acc);
-    // keep = !(|acc| < tau) && acc != 0: cmpnlt is also true for NaN, as the keep rule wants.
-    const __m128 keep =
-        _mm_and_ps(_mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold), _mm_cmpneq_ps(acc, zero));
-    mask |= unsigned(_mm_movemask_ps(keep)) << (4 * v);
-  }
-  return mask;
-}
-template <>
-inline unsigned accumulate_block<double, true>(const double *send, double *residual, double tau) {
-  const __m128d threshold = _mm_set1_pd(tau), zero = _mm_setzero_pd(), sign = _mm_set1_pd(-0.0);
-  unsigned mask = 0;
-  for (int v = 0; v < 8; ++v) {
-    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
-    _mm_storeu_pd(residual + 2 * v, acc);
-    const __m128d keep =
-        _mm_and_pd(_mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold), _mm_cmpneq_pd(acc, zero));
-    mask |= unsigned(_mm_movemask_pd(keep)) << (2 * v);
-  }
-  return mask;
-}
-#endif
-
 template <typename T, bool kHasSend>
 std::size_t count_kept(const T *send, const T *residual, std::size_t begin, std::size_t end,
                        T tau) {
@@ -423,8 +412,8 @@ std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, Valu
         };
         std::size_t block = begin;
         for (; block + kFilterBlock <= end; block += kFilterBlock) {
-          unsigned mask = accumulate_block<T, kHasSend>(kHasSend ? send + block : nullptr,
-                                                        residual + block, tau);
+          unsigned mask = block_mask<BlockPass::filter, kHasSend, T>(
+              kHasSend ? send + block : nullptr, residual + block, residual + block, tau);
           while (mask != 0) {
             emit(block + static_cast<std::size_t>(__builtin_ctz(mask)));
             mask &= mask - 1;
