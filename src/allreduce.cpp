@@ -16,6 +16,7 @@
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
 #include "progress.hpp"
+#include "tau_control.hpp"
 
 namespace dct::detail {
 namespace {
@@ -169,6 +170,9 @@ class CompressedEngine final : public AllreduceEngine {
       account(*exchange_);
       if (staged_ && elements() > 0)
         backend_->copy(recv_, result_host_.data(), elements() * sizeof(T), stream_);
+      // The adaptive floor moves only with a completed call, and lives in tau_ so that a
+      // checkpoint saves what the next call uses.
+      if (adaptive()) tau_ = next_floor_;
     }
     return done;
   }
@@ -185,22 +189,110 @@ class CompressedEngine final : public AllreduceEngine {
     undo_compress();
   }
 
-  // acc = send + residual; tau re-estimated when due; kept entries into idx_/val_. At every
-  // point where it can throw, kept_ counts exactly the entries taken out of the residual.
+  // acc = send + residual; the kept entries into idx_/val_ (dct_tau_control: fixed re-selects
+  // tau every `interval` calls; adaptive keeps the exact top k of every call through a floor,
+  // see tau_control.hpp). At every point where it can throw, kept_ counts exactly the entries
+  // taken out of the residual.
   void compress() {
     const std::size_t n = elements();
     kept_ = 0;
     previous_tau_ = tau_;
-    const bool due = totals_.calls % config_.interval == 0;
-    if (due && n > 0) {
-      std::size_t k = static_cast<std::size_t>(std::ceil(config_.density * double(n)));
-      k = k < 1 ? 1 : (k > n ? n : k);
-      tau_ = estimate_tau(n, k);
-      status_.tau_reestimated = 1;
+    if (n > 0) {
+      const std::size_t k = tau_control::target(config_.density, n);
+      if (adaptive())
+        take_top_k(k);
+      else {
+        if (totals_.calls % config_.interval == 0) reestimate(send_, k);
+        if (idx_.size() == 0) reserve_entries(k, 0);
+        take_entries(send_);
+      }
     }
-    if (idx_.size() == 0) reserve_entries(static_cast<std::size_t>(config_.density * double(n)), 0);
+    if (staged_ && kept_ > 0) {
+      backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
+      backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
+    }
+    status_.tau = adaptive() ? call_tau_ : static_cast<double>(tau_);
+    status_.nnz_sent = static_cast<MPI_Count>(kept_);
+    status_.density = n > 0 ? double(kept_) / double(n) : 0.0;
+  }
+
+  bool adaptive() const { return config_.tau_control == TauControl::adaptive; }
+
+  // Adaptive control: candidates above the floor tau_, trimmed to the top k; the floor is
+  // selected exactly on the first call and whenever fewer than k candidates come.
+  void take_top_k(std::size_t k) {
+    const std::size_t n = elements();
+    const std::size_t aim = tau_control::candidates(k, n);
+    if (totals_.calls == 0) reestimate(send_, aim);
+    if (idx_.size() == 0) reserve_entries(aim, 0);
+    take_entries(send_);
+    if (kept_ < k && tau_ > T(0)) {
+      // Put them back (the residual holds acc again, exactly) and select the floor anew.
+      backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
+      kept_ = 0;
+      reestimate(nullptr, aim);
+      take_entries(nullptr);
+    }
+    const tau_control::Trim trim = trim_to(k, aim);
+    call_tau_ = trim.tau;
+    next_floor_ = static_cast<T>(trim.next_floor);
+  }
+
+  // Keeps the top k of the kept_ candidates (tau_control::trim) and puts the others back into
+  // the residual. Host work on the entries only: on a GPU backend, on their host copies.
+  tau_control::Trim trim_to(std::size_t k, std::size_t aim) {
+    const std::size_t m = kept_;
+    dropped_idx_.resize(m > k ? m - k : 0);
+    dropped_val_.resize(dropped_idx_.size());
+    WireIndex *idx = idx_.data();
+    T *val = val_.data();
+    if (staged_ && m > k) {
+      trim_idx_.resize(m);
+      trim_val_.resize(m);
+      backend_->copy(trim_idx_.data(), idx, m * sizeof(WireIndex), stream_);
+      backend_->copy(trim_val_.data(), val, m * sizeof(T), stream_);
+      idx = trim_idx_.data();
+      val = trim_val_.data();
+    }
+    const tau_control::Trim trim =
+        tau_control::trim(idx, val, m, k, aim, static_cast<double>(tau_), magnitudes_,
+                          dropped_idx_.data(), dropped_val_.data());
+    const std::size_t dropped = m - trim.kept;
+    if (dropped == 0) return trim;
+    if (!staged_) {
+      backend_->scatter_add(dropped_idx_.data(), dropped_val_.data(), dropped, residual_.data(),
+                            stream_);
+      kept_ = trim.kept;
+      return trim;
+    }
+    // Device arrays: the dropped entries go back through a device copy, and the device's
+    // entry arrays take the trimmed lists (undo_compress reads them).
+    BackendArray<WireIndex> back_idx(*backend_, dropped);
+    BackendArray<T> back_val(*backend_, dropped);
+    backend_->copy(back_idx.data(), dropped_idx_.data(), dropped * sizeof(WireIndex), stream_);
+    backend_->copy(back_val.data(), dropped_val_.data(), dropped * sizeof(T), stream_);
+    backend_->copy(idx_.data(), idx, trim.kept * sizeof(WireIndex), stream_);
+    backend_->copy(val_.data(), val, trim.kept * sizeof(T), stream_);
+    backend_->scatter_add(back_idx.data(), back_val.data(), dropped, residual_.data(), stream_);
+    kept_ = trim.kept;
+    return trim;
+  }
+
+  // tau_ = the k-th largest |send + residual| (send nullptr: the residual alone).
+  void reestimate(const T *send, std::size_t k) {
+    const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
+    tau_ = kernels::estimate_threshold(
+        *backend_, send, residual_.data(), elements(), k, config_.sampled_threshold,
+        static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
+    status_.tau_reestimated = 1;
+  }
+
+  // The fused filter of acc = send + residual (send nullptr: the residual alone) with tau_
+  // into idx_/val_, growing them when more entries pass than they hold.
+  void take_entries(const T *send) {
+    const std::size_t n = elements();
     const std::size_t capacity = idx_.size();
-    const std::size_t found = backend_->filter(send_, residual_.data(), n, tau_, config_.values,
+    const std::size_t found = backend_->filter(send, residual_.data(), n, tau_, config_.values,
                                                idx_.data(), val_.data(), capacity, stream_);
     kept_ = found < capacity ? found : capacity;
     if (found > capacity) {
@@ -211,20 +303,6 @@ class CompressedEngine final : public AllreduceEngine {
                                 found - capacity, stream_);
       require(kept_ == found, DCT_ERR_INTERNAL, "filter overflow pass lost entries");
     }
-    if (staged_ && kept_ > 0) {
-      backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
-      backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
-    }
-    status_.tau = static_cast<double>(tau_);
-    status_.nnz_sent = static_cast<MPI_Count>(kept_);
-    status_.density = n > 0 ? double(kept_) / double(n) : 0.0;
-  }
-
-  T estimate_tau(std::size_t n, std::size_t k) {
-    const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
-    return kernels::estimate_threshold(
-        *backend_, send_, residual_.data(), n, k, config_.sampled_threshold,
-        static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
   }
 
   // Puts this call's sent entries back into the residual (there: acc - sent, exactly).
@@ -397,8 +475,13 @@ class CompressedEngine final : public AllreduceEngine {
   BackendArray<T> residual_;
   mutable std::vector<T> residual_host_;  // residual(), read back from the device
   std::vector<T> sample_;
-  T tau_ = T(0);
+  T tau_ = T(0);  // fixed: the threshold; adaptive: the candidates' floor
   T previous_tau_ = T(0);
+  T next_floor_ = T(0);        // adaptive: the floor for the next call, once this one completes
+  double call_tau_ = 0;        // adaptive: this call's threshold (the k-th largest |acc|)
+  std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
+  std::vector<WireIndex> dropped_idx_, trim_idx_;
+  std::vector<T> dropped_val_, trim_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory
   BackendArray<T> val_;
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)

@@ -47,6 +47,11 @@ void parse_interval(Config &config, const std::string &value, const std::string 
   config.interval = parse_integer(value, origin, 1, "an integer >= 1");
 }
 
+void parse_tau_control(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "adaptive" && value != "fixed") bad_value(origin, value, "adaptive or fixed");
+  config.tau_control = value == "adaptive" ? TauControl::adaptive : TauControl::fixed;
+}
+
 void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
   for (DCT_Algorithm a : {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE,
                           DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
@@ -165,6 +170,7 @@ void parse_mp_select(Config &config, const std::string &value, const std::string
 const Knob knobs[] = {
     {"dct_density", "DCT_DENSITY", parse_density},
     {"dct_interval", "DCT_INTERVAL", parse_interval},
+    {"dct_tau_control", "DCT_TAU_CONTROL", parse_tau_control},
     {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
     {"dct_backend", "DCT_BACKEND", parse_backend},

@@ -21,11 +21,18 @@ struct NetworkModel {
 /// How DCT-MP chooses the kept entries of each row (dct_mp_select).
 enum class MpSelect { exact, laplace, threshold };
 
+/// How tau moves between exact selections (dct_tau_control; see tau_control.hpp).
+enum class TauControl {
+  adaptive,  ///< corrected after every call, selected exactly when the density leaves its band
+  fixed,     ///< the paper's: unchanged between the re-estimations every `interval` calls
+};
+
 struct Config {
   double density = 0.01;
   /// split only: the fraction of the tensor the summed result may keep (1: all of it).
   double result_density = 1.0;
   std::int64_t interval = 1000;
+  TauControl tau_control = TauControl::adaptive;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   /// Where the kernels run (auto: from where the buffers live).
   DCT_Backend backend = DCT_BACKEND_AUTO;

@@ -61,7 +61,9 @@ std::vector<T> dyadic_gradient(std::size_t n, int call) {
   return v;
 }
 
-/// DCT-DP written as plainly as possible (sorting for the threshold), for one rank.
+/// DCT-DP written as plainly as possible (sorting for the threshold), for one rank: the fixed
+/// schedule (dct_tau_control=fixed) with `interval`; with interval 1 also what the adaptive
+/// default sends for native values (the exact top k of every call).
 template <typename T>
 struct ReferenceDct {
   ReferenceDct(std::size_t n, double target_density, long reestimation_interval)

@@ -66,8 +66,10 @@ TYPED_TEST(Algorithms, EveryAlgorithmDeliversTheExactSumOnEveryShape) {
   for (const Shape &shape : shapes()) {
     for (const char *algorithm : kAlgorithms) {
       SCOPED_TRACE(std::string(algorithm) + " on " + shape.name);
-      MPI_Info info = make_info(
-          {{"dct_density", shape.density}, {"dct_algorithm", algorithm}, {"dct_interval", "2"}});
+      MPI_Info info = make_info({{"dct_density", shape.density},
+                                 {"dct_algorithm", algorithm},
+                                 {"dct_interval", "2"},
+                                 {"dct_tau_control", "fixed"}});
       std::vector<T> send(kCount), recv(kCount, T(-7));
       DCT_Request request;
       ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
@@ -144,7 +146,8 @@ TEST(SampledThreshold, AchievedDensityIsWithinTheDocumentedBand) {
   MPI_Info info = make_info({{"dct_density", "0.01"},
                              {"dct_threshold", "sampled"},
                              {"dct_sample_size", "4096"},
-                             {"dct_interval", "1"}});
+                             {"dct_interval", "1"},
+                             {"dct_tau_control", "fixed"}});
   std::vector<float> send(n), recv(n);
   DCT_Request request;
   ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
@@ -251,8 +254,9 @@ struct InFlightPair {
   InFlightPair(const char *algorithm_a, const char *algorithm_b, const char *density_b = "0.02")
       : send{std::vector<T>(kCount), std::vector<T>(2 * kCount + 1)},
         recv{std::vector<T>(kCount), std::vector<T>(2 * kCount + 1)},
-        reference{ReferenceDct<T>(kCount, 0.05, 1000),
-                  ReferenceDct<T>(2 * kCount + 1, std::atof(density_b), 1000)} {
+        // The adaptive default: for native values the top k of every call (interval 1).
+        reference{ReferenceDct<T>(kCount, 0.05, 1),
+                  ReferenceDct<T>(2 * kCount + 1, std::atof(density_b), 1)} {
     const char *algorithms[2] = {algorithm_a, algorithm_b};
     const char *densities[2] = {"0.05", density_b};
     for (int i = 0; i < 2; ++i) {

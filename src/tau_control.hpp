@@ -1,0 +1,131 @@
+// How tau moves between exact selections (dct_tau_control). docs/algorithms.md ("Holding the
+// density") gives the measurements behind these choices.
+//
+// Why a reused tau drifts (the paper's schedule, dct_tau_control=fixed): with error feedback,
+// entries just below tau stay in the residual and grow, so a tau that kept k entries on the
+// call it was estimated keeps more and more on later calls (measured on i.i.d. gradients: 14x
+// the target after 1000 calls), and a tau taken while the residual is still empty (the first
+// call) is far too small for the calls after it. Correcting tau from the kept count does not
+// fix this cheaply: near the threshold the residual piles up, so the kept count reacts to tau
+// with a slope of ~sqrt(1/density) on the call itself and the opposite way ~1/density calls
+// later; a feedback loop fast enough for the first is unstable with the second (measured: a
+// gain that holds density 0.1 within 1% oscillates between 0.1x and 10x at density 0.001).
+//
+// So DCT-DP's adaptive control (the default) keeps the exact k-th largest |acc| on every call
+// and makes that cheap:
+//   1. the fused filter (the pass every call makes) takes the *candidates* |acc| >= floor,
+//      where the floor aims at about 3k of them;
+//   2. among the m candidates (O(k) work, on the host) the k of largest magnitude stay; the
+//      others go back into the residual, exactly (it holds acc for them again);
+//   3. the next call's floor is the 3k-th largest candidate magnitude of this one (or 0.8x
+//      this floor when fewer than 3k came), a quantile of the slowly moving distribution of
+//      |acc|; it feeds nothing back into what is sent, so it cannot oscillate;
+//   4. only when fewer than k candidates come (the gradients grew several-fold in one call,
+//      or the first call) is the floor selected exactly over the tensor, and the filter rerun.
+// For native values the result is bitwise what an exact selection on every call gives.
+//
+// DCT-MP's `threshold` selection has no error feedback, so the kept count follows tau
+// without delay: there a bounded multiplicative correction holds the density, with an exact
+// selection when a call leaves the band (`out_of_band`, `next`).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+namespace dct::detail::tau_control {
+
+/// The target kept count for `density` of `n` (n > 0): ceil(density n), in [1, n].
+inline std::size_t target(double density, std::size_t n) {
+  const auto k = static_cast<std::size_t>(std::ceil(density * static_cast<double>(n)));
+  return std::clamp<std::size_t>(k, 1, n);
+}
+
+/// How many candidates the floor aims at: 3x the target, within the tensor. 2x let a 30x
+/// drop of the gradients (a loss spike ending) fall below k on ~15% of the following calls
+/// while the large residuals drained; 3x and 4x on none.
+inline std::size_t candidates(std::size_t k, std::size_t n) {
+  return std::min(3 * k, n);
+}
+
+/// Factor applied to a floor that let fewer candidates through than it aims at.
+inline constexpr double kWiden = 0.8;
+
+/// What trimming one call's candidates found.
+struct Trim {
+  std::size_t kept = 0;   ///< candidates kept: those with |value| >= tau
+  double tau = 0;         ///< the k-th largest candidate magnitude: the call's threshold
+  double next_floor = 0;  ///< the floor for the next call
+};
+
+/// Trims the m candidates (idx[j], val[j]), in index order, to those whose |val| is at least
+/// the k-th largest (NaN ranks above every number, and is always kept, as the filter keeps
+/// it). The kept ones are compacted in place, in index order; the others are appended, in
+/// index order, to `dropped_idx` / `dropped_val` (room for m - k). `floor` is the threshold
+/// that admitted the candidates; `magnitudes` is scratch. With m <= k nothing is dropped.
+template <typename T, typename Index>
+Trim trim(Index *idx, T *val, std::size_t m, std::size_t k, std::size_t aim, double floor,
+          std::vector<T> &magnitudes, Index *dropped_idx, T *dropped_val) {
+  Trim result;
+  const auto magnitude = [](T v) { return v != v ? T(HUGE_VAL) : std::fabs(v); };
+  if (m <= k) {
+    result.kept = m;
+    result.tau = floor;
+    result.next_floor = floor * kWiden;
+    return result;
+  }
+  magnitudes.resize(m);
+  for (std::size_t j = 0; j < m; ++j) magnitudes[j] = magnitude(val[j]);
+  const auto larger = [](T a, T b) { return a > b; };
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(), larger);
+  const T tau = magnitudes[k - 1];
+  if (m >= aim && aim > k) {
+    // Everything after position k - 1 is <= tau: the aim-th largest is among them.
+    std::nth_element(magnitudes.begin() + k, magnitudes.begin() + (aim - 1), magnitudes.end(),
+                     larger);
+    result.next_floor = static_cast<double>(magnitudes[aim - 1]);
+  } else {
+    result.next_floor = floor * kWiden;
+  }
+  std::size_t kept = 0, dropped = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    if (!(std::fabs(val[j]) < tau)) {  // the filter's keep rule (NaN kept)
+      idx[kept] = idx[j];
+      val[kept] = val[j];
+      ++kept;
+    } else {
+      dropped_idx[dropped] = idx[j];
+      dropped_val[dropped] = val[j];
+      ++dropped;
+    }
+  }
+  result.kept = kept;
+  result.tau = static_cast<double>(tau);
+  return result;
+}
+
+/// DCT-MP: relative half-width of the band of kept counts accepted without an exact
+/// selection (the promise is +-25%; ties and the rounding of small k stay inside it).
+inline constexpr double kBand = 0.2;
+/// DCT-MP: exponent of the multiplicative correction, and the largest factor of one step.
+inline constexpr double kGain = 0.3;
+inline constexpr double kMaxStep = 1.25;
+
+/// Whether a call that kept `kept` entries for the target `k` needs an exact selection.
+/// `tau_is_zero`: every nonzero entry is kept already, so a count below the band only says
+/// that there are fewer nonzeros than k.
+inline bool out_of_band(std::size_t kept, std::size_t k, bool tau_is_zero) {
+  const double ratio = static_cast<double>(kept) / static_cast<double>(k);
+  if (ratio > 1.0 + kBand) return true;
+  return ratio < 1.0 - kBand && !tau_is_zero;
+}
+
+/// The threshold for the next call after a call with `tau` kept `kept` entries for target `k`.
+inline double next(double tau, std::size_t kept, std::size_t k) {
+  if (!(tau > 0.0) || !std::isfinite(tau)) return tau;  // 0, Inf, NaN: the band decides
+  const double ratio = std::max(static_cast<double>(kept), 0.5) / static_cast<double>(k);
+  return tau * std::clamp(std::pow(ratio, kGain), 1.0 / kMaxStep, kMaxStep);
+}
+
+}  // namespace dct::detail::tau_control
