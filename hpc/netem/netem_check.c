@@ -58,8 +58,9 @@ int main(int argc, char **argv) {
   const double expect_delay_us = option(argc, argv, "--expect-delay-us", 0);
   if (ranks < 2 || mib < 1 || mib > 1024 || reps < 1 || seconds <= 0) {
     if (rank == 0)
-      fprintf(stderr, "netem_check: needs 2 ranks or more, 1 <= --mib <= 1024, --reps >= 1, "
-                      "--seconds > 0\n");
+      fprintf(stderr,
+              "netem_check: needs 2 ranks or more, 1 <= --mib <= 1024, --reps >= 1, "
+              "--seconds > 0\n");
     MPI_Finalize();
     return 2;
   }
@@ -99,8 +100,8 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     printf("netem_check: %d ranks, rank 0 <-> rank 1\n", ranks);
     printf("bandwidth  %.1f Mbit/s  (%d x %d MiB in %.3f s)\n", mbit, count, mib, elapsed);
-    printf("latency    round trip median %.1f us, min %.1f us  (8 bytes, %d reps)\n",
-           rtt_median_us, rtt_min_us, reps);
+    printf("latency    round trip median %.1f us, min %.1f us  (8 bytes, %d reps)\n", rtt_median_us,
+           rtt_min_us, reps);
     if (expect_mbit > 0) {
       const int ok = mbit >= 0.3 * expect_mbit && mbit <= 1.2 * expect_mbit;
       printf("check      bandwidth %.1f in [%.1f, %.1f] Mbit/s (0.3x..1.2x of %g): %s\n", mbit,
