@@ -24,6 +24,9 @@
 //                   call (logical payload bytes; per-rank volumes differ between algorithms)
 //   bytes_ratio     DCT_Status.dense_bytes (a ring MPI_Allreduce's bytes per rank) / rx_max
 //   density         achieved density of the last timed call, mean over ranks
+//   worst_dev       worst relative deviation of the achieved density (DCT_Status.density)
+//                   from the target, over the timed calls and the ranks: the signed
+//                   (density - target) / target of largest magnitude, e.g. +46% or -12%
 //   algorithm       requested, and used (DCT_Status.algorithm of the last timed call: with
 //                   auto it may change from call to call)
 //   call_err        max |dct - mpi| / max |mpi| of one call (large by design: most entries wait)
@@ -173,6 +176,7 @@ Options parse(int argc, char **argv) {
 struct Row {
   bool supported = true;
   double mpi_us = 0, dct_us = 0, bytes_ratio = 0, rx_mean = 0, density = 0;
+  double worst_dev = 0;  // signed (density - target) / target of largest magnitude
   double call_err = 0, cum_err = 0;
   long long rx_max = 0;
   int algorithm = DCT_ALGORITHM_AUTO;
@@ -249,7 +253,7 @@ class SizeBench {
         gradients_(n_, rank_),
         send_(n_),
         recv_(n_) {
-    mpi_us_ = time_calls([&] { mpi_allreduce(); });
+    mpi_us_ = time_calls([&] { mpi_allreduce(); }, [] {});
     // The reference for cum_err: the sum of MPI_Allreduce over the calls the error pass makes.
     mpi_sum_.assign(n_, T(0));
     for (int i = 0; i < o_.iters; ++i) {
@@ -264,14 +268,24 @@ class SizeBench {
     Row row;
     row.mpi_us = mpi_us_;
     DCT_Status status{};
+    // Per timed call, outside the timing: the extremes of (density - target) / target.
+    const double target = std::atof(density.c_str());
+    double deviation[2] = {-HUGE_VAL, -HUGE_VAL};  // max, -min
     {
       std::optional<dct::AllreduceRequest> request = open_request(density, algorithm);
       if (!request) {
         row.supported = false;
         return row;
       }
-      row.dct_us = time_calls([&] { status = (*request)(); });
+      row.dct_us = time_calls([&] { status = (*request)(); },
+                              [&] {
+                                const double dev = (status.density - target) / target;
+                                deviation[0] = std::max(deviation[0], dev);
+                                deviation[1] = std::max(deviation[1], -dev);
+                              });
     }
+    MPI_Allreduce(MPI_IN_PLACE, deviation, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    row.worst_dev = deviation[0] >= deviation[1] ? deviation[0] : -deviation[1];
 
     // Errors of a fresh request against MPI_Allreduce of the same inputs, untimed.
     std::optional<dct::AllreduceRequest> request = open_request(density, algorithm);
@@ -326,15 +340,18 @@ class SizeBench {
   }
 
   // OSU's method: a barrier, then the call alone is timed; mean over calls, then over ranks.
-  template <typename Call>
-  double time_calls(Call &&call) {
+  // `after` runs after each timed (not warm-up) call, outside the timing.
+  template <typename Call, typename After>
+  double time_calls(Call &&call, After &&after) {
     double total = 0;
     for (int i = 0; i < o_.warmup + o_.iters; ++i) {
       gradients_.load(i, send_.data());
       MPI_Barrier(MPI_COMM_WORLD);
       const double start = MPI_Wtime();
       call();
-      if (i >= o_.warmup) total += MPI_Wtime() - start;
+      if (i < o_.warmup) continue;
+      total += MPI_Wtime() - start;
+      after();
     }
     const double mine = total / o_.iters * 1e6;
     double sum = 0;
@@ -408,21 +425,23 @@ int bench_sizes(const Options &o, int rank, int ranks) {
             std::printf(
                 ", \"dct_us\": %.3f, \"time_ratio\": %.4f, \"bytes_ratio\": %.4f, "
                 "\"rx_max_bytes\": %lld, \"rx_mean_bytes\": %.1f, \"density\": %.6f, "
-                "\"algorithm\": \"%s\", \"call_err\": %.4e, \"cum_err\": %.4e}",
+                "\"worst_density_dev\": %.4f, \"algorithm\": \"%s\", \"call_err\": %.4e, "
+                "\"cum_err\": %.4e}",
                 r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio, r.rx_max, r.rx_mean, r.density,
-                DCT_Algorithm_name(r.algorithm), r.call_err, r.cum_err);
+                r.worst_dev, DCT_Algorithm_name(r.algorithm), r.call_err, r.cum_err);
           else
             std::printf(
                 ", \"dct_us\": null, \"time_ratio\": null, \"bytes_ratio\": null, "
                 "\"rx_max_bytes\": null, \"rx_mean_bytes\": null, \"density\": null, "
-                "\"algorithm\": null, \"call_err\": null, \"cum_err\": null}");
+                "\"worst_density_dev\": null, \"algorithm\": null, \"call_err\": null, "
+                "\"cum_err\": null}");
         } else if (r.supported) {
           std::printf(
-              "%12lld %8s %-18s %-18s %12.1f %12.1f %10.3f %11.2f %12lld %12.1f %9.5f %10.2e "
-              "%10.2e\n",
+              "%12lld %8s %-18s %-18s %12.1f %12.1f %10.3f %11.2f %12lld %12.1f %9.5f %+9.0f%% "
+              "%10.2e %10.2e\n",
               bytes, density.c_str(), algorithm.c_str(), DCT_Algorithm_name(r.algorithm), r.mpi_us,
               r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio, r.rx_max, r.rx_mean, r.density,
-              r.call_err, r.cum_err);
+              100 * r.worst_dev, r.call_err, r.cum_err);
         } else {
           std::printf("%12lld %8s %-18s n/a (not supported by this build)\n", bytes,
                       density.c_str(), algorithm.c_str());
@@ -448,10 +467,12 @@ int bench_allreduce(int argc, char **argv, int rank, int ranks) {
     std::printf(
         "# time_ratio = mpi_us / dct_us (>1: dct faster); rx = bytes dct received per rank "
         "(max, mean over ranks);\n# bytes_ratio = ring MPI_Allreduce bytes per rank / rx_max; "
-        "used = algorithm of the last timed call\n");
-    std::printf("%12s %8s %-18s %-18s %12s %12s %10s %11s %12s %12s %9s %10s %10s\n", "size(B)",
-                "target", "algorithm", "used", "mpi_us", "dct_us", "time_ratio", "bytes_ratio",
-                "rx_max(B)", "rx_mean(B)", "density", "call_err", "cum_err");
+        "used = algorithm of the last timed call;\n# worst_dev = worst (density - target) / "
+        "target of one timed call on any rank\n");
+    std::printf("%12s %8s %-18s %-18s %12s %12s %10s %11s %12s %12s %9s %10s %10s %10s\n",
+                "size(B)", "target", "algorithm", "used", "mpi_us", "dct_us", "time_ratio",
+                "bytes_ratio", "rx_max(B)", "rx_mean(B)", "density", "worst_dev", "call_err",
+                "cum_err");
   }
   if (rank == 0 && o.json) std::printf("[\n");
   const int exit_code =
