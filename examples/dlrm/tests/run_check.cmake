@@ -1,7 +1,9 @@
 # Driver of the dct-dlrm tests: runs the demo under mpiexec, then either checks its exit code
 # and message (bad input) or its JSON with dct_dlrm_check. Invoked as
-#   cmake -DMPIEXEC=... -DNP=... -DDEMO=... -DDEMO_ARGS="a;b" [-DJSON=f -DCHECKER=c -DCHECKS="x;y"]
+#   cmake -DMPIEXEC=... -DNP=... -DDEMO=... -DDEMO_ARGS="a|b" [-DJSON=f -DCHECKER=c -DCHECKS="x|y"]
 #         [-DEXPECT_CODE=n -DEXPECT_REGEX=r] [-DEXPECT_CHECK_FAIL=ON] -P run_check.cmake
+string(REPLACE "|" ";" DEMO_ARGS "${DEMO_ARGS}")
+string(REPLACE "|" ";" CHECKS "${CHECKS}")
 execute_process(COMMAND ${MPIEXEC} -n ${NP} ${DEMO} ${DEMO_ARGS}
                 RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
