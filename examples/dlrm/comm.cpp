@@ -79,8 +79,8 @@ class DenseComm : public Comm {
   }
   void wait_all() override {}
 
-  void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send,
-                     float *bwd_recv, int rows_per_rank, int d) override {
+  void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
+                     int rows_per_rank, int d) override {
     layout_ = std::make_unique<Layout>(ranks_, rows_per_rank, d);
     fwd_send_ = fwd_send;
     fwd_recv_ = fwd_recv;
@@ -162,8 +162,8 @@ class DctComm : public Comm {
     }
   }
 
-  void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send,
-                     float *bwd_recv, int rows_per_rank, int d) override {
+  void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
+                     int rows_per_rank, int d) override {
     layout_ = std::make_unique<Layout>(comm_size(comm_), rows_per_rank, d);
     Info info;
     info.set("dct_row_length", std::to_string(d));
@@ -172,12 +172,12 @@ class DctComm : public Comm {
     info.set("dct_interval", options_.interval);
     info.set("dct_mp_select", options_.mp_select);
     const Layout &l = *layout_;
-    forward_ = std::make_unique<dct::AlltoallvRequest>(
-        fwd_send, l.counts.data(), l.displs.data(), fwd_recv, l.counts.data(), l.displs.data(),
-        comm_, info.get());
-    backward_ = std::make_unique<dct::AlltoallvRequest>(dct::AlltoallvRequest::backward(
-        *forward_, bwd_send, l.counts.data(), l.displs.data(), bwd_recv, l.counts.data(),
-        l.displs.data()));
+    forward_ = std::make_unique<dct::AlltoallvRequest>(fwd_send, l.counts.data(), l.displs.data(),
+                                                       fwd_recv, l.counts.data(), l.displs.data(),
+                                                       comm_, info.get());
+    backward_ = std::make_unique<dct::AlltoallvRequest>(
+        dct::AlltoallvRequest::backward(*forward_, bwd_send, l.counts.data(), l.displs.data(),
+                                        bwd_recv, l.counts.data(), l.displs.data()));
   }
   void forward() override {
     const DCT_Status s = run(*forward_);
@@ -203,8 +203,7 @@ class DctComm : public Comm {
 
 }  // namespace
 
-std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm,
-                                const DctOptions &options) {
+std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm, const DctOptions &options) {
   if (mode == "dense") return std::make_unique<DenseComm>(comm);
   if (mode == "dct") return std::make_unique<DctComm>(comm, options);
   throw std::invalid_argument("unknown mode '" + mode + "' (expected dense or dct)");

@@ -25,13 +25,13 @@ struct RatioStats {
 
 /** @brief What the communication did since the last reset, on this rank. */
 struct CommStats {
-  double seconds = 0.0;         ///< Inside Start/Wait/Waitall/allreduce/alltoallv calls.
-  int64_t dp_bytes_sent = 0;    ///< Data parallel: sum of DCT_Status.bytes_sent.
-  int64_t dp_dense_bytes = 0;   ///< Sum of DCT_Status.dense_bytes (ring allreduce volume).
-  int64_t mp_bytes_sent = 0;    ///< Model parallel, forward + backward.
-  int64_t mp_dense_bytes = 0;   ///< What MPI_Alltoallv of the dense blocks sends.
-  RatioStats dp_density;        ///< Achieved density per allreduce call.
-  RatioStats mp_keep;           ///< Achieved keep per forward alltoallv call.
+  double seconds = 0.0;        ///< Inside Start/Wait/Waitall/allreduce/alltoallv calls.
+  int64_t dp_bytes_sent = 0;   ///< Data parallel: sum of DCT_Status.bytes_sent.
+  int64_t dp_dense_bytes = 0;  ///< Sum of DCT_Status.dense_bytes (ring allreduce volume).
+  int64_t mp_bytes_sent = 0;   ///< Model parallel, forward + backward.
+  int64_t mp_dense_bytes = 0;  ///< What MPI_Alltoallv of the dense blocks sends.
+  RatioStats dp_density;       ///< Achieved density per allreduce call.
+  RatioStats mp_keep;          ///< Achieved keep per forward alltoallv call.
 };
 
 /** @brief The knobs of the dct mode; an empty string leaves the library's default. */
@@ -78,8 +78,7 @@ class Comm {
 };
 
 /** @brief `dense` (MPI) or `dct`; throws dct::Error when the library refuses a knob. */
-std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm,
-                                const DctOptions &options);
+std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm, const DctOptions &options);
 
 /** @brief Bytes an uncompressed ring allreduce of `bytes` sends per rank (DCT_Status). */
 int64_t ring_bytes(int64_t bytes, int ranks);

@@ -3,10 +3,10 @@
 
 #include <zlib.h>
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
-#include <sys/stat.h>
 
 namespace dlrm {
 namespace {
@@ -23,8 +23,9 @@ class IdxFile {
     path_ = dir + "/" + name + ".gz";
     if (!file_exists(path_) && file_exists(dir + "/" + name)) path_ = dir + "/" + name;
     if (!file_exists(path_))
-      throw std::runtime_error(path_ + ": no such file (is dataset-fashion-mnist installed? "
-                                       "--data DIR selects another directory)");
+      throw std::runtime_error(path_ +
+                               ": no such file (is dataset-fashion-mnist installed? "
+                               "--data DIR selects another directory)");
     file_ = gzopen(path_.c_str(), "rb");
     if (!file_) throw std::runtime_error(path_ + ": cannot open: " + std::strerror(errno));
   }
@@ -42,8 +43,8 @@ class IdxFile {
       const int got = gzread(file_, p, chunk);
       if (got < 0) {
         int code = 0;
-        throw std::runtime_error(path_ + ": corrupt or not gzip data while reading " + what +
-                                 " (" + gzerror(file_, &code) + ")");
+        throw std::runtime_error(path_ + ": corrupt or not gzip data while reading " + what + " (" +
+                                 gzerror(file_, &code) + ")");
       }
       if (got == 0) throw std::runtime_error(path_ + ": truncated while reading " + what);
       p += got;
@@ -94,9 +95,8 @@ Split load_split(const std::string &dir, const std::string &prefix, int limit) {
                              " (expected 2049, an IDX file of 1-D unsigned bytes)");
   const uint32_t label_count = labels.read_u32("the label count");
   if (label_count != n)
-    throw std::runtime_error(labels.path() + ": " + std::to_string(label_count) +
-                             " labels for " + std::to_string(n) + " images in " +
-                             images.path());
+    throw std::runtime_error(labels.path() + ": " + std::to_string(label_count) + " labels for " +
+                             std::to_string(n) + " images in " + images.path());
 
   Split split;
   split.count = (limit > 0 && uint32_t(limit) < n) ? limit : int(n);
@@ -106,8 +106,9 @@ Split load_split(const std::string &dir, const std::string &prefix, int limit) {
   labels.read(split.labels.data(), split.labels.size(), "the labels");
   for (int i = 0; i < split.count; ++i)
     if (split.labels[size_t(i)] >= kClasses)
-      throw std::runtime_error(labels.path() + ": label " + std::to_string(split.labels[size_t(i)]) +
-                               " of image " + std::to_string(i) + " is not in 0..9");
+      throw std::runtime_error(labels.path() + ": label " +
+                               std::to_string(split.labels[size_t(i)]) + " of image " +
+                               std::to_string(i) + " is not in 0..9");
   return split;
 }
 

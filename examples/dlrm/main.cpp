@@ -59,22 +59,24 @@ bool load_data(const std::string &dir, int train_limit, int test_limit, dlrm::Sp
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   int first_failing = ok ? 1 << 30 : rank;
   MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!ok && rank == first_failing) std::fprintf(stderr, "dct-dlrm: dataset error: %s\n", error.c_str());
+  if (!ok && rank == first_failing)
+    std::fprintf(stderr, "dct-dlrm: dataset error: %s\n", error.c_str());
   return all_ok == 1;
 }
 
-void print_table(const json &runs) {
-  std::printf("\n%-6s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc", "loss",
-              "DP ratio", "MP ratio", "comm s", "wall s", "checksum");
+void print_table(const json &runs, bool model_parallel) {
+  std::printf("\n%-6s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc", "loss", "DP ratio",
+              "MP ratio", "comm s", "wall s", "checksum");
   for (const json &run : runs) {
     const json &f = run["final"];
     double comm = 0.0;
     for (const json &e : run["epochs"]) comm += e["comm_s"].get<double>();
-    std::printf("%-6s %9.2f%% %10.4f %9.1fx %9.1fx %10.2f %10.2f %18s\n",
+    char mp[32] = "-";  // the MLP has no model-parallel exchange
+    if (model_parallel) std::snprintf(mp, sizeof mp, "%.1fx", f["mp_ratio"].get<double>());
+    std::printf("%-6s %9.2f%% %10.4f %9.1fx %10s %10.2f %10.2f %18s\n",
                 run["mode"].get<std::string>().c_str(), 100.0 * f["test_accuracy"].get<double>(),
-                f["train_loss"].get<double>(), f["dp_ratio"].get<double>(),
-                f["mp_ratio"].get<double>(), comm, f["wall_s"].get<double>(),
-                f["checksum"].get<std::string>().c_str());
+                f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, comm,
+                f["wall_s"].get<double>(), f["checksum"].get<std::string>().c_str());
   }
 }
 
@@ -83,49 +85,58 @@ int run(int argc, char **argv, int rank, int ranks) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist", modes_text = "dense,dct", json_path;
   int train_limit = 0, test_limit = 0;
   float emb_lr = -1.0f;
+  int interval = 0;  // 0: not given, the library's default
 
   CLI::App app{"dct-dlrm: DLRM on Fashion-MNIST with dense vs dct compressed collectives"};
   app.set_help_all_flag("--help-all");
   app.add_option("--model", config.model.model, "dlrm (hybrid parallel) or mlp (data parallel)")
-      ->check(CLI::IsMember({"dlrm", "mlp"}))->capture_default_str();
+      ->check(CLI::IsMember({"dlrm", "mlp"}))
+      ->capture_default_str();
   app.add_option("--modes", modes_text, "comma-separated modes run one after the other: dense, dct")
       ->capture_default_str();
   app.add_option("--data", data_dir, "directory of the gzipped IDX files")->capture_default_str();
-  app.add_option("--epochs", config.epochs, "epochs per mode")->check(CLI::Range(1, 1000))
+  app.add_option("--epochs", config.epochs, "epochs per mode")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_option("--train-limit", train_limit, "use the first N training images (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--test-limit", test_limit, "evaluate the first N test images (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", config.model.batch, "samples per rank per step")
-      ->check(CLI::Range(1, 65536))->capture_default_str();
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   app.add_option("--lr", config.model.lr, "learning rate of the MLPs")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--momentum", config.model.momentum, "SGD momentum of the MLPs")
-      ->check(CLI::Range(0.0, 0.999999))->capture_default_str();
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
   app.add_option("--emb-lr", emb_lr, "learning rate of the embedding rows (default: --lr)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", config.model.seed, "seed of the init and the data order")
       ->capture_default_str();
   app.add_option("--table-size", config.model.table_size, "rows per embedding table")
-      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
   app.add_option("--emb-dim", config.model.emb_dim, "embedding dimension")
-      ->check(CLI::Range(1, 1024))->capture_default_str();
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--density", config.dct.density, "dct_density of DCT-DP (library default 0.01)")
       ->check(in_unit_interval);
   app.add_option("--keep", config.dct.keep, "dct_keep of DCT-MP (library default 0.05)")
       ->check(in_unit_interval);
   app.add_option("--values", config.dct.values, "dct_values: how kept values travel")
       ->check(CLI::IsMember({"native", "fp16", "bf16"}));
-  app.add_option("--interval", config.dct.interval,
+  app.add_option("--interval", interval,
                  "dct_interval: calls between threshold estimates (library default 1000)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
   app.add_option("--mp-select", config.dct.mp_select, "dct_mp_select of DCT-MP")
       ->check(CLI::IsMember({"exact", "laplace", "threshold"}));
   app.add_option("--algorithm", config.dct.algorithm, "dct_algorithm of DCT-DP")
       ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}));
   app.add_option("--json", json_path, "write every metric (per epoch and final) to FILE");
-  app.add_flag("--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
+  app.add_flag(
+      "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -134,10 +145,12 @@ int run(int argc, char **argv, int rank, int ranks) {
     return help ? 0 : kExitUsage;
   }
   config.model.emb_lr = emb_lr > 0 ? emb_lr : config.model.lr;
+  if (interval > 0) config.dct.interval = std::to_string(interval);
   const std::vector<std::string> modes = split_list(modes_text);
   for (const std::string &mode : modes)
     if (mode != "dense" && mode != "dct") {
-      if (rank == 0) std::fprintf(stderr, "--modes: unknown mode '%s' (dense, dct)\n", mode.c_str());
+      if (rank == 0)
+        std::fprintf(stderr, "--modes: unknown mode '%s' (dense, dct)\n", mode.c_str());
       return kExitUsage;
     }
   if (modes.empty()) {
@@ -147,7 +160,8 @@ int run(int argc, char **argv, int rank, int ranks) {
   if (config.model.model == "dlrm" && dlrm::kCategorical % ranks != 0) {
     // DCT-MP needs one row length on every rank: each must own as many tables.
     if (rank == 0)
-      std::fprintf(stderr, "dct-dlrm: the %d embedding tables must divide evenly among the "
+      std::fprintf(stderr,
+                   "dct-dlrm: the %d embedding tables must divide evenly among the "
                    "ranks; %d ranks do not divide %d (use 1, 2, 4, 8 or 16 ranks)\n",
                    dlrm::kCategorical, ranks, dlrm::kCategorical);
     return kExitUsage;
@@ -157,31 +171,44 @@ int run(int argc, char **argv, int rank, int ranks) {
   if (!load_data(data_dir, train_limit, test_limit, train, test, rank)) return kExitData;
   if (train.count < config.model.batch * ranks) {
     if (rank == 0)
-      std::fprintf(stderr, "dct-dlrm: %d training images are less than one global batch (%d x "
-                   "%d ranks)\n", train.count, config.model.batch, ranks);
+      std::fprintf(stderr,
+                   "dct-dlrm: %d training images are less than one global batch (%d x "
+                   "%d ranks)\n",
+                   train.count, config.model.batch, ranks);
     return kExitUsage;
   }
   if (rank == 0 && config.verbose)
-    std::printf("dct-dlrm: model %s, %d ranks, %d train / %d test images, batch %d per rank, "
-                "%d epochs\n", config.model.model.c_str(), ranks, train.count, test.count,
-                config.model.batch, config.epochs);
+    std::printf(
+        "dct-dlrm: model %s, %d ranks, %d train / %d test images, batch %d per rank, "
+        "%d epochs\n",
+        config.model.model.c_str(), ranks, train.count, test.count, config.model.batch,
+        config.epochs);
 
   json runs = json::array();
   for (const std::string &mode : modes)
     runs.push_back(dlrm::run_mode(mode, config, train, test, MPI_COMM_WORLD));
   if (rank != 0) return 0;
-  print_table(runs);
+  print_table(runs, config.model.model == "dlrm");
   if (!json_path.empty()) {
     json out;
-    out["config"] = {{"model", config.model.model}, {"ranks", ranks},
-                     {"batch", config.model.batch}, {"epochs", config.epochs},
-                     {"lr", config.model.lr}, {"momentum", config.model.momentum},
-                     {"emb_lr", config.model.emb_lr}, {"seed", config.model.seed},
-                     {"table_size", config.model.table_size}, {"emb_dim", config.model.emb_dim},
-                     {"tables", dlrm::kCategorical}, {"train_images", train.count},
-                     {"test_images", test.count}, {"density", config.dct.density},
-                     {"keep", config.dct.keep}, {"values", config.dct.values},
-                     {"interval", config.dct.interval}, {"mp_select", config.dct.mp_select},
+    out["config"] = {{"model", config.model.model},
+                     {"ranks", ranks},
+                     {"batch", config.model.batch},
+                     {"epochs", config.epochs},
+                     {"lr", config.model.lr},
+                     {"momentum", config.model.momentum},
+                     {"emb_lr", config.model.emb_lr},
+                     {"seed", config.model.seed},
+                     {"table_size", config.model.table_size},
+                     {"emb_dim", config.model.emb_dim},
+                     {"tables", dlrm::kCategorical},
+                     {"train_images", train.count},
+                     {"test_images", test.count},
+                     {"density", config.dct.density},
+                     {"keep", config.dct.keep},
+                     {"values", config.dct.values},
+                     {"interval", config.dct.interval},
+                     {"mp_select", config.dct.mp_select},
                      {"algorithm", config.dct.algorithm}};
     out["runs"] = runs;
     std::ofstream file(json_path);

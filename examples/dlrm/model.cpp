@@ -53,7 +53,10 @@ struct Replicated {
 class MlpModel : public Model {
  public:
   MlpModel(const ModelConfig &config, const Split &train, const Split &test, MPI_Comm comm)
-      : config_(config), train_(train), test_(test), comm_(comm),
+      : config_(config),
+        train_(train),
+        test_(test),
+        comm_(comm),
         mlp_({kPixels, 256, 128, kClasses}, false, config.seed, 1) {
     MPI_Comm_rank(comm, &rank_);
     MPI_Comm_size(comm, &ranks_);
@@ -115,7 +118,10 @@ class MlpModel : public Model {
 class DlrmModel : public Model {
  public:
   DlrmModel(const ModelConfig &config, const Split &train, const Split &test, MPI_Comm comm)
-      : config_(config), train_(train), test_(test), comm_(comm),
+      : config_(config),
+        train_(train),
+        test_(test),
+        comm_(comm),
         bottom_({kDenseFeatures, 128, config.emb_dim}, true, config.seed, 2),
         top_({interaction_width(kCategorical + 1, config.emb_dim), 128, kClasses}, false,
              config.seed, 3),
@@ -188,8 +194,9 @@ class DlrmModel : public Model {
       slice(test_.count, j, ranks_, begin[size_t(j)], end[size_t(j)]);
       longest = std::max(longest, end[size_t(j)] - begin[size_t(j)]);
     }
-    std::vector<int> samples, scounts(static_cast<size_t>(ranks_)), sdispls(static_cast<size_t>(ranks_)),
-        rcounts(static_cast<size_t>(ranks_)), rdispls(static_cast<size_t>(ranks_));
+    std::vector<int> samples, scounts(static_cast<size_t>(ranks_)),
+        sdispls(static_cast<size_t>(ranks_)), rcounts(static_cast<size_t>(ranks_)),
+        rdispls(static_cast<size_t>(ranks_));
     std::vector<float> send, recv;
     for (int offset = 0; offset < longest; offset += kEvalChunk) {
       samples.clear();
@@ -219,8 +226,8 @@ class DlrmModel : public Model {
       for (int s = 0; s < n; ++s) mine[size_t(s)] = begin[size_t(rank_)] + offset + s;
       const float *logits = forward_local(test_, mine.data(), n, recv.data());
       int correct = 0;
-      result.loss_sum += softmax_cross_entropy(logits, &test_.labels[size_t(mine[0])], n,
-                                               kClasses, nullptr, &correct);
+      result.loss_sum += softmax_cross_entropy(logits, &test_.labels[size_t(mine[0])], n, kClasses,
+                                               nullptr, &correct);
       result.correct += correct;
     }
     return result;
@@ -251,8 +258,7 @@ class DlrmModel : public Model {
   }
   /// Bottom MLP, interaction and top MLP for `n` samples whose lookups are in `lookups`
   /// (P blocks of n x d, as received). Keeps z_ for the backward.
-  const float *forward_local(const Split &split, const int *samples, int n,
-                             const float *lookups) {
+  const float *forward_local(const Split &split, const int *samples, int n, const float *lookups) {
     const int e = config_.emb_dim, vectors = kCategorical + 1;
     dense_.resize(size_t(n) * kDenseFeatures);
     for (int s = 0; s < n; ++s)
@@ -287,8 +293,8 @@ class DlrmModel : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_model(const ModelConfig &config, const Split &train,
-                                  const Split &test, MPI_Comm comm) {
+std::unique_ptr<Model> make_model(const ModelConfig &config, const Split &train, const Split &test,
+                                  MPI_Comm comm) {
   if (config.model == "mlp") return std::make_unique<MlpModel>(config, train, test, comm);
   if (config.model == "dlrm") return std::make_unique<DlrmModel>(config, train, test, comm);
   throw std::invalid_argument("unknown model '" + config.model + "' (expected dlrm or mlp)");

@@ -61,8 +61,8 @@ class Model {
  * every mode. Throws std::invalid_argument for shapes the ranks cannot share (DLRM: the 16
  * tables must divide evenly among the ranks).
  */
-std::unique_ptr<Model> make_model(const ModelConfig &config, const Split &train,
-                                  const Split &test, MPI_Comm comm);
+std::unique_ptr<Model> make_model(const ModelConfig &config, const Split &train, const Split &test,
+                                  MPI_Comm comm);
 
 }  // namespace dlrm
 

@@ -16,11 +16,11 @@ json reduce_epoch(const CommStats &s, double loss_sum, double wall, double eval_
                   const EvalResult &eval, int64_t samples, int test_count, MPI_Comm comm) {
   int ranks = 1;
   MPI_Comm_size(comm, &ranks);
-  int64_t ints[6] = {s.dp_bytes_sent, s.dp_dense_bytes, s.mp_bytes_sent, s.mp_dense_bytes,
-                     eval.correct, s.dp_density.calls};
+  int64_t ints[6] = {s.dp_bytes_sent,  s.dp_dense_bytes, s.mp_bytes_sent,
+                     s.mp_dense_bytes, eval.correct,     s.dp_density.calls};
   MPI_Allreduce(MPI_IN_PLACE, ints, 6, MPI_INT64_T, MPI_SUM, comm);
-  double sums[6] = {loss_sum, s.seconds, wall - s.seconds, s.dp_density.sum, s.mp_keep.sum,
-                    double(s.mp_keep.calls)};
+  double sums[6] = {loss_sum,         s.seconds,     wall - s.seconds,
+                    s.dp_density.sum, s.mp_keep.sum, double(s.mp_keep.calls)};
   MPI_Allreduce(MPI_IN_PLACE, sums, 6, MPI_DOUBLE, MPI_SUM, comm);
   double mins[2] = {s.dp_density.min, s.mp_keep.min};
   double maxs[3] = {s.dp_density.max, s.mp_keep.max, wall};
@@ -58,12 +58,14 @@ json reduce_epoch(const CommStats &s, double loss_sum, double wall, double eval_
   return e;
 }
 
-void print_epoch(const std::string &mode, int epoch, int epochs, const json &e, bool model_parallel) {
-  std::printf("[%s] epoch %d/%d  loss %.4f  test acc %.2f%%  wall %.2fs (comm %.2fs, compute "
-              "%.2fs, eval %.2fs)\n",
-              mode.c_str(), epoch, epochs, e["train_loss"].get<double>(),
-              100.0 * e["test_accuracy"].get<double>(), e["wall_s"].get<double>(),
-              e["comm_s"].get<double>(), e["compute_s"].get<double>(), e["eval_s"].get<double>());
+void print_epoch(const std::string &mode, int epoch, int epochs, const json &e,
+                 bool model_parallel) {
+  std::printf(
+      "[%s] epoch %d/%d  loss %.4f  test acc %.2f%%  wall %.2fs (comm %.2fs, compute "
+      "%.2fs, eval %.2fs)\n",
+      mode.c_str(), epoch, epochs, e["train_loss"].get<double>(),
+      100.0 * e["test_accuracy"].get<double>(), e["wall_s"].get<double>(),
+      e["comm_s"].get<double>(), e["compute_s"].get<double>(), e["eval_s"].get<double>());
   std::printf("        DP %.3f MB/rank (dense %.3f MB, %.1fx)  density %.4f [%.4f, %.4f]\n",
               e["dp_bytes_sent_per_rank"].get<double>() / 1e6,
               e["dp_dense_bytes"].get<double>() / 1e6 / double(e["ranks"].get<int>()),

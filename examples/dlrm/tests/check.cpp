@@ -23,13 +23,18 @@ void expect(bool ok, const std::string &what) {
   }
 }
 
-int64_t ring(int64_t bytes, int64_t ranks) { return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0; }
+int64_t ring(int64_t bytes, int64_t ranks) {
+  return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;
+}
 
-bool close(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::fabs(b); }
+bool close(double a, double b) {
+  return std::fabs(a - b) <= 1e-12 * std::fabs(b);
+}
 
 void loss_falls(const json &doc) {
   for (const json &run : doc["runs"]) {
-    const double first = run["final"]["first_batch_loss"], last = run["epochs"].back()["train_loss"];
+    const double first = run["final"]["first_batch_loss"],
+                 last = run["epochs"].back()["train_loss"];
     expect(last < first, run["mode"].get<std::string>() + ": last epoch loss " +
                              std::to_string(last) + " not below first batch's " +
                              std::to_string(first));
@@ -45,8 +50,8 @@ void equal_runs(const json &doc) {
              b["final"]["checksum"].get<std::string>());
   for (size_t e = 0; e < a["epochs"].size(); ++e) {
     const double la = a["epochs"][e]["train_loss"], lb = b["epochs"][e]["train_loss"];
-    expect(la == lb, "epoch " + std::to_string(e + 1) + " losses differ: " +
-                         std::to_string(la) + " vs " + std::to_string(lb));
+    expect(la == lb, "epoch " + std::to_string(e + 1) + " losses differ: " + std::to_string(la) +
+                         " vs " + std::to_string(lb));
     expect(a["epochs"][e]["test_accuracy"] == b["epochs"][e]["test_accuracy"],
            "epoch " + std::to_string(e + 1) + " test accuracies differ");
   }
@@ -69,14 +74,16 @@ void bytes(const json &doc) {
       const std::string where = mode + " epoch " + std::to_string(int(e["epoch"])) + ": ";
       const int64_t ds = e["dp_bytes_sent"], dd = e["dp_dense_bytes"];
       const int64_t ms = e["mp_bytes_sent"], md = e["mp_dense_bytes"];
-      expect(dd == steps * p * dp_step, where + "DP dense bytes " + std::to_string(dd) +
-                                           " != steps x ranks x sum of ring(layer) = " +
-                                           std::to_string(steps * p * dp_step));
+      expect(dd == steps * p * dp_step,
+             where + "DP dense bytes " + std::to_string(dd) +
+                 " != steps x ranks x sum of ring(layer) = " + std::to_string(steps * p * dp_step));
       expect(md == steps * p * mp_step, where + "MP dense bytes " + std::to_string(md) +
-                                           " != " + std::to_string(steps * p * mp_step));
+                                            " != " + std::to_string(steps * p * mp_step));
       expect(close(e["dp_ratio"], double(dd) / double(ds)), where + "dp_ratio is not dense/sent");
-      if (dlrm) expect(close(e["mp_ratio"], double(md) / double(ms)), where + "mp_ratio is not dense/sent");
-      if (mode == "dense") expect(ds == dd && ms == md, where + "dense mode sent other than dense bytes");
+      if (dlrm)
+        expect(close(e["mp_ratio"], double(md) / double(ms)), where + "mp_ratio is not dense/sent");
+      if (mode == "dense")
+        expect(ds == dd && ms == md, where + "dense mode sent other than dense bytes");
       dp_sent += ds, dp_dense += dd, mp_sent += ms, mp_dense += md;
     }
     const json &f = run["final"];
@@ -105,10 +112,14 @@ int main(int argc, char **argv) {
     doc = json::parse(in);
     for (int i = 2; i < argc; ++i) {
       const std::string check = argv[i];
-      if (check == "loss-falls") loss_falls(doc);
-      else if (check == "equal-runs") equal_runs(doc);
-      else if (check == "bytes") bytes(doc);
-      else return std::fprintf(stderr, "unknown check %s\n", argv[i]), 2;
+      if (check == "loss-falls")
+        loss_falls(doc);
+      else if (check == "equal-runs")
+        equal_runs(doc);
+      else if (check == "bytes")
+        bytes(doc);
+      else
+        return std::fprintf(stderr, "unknown check %s\n", argv[i]), 2;
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "FAILED: %s: %s\n", argv[1], e.what());
