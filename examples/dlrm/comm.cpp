@@ -1,0 +1,212 @@
+// The dense (MPI) and dct strategies. Both account bytes the way DCT_Status documents them, so
+// that the dense run is the reference of every ratio.
+#include "comm.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "dct/dct.hpp"
+
+namespace dlrm {
+
+void RatioStats::add(double value) {
+  sum += value;
+  min = std::min(min, value);
+  max = std::max(max, value);
+  ++calls;
+}
+
+int64_t ring_bytes(int64_t bytes, int ranks) {
+  return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;
+}
+
+namespace {
+
+/// Adds the time of one communication call to the stats, also when it throws.
+class Timed {
+ public:
+  explicit Timed(CommStats &stats) : stats_(stats), start_(MPI_Wtime()) {}
+  ~Timed() { stats_.seconds += MPI_Wtime() - start_; }
+  Timed(const Timed &) = delete;
+  Timed &operator=(const Timed &) = delete;
+
+ private:
+  CommStats &stats_;
+  double start_;
+};
+
+int comm_size(MPI_Comm comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+/// Throws when MPI reports an error (the default handler aborts first; this is for others).
+void check_mpi(int code, const char *what) {
+  if (code != MPI_SUCCESS) throw std::runtime_error(std::string(what) + " failed");
+}
+
+/// Shapes of the model-parallel exchange: equal blocks of rows x d to every rank.
+struct Layout {
+  std::vector<int> counts, displs;
+  int64_t dense_bytes = 0;  ///< To the other ranks only, as DCT_Status counts it.
+  Layout(int ranks, int rows, int d) : counts(size_t(ranks), rows * d), displs(size_t(ranks)) {
+    for (int j = 0; j < ranks; ++j) displs[size_t(j)] = j * rows * d;
+    dense_bytes = int64_t(ranks - 1) * rows * d * int64_t(sizeof(float));
+  }
+};
+
+/// MPI_Allreduce and MPI_Alltoallv; its bytes are the dense volumes by definition.
+class DenseComm : public Comm {
+ public:
+  explicit DenseComm(MPI_Comm comm) : Comm(comm), ranks_(comm_size(comm)) {}
+
+  int add_gradient(float *grad, int count) override {
+    grads_.push_back({grad, count});
+    return int(grads_.size()) - 1;
+  }
+  // Blocking at start: MPI_Iallreduce may add in another order, and the dct run at density 1
+  // (which is MPI_Allreduce) must give the same bits.
+  void start(int id) override {
+    Timed timed(stats_);
+    const Grad &g = grads_.at(size_t(id));
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, g.data, g.count, MPI_FLOAT, MPI_SUM, comm_),
+              "MPI_Allreduce");
+    const int64_t bytes = ring_bytes(int64_t(g.count) * int64_t(sizeof(float)), ranks_);
+    stats_.dp_bytes_sent += bytes;
+    stats_.dp_dense_bytes += bytes;
+    stats_.dp_density.add(1.0);
+  }
+  void wait_all() override {}
+
+  void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
+                     int rows_per_rank, int d) override {
+    layout_ = std::make_unique<Layout>(ranks_, rows_per_rank, d);
+    fwd_send_ = fwd_send;
+    fwd_recv_ = fwd_recv;
+    bwd_send_ = bwd_send;
+    bwd_recv_ = bwd_recv;
+  }
+  void forward() override {
+    exchange(fwd_send_, fwd_recv_);
+    stats_.mp_keep.add(1.0);
+  }
+  void backward() override { exchange(bwd_send_, bwd_recv_); }
+
+ private:
+  struct Grad {
+    float *data;
+    int count;
+  };
+  void exchange(const float *send, float *recv) {
+    Timed timed(stats_);
+    const Layout &l = *layout_;
+    check_mpi(MPI_Alltoallv(send, l.counts.data(), l.displs.data(), MPI_FLOAT, recv,
+                            l.counts.data(), l.displs.data(), MPI_FLOAT, comm_),
+              "MPI_Alltoallv");
+    stats_.mp_bytes_sent += l.dense_bytes;
+    stats_.mp_dense_bytes += l.dense_bytes;
+  }
+  int ranks_;
+  std::vector<Grad> grads_;
+  std::unique_ptr<Layout> layout_;
+  const float *fwd_send_ = nullptr, *bwd_send_ = nullptr;
+  float *fwd_recv_ = nullptr, *bwd_recv_ = nullptr;
+};
+
+/// MPI_Info holding the dct_ keys that were given; the rest stays the library's default.
+class Info {
+ public:
+  Info() { MPI_Info_create(&info_); }
+  ~Info() { MPI_Info_free(&info_); }
+  Info(const Info &) = delete;
+  Info &operator=(const Info &) = delete;
+  void set(const char *key, const std::string &value) {
+    if (!value.empty()) MPI_Info_set(info_, key, value.c_str());
+  }
+  MPI_Info get() const { return info_; }
+
+ private:
+  MPI_Info info_;
+};
+
+/// DCT-DP: one persistent request per gradient; DCT-MP: one forward/backward pair.
+class DctComm : public Comm {
+ public:
+  DctComm(MPI_Comm comm, const DctOptions &options) : Comm(comm), options_(options) {}
+
+  int add_gradient(float *grad, int count) override {
+    Info info;
+    info.set("dct_density", options_.density);
+    info.set("dct_interval", options_.interval);
+    info.set("dct_values", options_.values);
+    info.set("dct_algorithm", options_.algorithm);
+    requests_.emplace_back(static_cast<const float *>(nullptr), grad, size_t(count), comm_,
+                           info.get());
+    handles_.push_back(requests_.back().handle());
+    statuses_.emplace_back();
+    return int(requests_.size()) - 1;
+  }
+  void start(int id) override {
+    Timed timed(stats_);
+    requests_.at(size_t(id)).start();
+  }
+  void wait_all() override {
+    Timed timed(stats_);
+    dct::check(DCT_Waitall(int(handles_.size()), handles_.data(), statuses_.data()));
+    for (const DCT_Status &s : statuses_) {
+      if (s.count == 0) continue;  // not started this step (a zeroed status)
+      stats_.dp_bytes_sent += s.bytes_sent;
+      stats_.dp_dense_bytes += s.dense_bytes;
+      stats_.dp_density.add(s.density);
+    }
+  }
+
+  void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
+                     int rows_per_rank, int d) override {
+    layout_ = std::make_unique<Layout>(comm_size(comm_), rows_per_rank, d);
+    Info info;
+    info.set("dct_row_length", std::to_string(d));
+    info.set("dct_keep", options_.keep);
+    info.set("dct_values", options_.values);
+    info.set("dct_interval", options_.interval);
+    info.set("dct_mp_select", options_.mp_select);
+    const Layout &l = *layout_;
+    forward_ = std::make_unique<dct::AlltoallvRequest>(fwd_send, l.counts.data(), l.displs.data(),
+                                                       fwd_recv, l.counts.data(), l.displs.data(),
+                                                       comm_, info.get());
+    backward_ = std::make_unique<dct::AlltoallvRequest>(
+        dct::AlltoallvRequest::backward(*forward_, bwd_send, l.counts.data(), l.displs.data(),
+                                        bwd_recv, l.counts.data(), l.displs.data()));
+  }
+  void forward() override {
+    const DCT_Status s = run(*forward_);
+    stats_.mp_keep.add(s.density);
+  }
+  void backward() override { run(*backward_); }
+
+ private:
+  DCT_Status run(dct::AlltoallvRequest &request) {
+    Timed timed(stats_);
+    const DCT_Status s = request();
+    stats_.mp_bytes_sent += s.bytes_sent;
+    stats_.mp_dense_bytes += s.dense_bytes;
+    return s;
+  }
+  DctOptions options_;
+  std::vector<dct::AllreduceRequest> requests_;
+  std::vector<DCT_Request> handles_;
+  std::vector<DCT_Status> statuses_;
+  std::unique_ptr<Layout> layout_;
+  std::unique_ptr<dct::AlltoallvRequest> forward_, backward_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm, const DctOptions &options) {
+  if (mode == "dense") return std::make_unique<DenseComm>(comm);
+  if (mode == "dct") return std::make_unique<DctComm>(comm, options);
+  throw std::invalid_argument("unknown mode '" + mode + "' (expected dense or dct)");
+}
+
+}  // namespace dlrm

@@ -1,0 +1,88 @@
+/**
+ * @file comm.hpp
+ * @brief The two communication strategies of the demo behind one interface: `dense` (plain
+ * MPI_Allreduce and MPI_Alltoallv) and `dct` (DCT-DP persistent allreduces and DCT-MP
+ * alltoallv), with the same byte and time accounting for both.
+ */
+#ifndef DCT_DLRM_COMM_HPP
+#define DCT_DLRM_COMM_HPP
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlrm {
+
+/** @brief Running min / mean / max of a per-call ratio (density or keep). */
+struct RatioStats {
+  double sum = 0.0, min = 1e300, max = -1e300;
+  int64_t calls = 0;
+  void add(double value);
+};
+
+/** @brief What the communication did since the last reset, on this rank. */
+struct CommStats {
+  double seconds = 0.0;        ///< Inside Start/Wait/Waitall/allreduce/alltoallv calls.
+  int64_t dp_bytes_sent = 0;   ///< Data parallel: sum of DCT_Status.bytes_sent.
+  int64_t dp_dense_bytes = 0;  ///< Sum of DCT_Status.dense_bytes (ring allreduce volume).
+  int64_t mp_bytes_sent = 0;   ///< Model parallel, forward + backward.
+  int64_t mp_dense_bytes = 0;  ///< What MPI_Alltoallv of the dense blocks sends.
+  RatioStats dp_density;       ///< Achieved density per allreduce call.
+  RatioStats mp_keep;          ///< Achieved keep per forward alltoallv call.
+};
+
+/** @brief The knobs of the dct mode; an empty string leaves the library's default. */
+struct DctOptions {
+  std::string density, keep, values, interval, mp_select, algorithm;
+};
+
+/**
+ * @brief One communication strategy. Data parallel: every gradient buffer is registered once
+ * (`add_gradient`, in the same order on every rank), started as soon as it is complete
+ * (`start`), and all of them completed by `wait_all`; the buffer then holds the sum over
+ * ranks. Model parallel: one pair of alltoallv shapes bound once (`bind_alltoall`), run every
+ * step by `forward` and `backward`.
+ */
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  /** @brief Registers a gradient of `count` floats, summed over ranks in place; returns its id. */
+  virtual int add_gradient(float *grad, int count) = 0;
+  /** @brief Starts the sum of gradient `id` (its buffer then belongs to the strategy). */
+  virtual void start(int id) = 0;
+  /** @brief Completes every started sum. */
+  virtual void wait_all() = 0;
+  /**
+   * @brief Binds the model-parallel exchange: `rows[j]` rows of `d` floats to and from every
+   * rank j (blocks of equal shape both ways, contiguous in rank order). The forward sends
+   * `fwd_send` into `fwd_recv`; the backward sends `bwd_send` (shaped as `fwd_recv`) into
+   * `bwd_recv` (shaped as `fwd_send`).
+   */
+  virtual void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send,
+                             float *bwd_recv, int rows_per_rank, int d) = 0;
+  /** @brief One forward exchange of activations. */
+  virtual void forward() = 0;
+  /** @brief One backward exchange of their gradients. */
+  virtual void backward() = 0;
+
+  CommStats &stats() { return stats_; }
+  MPI_Comm comm() const { return comm_; }
+
+ protected:
+  explicit Comm(MPI_Comm comm) : comm_(comm) {}
+  MPI_Comm comm_;
+  CommStats stats_;
+};
+
+/** @brief `dense` (MPI) or `dct`; throws dct::Error when the library refuses a knob. */
+std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm, const DctOptions &options);
+
+/** @brief Bytes an uncompressed ring allreduce of `bytes` sends per rank (DCT_Status). */
+int64_t ring_bytes(int64_t bytes, int ranks);
+
+}  // namespace dlrm
+
+#endif

@@ -1,0 +1,245 @@
+// dct-dlrm: DLRM (or a plain MLP) on Fashion-MNIST, trained with dense MPI collectives and with
+// dct's compressed ones from the same initial values, and compared.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dct/dct.hpp"
+#include "train.hpp"
+
+#if __has_include(<cblas.h>)
+#include <cblas.h>
+#endif
+
+namespace {
+
+using nlohmann::json;
+
+/// Exit codes: bad command line as CLI11 tools do, data errors and runtime failures.
+constexpr int kExitUsage = 2;
+constexpr int kExitData = 1;
+
+/// Value checks with the messages CLI11 prints for bad flags.
+std::string in_unit_interval(const std::string &text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && v > 0.0 && v <= 1.0) return {};
+  } catch (const std::exception &) {
+  }
+  return "must be a number in (0, 1]";
+}
+
+std::vector<std::string> split_list(const std::string &text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+/// Every rank loads the data itself; they agree on success before anyone goes on, so a bad
+/// dataset ends every rank cleanly with the message instead of a hang or an abort.
+bool load_data(const std::string &dir, int train_limit, int test_limit, dlrm::Split &train,
+               dlrm::Split &test, int rank) {
+  std::string error;
+  try {
+    train = dlrm::load_split(dir, "train", train_limit);
+    test = dlrm::load_split(dir, "t10k", test_limit);
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  int ok = error.empty() ? 1 : 0, all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int first_failing = ok ? 1 << 30 : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!ok && rank == first_failing)
+    std::fprintf(stderr, "dct-dlrm: dataset error: %s\n", error.c_str());
+  return all_ok == 1;
+}
+
+void print_table(const json &runs, bool model_parallel) {
+  std::printf("\n%-6s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc", "loss", "DP ratio",
+              "MP ratio", "comm s", "wall s", "checksum");
+  for (const json &run : runs) {
+    const json &f = run["final"];
+    double comm = 0.0;
+    for (const json &e : run["epochs"]) comm += e["comm_s"].get<double>();
+    char mp[32] = "-";  // the MLP has no model-parallel exchange
+    if (model_parallel) std::snprintf(mp, sizeof mp, "%.1fx", f["mp_ratio"].get<double>());
+    std::printf("%-6s %9.2f%% %10.4f %9.1fx %10s %10.2f %10.2f %18s\n",
+                run["mode"].get<std::string>().c_str(), 100.0 * f["test_accuracy"].get<double>(),
+                f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, comm,
+                f["wall_s"].get<double>(), f["checksum"].get<std::string>().c_str());
+  }
+}
+
+int run(int argc, char **argv, int rank, int ranks) {
+  dlrm::RunConfig config;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist", modes_text = "dense,dct", json_path;
+  int train_limit = 0, test_limit = 0;
+  float emb_lr = -1.0f;
+  int interval = 0;  // 0: not given, the library's default
+
+  CLI::App app{"dct-dlrm: DLRM on Fashion-MNIST with dense vs dct compressed collectives"};
+  app.set_help_all_flag("--help-all");
+  app.add_option("--model", config.model.model, "dlrm (hybrid parallel) or mlp (data parallel)")
+      ->check(CLI::IsMember({"dlrm", "mlp"}))
+      ->capture_default_str();
+  app.add_option("--modes", modes_text, "comma-separated modes run one after the other: dense, dct")
+      ->capture_default_str();
+  app.add_option("--data", data_dir, "directory of the gzipped IDX files")->capture_default_str();
+  app.add_option("--epochs", config.epochs, "epochs per mode")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--train-limit", train_limit, "use the first N training images (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-limit", test_limit, "evaluate the first N test images (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", config.model.batch, "samples per rank per step")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--lr", config.model.lr, "learning rate of the MLPs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--momentum", config.model.momentum, "SGD momentum of the MLPs")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  app.add_option("--emb-lr", emb_lr, "learning rate of the embedding rows (default: --lr)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", config.model.seed, "seed of the init and the data order")
+      ->capture_default_str();
+  app.add_option("--table-size", config.model.table_size, "rows per embedding table")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--emb-dim", config.model.emb_dim, "embedding dimension")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--density", config.dct.density, "dct_density of DCT-DP (library default 0.01)")
+      ->check(in_unit_interval);
+  app.add_option("--keep", config.dct.keep, "dct_keep of DCT-MP (library default 0.05)")
+      ->check(in_unit_interval);
+  app.add_option("--values", config.dct.values, "dct_values: how kept values travel")
+      ->check(CLI::IsMember({"native", "fp16", "bf16"}));
+  app.add_option("--interval", interval,
+                 "dct_interval: calls between threshold estimates (library default 1000)")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--mp-select", config.dct.mp_select, "dct_mp_select of DCT-MP")
+      ->check(CLI::IsMember({"exact", "laplace", "threshold"}));
+  app.add_option("--algorithm", config.dct.algorithm, "dct_algorithm of DCT-DP")
+      ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}));
+  app.add_option("--json", json_path, "write every metric (per epoch and final) to FILE");
+  app.add_flag(
+      "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    const bool help = e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success);
+    if (rank == 0) app.exit(e);  // prints the help, or the error and a hint
+    return help ? 0 : kExitUsage;
+  }
+  config.model.emb_lr = emb_lr > 0 ? emb_lr : config.model.lr;
+  if (interval > 0) config.dct.interval = std::to_string(interval);
+  const std::vector<std::string> modes = split_list(modes_text);
+  for (const std::string &mode : modes)
+    if (mode != "dense" && mode != "dct") {
+      if (rank == 0)
+        std::fprintf(stderr, "--modes: unknown mode '%s' (dense, dct)\n", mode.c_str());
+      return kExitUsage;
+    }
+  if (modes.empty()) {
+    if (rank == 0) std::fprintf(stderr, "--modes: no mode given (dense, dct)\n");
+    return kExitUsage;
+  }
+  if (config.model.model == "dlrm" && dlrm::kCategorical % ranks != 0) {
+    // DCT-MP needs one row length on every rank: each must own as many tables.
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "dct-dlrm: the %d embedding tables must divide evenly among the "
+                   "ranks; %d ranks do not divide %d (use 1, 2, 4, 8 or 16 ranks)\n",
+                   dlrm::kCategorical, ranks, dlrm::kCategorical);
+    return kExitUsage;
+  }
+
+  dlrm::Split train, test;
+  if (!load_data(data_dir, train_limit, test_limit, train, test, rank)) return kExitData;
+  if (train.count < config.model.batch * ranks) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "dct-dlrm: %d training images are less than one global batch (%d x "
+                   "%d ranks)\n",
+                   train.count, config.model.batch, ranks);
+    return kExitUsage;
+  }
+  if (rank == 0 && config.verbose)
+    std::printf(
+        "dct-dlrm: model %s, %d ranks, %d train / %d test images, batch %d per rank, "
+        "%d epochs\n",
+        config.model.model.c_str(), ranks, train.count, test.count, config.model.batch,
+        config.epochs);
+
+  json runs = json::array();
+  for (const std::string &mode : modes)
+    runs.push_back(dlrm::run_mode(mode, config, train, test, MPI_COMM_WORLD));
+  if (rank != 0) return 0;
+  print_table(runs, config.model.model == "dlrm");
+  if (!json_path.empty()) {
+    json out;
+    out["config"] = {{"model", config.model.model},
+                     {"ranks", ranks},
+                     {"batch", config.model.batch},
+                     {"epochs", config.epochs},
+                     {"lr", config.model.lr},
+                     {"momentum", config.model.momentum},
+                     {"emb_lr", config.model.emb_lr},
+                     {"seed", config.model.seed},
+                     {"table_size", config.model.table_size},
+                     {"emb_dim", config.model.emb_dim},
+                     {"tables", dlrm::kCategorical},
+                     {"train_images", train.count},
+                     {"test_images", test.count},
+                     {"density", config.dct.density},
+                     {"keep", config.dct.keep},
+                     {"values", config.dct.values},
+                     {"interval", config.dct.interval},
+                     {"mp_select", config.dct.mp_select},
+                     {"algorithm", config.dct.algorithm}};
+    out["runs"] = runs;
+    std::ofstream file(json_path);
+    file << out.dump(2) << "\n";
+    if (!file) {
+      std::fprintf(stderr, "dct-dlrm: cannot write %s\n", json_path.c_str());
+      return kExitData;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+#if defined(OPENBLAS_VERSION) || defined(OPENBLAS_CONFIG_H)
+  // One BLAS thread per rank: ranks already fill the cores, more threads only thrash.
+  openblas_set_num_threads(1);
+#endif
+  int code = 0;
+  try {
+    code = run(argc, argv, rank, ranks);
+  } catch (const std::exception &e) {
+    // A library or MPI failure mid-training: the ranks may be out of step, so no clean exit.
+    std::fprintf(stderr, "dct-dlrm: rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,69 @@
+/**
+ * @file model.hpp
+ * @brief The two models of the demo: DLRM (bottom MLP, sharded embedding tables, dot-product
+ * interaction, top MLP) and a plain data-parallel MLP on the raw pixels.
+ */
+#ifndef DCT_DLRM_MODEL_HPP
+#define DCT_DLRM_MODEL_HPP
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "data.hpp"
+
+namespace dlrm {
+
+/** @brief Shape and optimizer settings shared by both models. */
+struct ModelConfig {
+  std::string model = "dlrm";  ///< "dlrm" or "mlp".
+  int batch = 32;              ///< Samples per rank per step.
+  int table_size = 4096;       ///< Rows of each embedding table.
+  int emb_dim = 16;            ///< Embedding dimension (= the bottom MLP's output).
+  float lr = 0.05f;            ///< Learning rate of the MLPs (SGD with momentum).
+  float momentum = 0.9f;       ///< Momentum of the MLPs.
+  float emb_lr = 0.05f;        ///< Learning rate of the embedding rows (plain sparse SGD).
+  uint64_t seed = 1;           ///< Every initial value derives from it.
+};
+
+/** @brief Correct predictions and summed loss over a set of samples. */
+struct EvalResult {
+  int64_t correct = 0;
+  double loss_sum = 0.0;
+};
+
+/** @brief A model trained by the demo; every call is collective over the model's communicator. */
+class Model {
+ public:
+  virtual ~Model() = default;
+  /** @brief Registers the gradients and exchanges with `comm` (once, before training). */
+  virtual void bind(Comm &comm) = 0;
+  /**
+   * @brief One step on the global batch `global` (P x batch training sample numbers; rank j
+   * trains on entries j*batch ... j*batch + batch - 1). Returns the sum of this rank's losses.
+   */
+  virtual double train_step(const int *global, Comm &comm) = 0;
+  /** @brief Evaluates this rank's slice of the test split (counts not yet reduced). */
+  virtual EvalResult evaluate() = 0;
+  /** @brief FNV-1a of this rank's parameters (replicated MLPs and its own tables). */
+  virtual uint64_t checksum() const = 0;
+  /** @brief Parameters of every replicated layer (weights and bias), in registration order:
+   * the element counts of the data-parallel allreduces. */
+  virtual std::vector<int64_t> dp_layer_counts() const = 0;
+};
+
+/**
+ * @brief Builds the model of `config.model` over `comm`, from the same initial values for
+ * every mode. Throws std::invalid_argument for shapes the ranks cannot share (DLRM: the 16
+ * tables must divide evenly among the ranks).
+ */
+std::unique_ptr<Model> make_model(const ModelConfig &config, const Split &train, const Split &test,
+                                  MPI_Comm comm);
+
+}  // namespace dlrm
+
+#endif

@@ -1,0 +1,130 @@
+// dct_dlrm_check FILE CHECK...: asserts properties of a dct-dlrm --json file; exit 0 if all
+// hold, 1 with a message naming the first that does not.
+//   loss-falls  every run's last-epoch mean loss is below its first batch's loss
+//   equal-runs  the first two runs trained bit for bit alike (checksum, every epoch's loss)
+//   bytes       ratios are dense/sent of the summed DCT_Status bytes, the dense bytes match the
+//               documented formulas for the model's shapes, and dct compressed when asked to
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+using nlohmann::json;
+
+namespace {
+
+int failures = 0;
+
+void expect(bool ok, const std::string &what) {
+  if (!ok) {
+    std::fprintf(stderr, "FAILED: %s\n", what.c_str());
+    ++failures;
+  }
+}
+
+int64_t ring(int64_t bytes, int64_t ranks) {
+  return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;
+}
+
+bool close(double a, double b) {
+  return std::fabs(a - b) <= 1e-12 * std::fabs(b);
+}
+
+void loss_falls(const json &doc) {
+  for (const json &run : doc["runs"]) {
+    const double first = run["final"]["first_batch_loss"],
+                 last = run["epochs"].back()["train_loss"];
+    expect(last < first, run["mode"].get<std::string>() + ": last epoch loss " +
+                             std::to_string(last) + " not below first batch's " +
+                             std::to_string(first));
+  }
+}
+
+void equal_runs(const json &doc) {
+  const json &runs = doc["runs"];
+  if (runs.size() < 2) return expect(false, "equal-runs needs two runs");
+  const json &a = runs[0], &b = runs[1];
+  expect(a["final"]["checksum"] == b["final"]["checksum"],
+         "parameter checksums differ: " + a["final"]["checksum"].get<std::string>() + " vs " +
+             b["final"]["checksum"].get<std::string>());
+  for (size_t e = 0; e < a["epochs"].size(); ++e) {
+    const double la = a["epochs"][e]["train_loss"], lb = b["epochs"][e]["train_loss"];
+    expect(la == lb, "epoch " + std::to_string(e + 1) + " losses differ: " + std::to_string(la) +
+                         " vs " + std::to_string(lb));
+    expect(a["epochs"][e]["test_accuracy"] == b["epochs"][e]["test_accuracy"],
+           "epoch " + std::to_string(e + 1) + " test accuracies differ");
+  }
+}
+
+void bytes(const json &doc) {
+  const json &c = doc["config"];
+  const int64_t p = c["ranks"], batch = c["batch"];
+  const bool dlrm = c["model"] == "dlrm";
+  const int64_t d = dlrm ? int64_t(c["tables"]) / p * int64_t(c["emb_dim"]) : 0;
+  for (const json &run : doc["runs"]) {
+    const std::string mode = run["mode"];
+    const int64_t steps = run["steps_per_epoch"];
+    int64_t dp_step = 0;  // per rank and step: one ring allreduce per layer
+    for (const json &count : run["dp_layer_counts"]) dp_step += ring(int64_t(count) * 4, p);
+    // forward + backward, to the P-1 other ranks, batch rows of d floats each
+    const int64_t mp_step = dlrm ? 2 * (p - 1) * batch * d * 4 : 0;
+    int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0;
+    for (const json &e : run["epochs"]) {
+      const std::string where = mode + " epoch " + std::to_string(int(e["epoch"])) + ": ";
+      const int64_t ds = e["dp_bytes_sent"], dd = e["dp_dense_bytes"];
+      const int64_t ms = e["mp_bytes_sent"], md = e["mp_dense_bytes"];
+      expect(dd == steps * p * dp_step,
+             where + "DP dense bytes " + std::to_string(dd) +
+                 " != steps x ranks x sum of ring(layer) = " + std::to_string(steps * p * dp_step));
+      expect(md == steps * p * mp_step, where + "MP dense bytes " + std::to_string(md) +
+                                            " != " + std::to_string(steps * p * mp_step));
+      expect(close(e["dp_ratio"], double(dd) / double(ds)), where + "dp_ratio is not dense/sent");
+      if (dlrm)
+        expect(close(e["mp_ratio"], double(md) / double(ms)), where + "mp_ratio is not dense/sent");
+      if (mode == "dense")
+        expect(ds == dd && ms == md, where + "dense mode sent other than dense bytes");
+      dp_sent += ds, dp_dense += dd, mp_sent += ms, mp_dense += md;
+    }
+    const json &f = run["final"];
+    expect(f["dp_bytes_sent"] == dp_sent && f["dp_dense_bytes"] == dp_dense,
+           mode + ": final DP bytes are not the sum over epochs");
+    expect(f["mp_bytes_sent"] == mp_sent && f["mp_dense_bytes"] == mp_dense,
+           mode + ": final MP bytes are not the sum over epochs");
+    expect(close(f["dp_ratio"], double(dp_dense) / double(dp_sent)), mode + ": final dp_ratio");
+    if (mode == "dct" && c["density"] != "1")
+      expect(double(f["dp_ratio"]) > 1.0, "dct: DP sent no fewer bytes than dense");
+    if (dlrm && mode == "dct" && c["keep"] != "1")
+      expect(double(f["mp_ratio"]) > 1.0, "dct: MP sent no fewer bytes than dense");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s FILE CHECK... (loss-falls, equal-runs, bytes)\n", argv[0]);
+    return 2;
+  }
+  json doc;
+  try {
+    std::ifstream in(argv[1]);
+    doc = json::parse(in);
+    for (int i = 2; i < argc; ++i) {
+      const std::string check = argv[i];
+      if (check == "loss-falls")
+        loss_falls(doc);
+      else if (check == "equal-runs")
+        equal_runs(doc);
+      else if (check == "bytes")
+        bytes(doc);
+      else
+        return std::fprintf(stderr, "unknown check %s\n", argv[i]), 2;
+    }
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "FAILED: %s: %s\n", argv[1], e.what());
+    return 1;
+  }
+  if (failures == 0) std::printf("all checks passed\n");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,160 @@
+// One mode's training run: data order, steps, evaluation, and the metrics of every epoch.
+#include "train.hpp"
+
+#include <cstdio>
+#include <vector>
+
+#include "layers.hpp"
+
+namespace dlrm {
+namespace {
+
+using nlohmann::json;
+
+/// Sums, minima and maxima over the ranks of one epoch's per-rank numbers.
+json reduce_epoch(const CommStats &s, double loss_sum, double wall, double eval_s,
+                  const EvalResult &eval, int64_t samples, int test_count, MPI_Comm comm) {
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  int64_t ints[6] = {s.dp_bytes_sent,  s.dp_dense_bytes, s.mp_bytes_sent,
+                     s.mp_dense_bytes, eval.correct,     s.dp_density.calls};
+  MPI_Allreduce(MPI_IN_PLACE, ints, 6, MPI_INT64_T, MPI_SUM, comm);
+  double sums[6] = {loss_sum,         s.seconds,     wall - s.seconds,
+                    s.dp_density.sum, s.mp_keep.sum, double(s.mp_keep.calls)};
+  MPI_Allreduce(MPI_IN_PLACE, sums, 6, MPI_DOUBLE, MPI_SUM, comm);
+  double mins[2] = {s.dp_density.min, s.mp_keep.min};
+  double maxs[3] = {s.dp_density.max, s.mp_keep.max, wall};
+  MPI_Allreduce(MPI_IN_PLACE, mins, 2, MPI_DOUBLE, MPI_MIN, comm);
+  MPI_Allreduce(MPI_IN_PLACE, maxs, 3, MPI_DOUBLE, MPI_MAX, comm);
+  double eval_loss = eval.loss_sum;
+  MPI_Allreduce(MPI_IN_PLACE, &eval_loss, 1, MPI_DOUBLE, MPI_SUM, comm);
+
+  auto ratio = [](int64_t dense, int64_t sent) { return sent > 0 ? double(dense) / sent : 0.0; };
+  json e;
+  e["train_loss"] = loss_sum = sums[0] / double(samples);
+  e["test_accuracy"] = double(ints[4]) / test_count;
+  e["test_loss"] = eval_loss / test_count;
+  // Bytes: sums over the ranks, and the mean per rank (what each rank sent).
+  e["dp_bytes_sent"] = ints[0];
+  e["dp_dense_bytes"] = ints[1];
+  e["dp_bytes_sent_per_rank"] = double(ints[0]) / ranks;
+  e["dp_ratio"] = ratio(ints[1], ints[0]);
+  e["mp_bytes_sent"] = ints[2];
+  e["mp_dense_bytes"] = ints[3];
+  e["mp_bytes_sent_per_rank"] = double(ints[2]) / ranks;
+  e["mp_ratio"] = ratio(ints[3], ints[2]);
+  e["dp_calls"] = ints[5];
+  e["dp_density"] = {{"mean", ints[5] ? sums[3] / double(ints[5]) : 0.0},
+                     {"min", ints[5] ? mins[0] : 0.0},
+                     {"max", ints[5] ? maxs[0] : 0.0}};
+  const bool mp = sums[5] > 0;
+  e["mp_keep"] = {{"mean", mp ? sums[4] / sums[5] : 0.0},
+                  {"min", mp ? mins[1] : 0.0},
+                  {"max", mp ? maxs[1] : 0.0}};
+  e["comm_s"] = sums[1] / ranks;  // mean over ranks
+  e["compute_s"] = sums[2] / ranks;
+  e["wall_s"] = maxs[2];  // the slowest rank
+  e["eval_s"] = eval_s;
+  return e;
+}
+
+void print_epoch(const std::string &mode, int epoch, int epochs, const json &e,
+                 bool model_parallel) {
+  std::printf(
+      "[%s] epoch %d/%d  loss %.4f  test acc %.2f%%  wall %.2fs (comm %.2fs, compute "
+      "%.2fs, eval %.2fs)\n",
+      mode.c_str(), epoch, epochs, e["train_loss"].get<double>(),
+      100.0 * e["test_accuracy"].get<double>(), e["wall_s"].get<double>(),
+      e["comm_s"].get<double>(), e["compute_s"].get<double>(), e["eval_s"].get<double>());
+  std::printf("        DP %.3f MB/rank (dense %.3f MB, %.1fx)  density %.4f [%.4f, %.4f]\n",
+              e["dp_bytes_sent_per_rank"].get<double>() / 1e6,
+              e["dp_dense_bytes"].get<double>() / 1e6 / double(e["ranks"].get<int>()),
+              e["dp_ratio"].get<double>(), e["dp_density"]["mean"].get<double>(),
+              e["dp_density"]["min"].get<double>(), e["dp_density"]["max"].get<double>());
+  if (model_parallel)
+    std::printf("        MP %.3f MB/rank (dense %.3f MB, %.1fx)  keep %.4f [%.4f, %.4f]\n",
+                e["mp_bytes_sent_per_rank"].get<double>() / 1e6,
+                e["mp_dense_bytes"].get<double>() / 1e6 / double(e["ranks"].get<int>()),
+                e["mp_ratio"].get<double>(), e["mp_keep"]["mean"].get<double>(),
+                e["mp_keep"]["min"].get<double>(), e["mp_keep"]["max"].get<double>());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+json run_mode(const std::string &mode, const RunConfig &config, const Split &train,
+              const Split &test, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  const int global_batch = config.model.batch * ranks;
+  const int steps = train.count / global_batch;  // the last partial global batch is dropped
+  std::unique_ptr<Model> model = make_model(config.model, train, test, comm);
+  std::unique_ptr<Comm> strategy = make_comm(mode, comm, config.dct);
+  model->bind(*strategy);
+
+  json run;
+  run["mode"] = mode;
+  run["steps_per_epoch"] = steps;
+  run["dp_layer_counts"] = model->dp_layer_counts();
+  run["epochs"] = json::array();
+  double first_batch_loss = 0.0, total_wall = 0.0;
+  int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0;
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    const std::vector<int> order = epoch_order(train.count, config.model.seed, epoch);
+    strategy->stats() = CommStats();
+    MPI_Barrier(comm);  // epochs start together, so wall times compare across modes
+    const double start = MPI_Wtime();
+    double loss_sum = 0.0;
+    for (int step = 0; step < steps; ++step) {
+      const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy);
+      loss_sum += loss;
+      if (epoch == 0 && step == 0) {
+        double global = loss;
+        MPI_Allreduce(MPI_IN_PLACE, &global, 1, MPI_DOUBLE, MPI_SUM, comm);
+        first_batch_loss = global / global_batch;
+      }
+    }
+    const double wall = MPI_Wtime() - start;
+    const double eval_start = MPI_Wtime();
+    const EvalResult eval = model->evaluate();
+    const double eval_s = MPI_Wtime() - eval_start;
+    json e = reduce_epoch(strategy->stats(), loss_sum, wall, eval_s, eval,
+                          int64_t(steps) * global_batch, test.count, comm);
+    e["epoch"] = epoch + 1;
+    e["ranks"] = ranks;
+    dp_sent += e["dp_bytes_sent"].get<int64_t>();
+    dp_dense += e["dp_dense_bytes"].get<int64_t>();
+    mp_sent += e["mp_bytes_sent"].get<int64_t>();
+    mp_dense += e["mp_dense_bytes"].get<int64_t>();
+    total_wall += e["wall_s"].get<double>();
+    if (rank == 0 && config.verbose)
+      print_epoch(mode, epoch + 1, config.epochs, e, config.model.model == "dlrm");
+    run["epochs"].push_back(e);
+  }
+
+  // One checksum over every rank's parameters, in rank order: equal runs have equal bits.
+  const uint64_t mine = model->checksum();
+  std::vector<uint64_t> hashes(static_cast<size_t>(ranks));
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, comm);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(fnv1a(hashes.data(), hashes.size() * 8)));
+
+  json final;
+  final["first_batch_loss"] = first_batch_loss;
+  final["train_loss"] = run["epochs"].back()["train_loss"];  // epochs >= 1
+  final["test_accuracy"] = run["epochs"].back()["test_accuracy"];
+  final["dp_bytes_sent"] = dp_sent;
+  final["dp_dense_bytes"] = dp_dense;
+  final["dp_ratio"] = dp_sent > 0 ? double(dp_dense) / dp_sent : 0.0;
+  final["mp_bytes_sent"] = mp_sent;
+  final["mp_dense_bytes"] = mp_dense;
+  final["mp_ratio"] = mp_sent > 0 ? double(mp_dense) / mp_sent : 0.0;
+  final["wall_s"] = total_wall;
+  final["checksum"] = hex;
+  run["final"] = final;
+  return run;
+}
+
+}  // namespace dlrm
