@@ -12,6 +12,7 @@
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
 #include "row_codec.hpp"
+#include "tau_control.hpp"
 
 namespace dct::detail {
 
@@ -196,6 +197,10 @@ class ForwardEngine final : public MpEngine {
     status_.density = count_ > 0 ? double(kept) / double(count_) : 0.0;
     status_.dense_bytes = dense_bytes(layout_.sendcounts);
     status_.tau = tau_;
+    if (config_.mp_select == MpSelect::threshold && config_.tau_control == TauControl::adaptive)
+      tau_ = tau_control::next(
+          tau_, std::size_t(kept),
+          tau_control::target(config_.keep, std::size_t(count_ > 0 ? count_ : 1)));
     return true;
   }
 
@@ -206,10 +211,26 @@ class ForwardEngine final : public MpEngine {
 
   /// The masks of every send block, by the configured selection.
   void select(std::vector<RowMasks> &sent) {
+    if (config_.mp_select != MpSelect::exact) estimate_tau(false);
+    select_with_tau(sent);
+    if (config_.mp_select != MpSelect::threshold || config_.tau_control != TauControl::adaptive ||
+        status_.tau_reestimated)
+      return;
+    // Adaptive control of the reused tau (tau_control.hpp): select exactly when the kept
+    // count left its band, and correct tau for the next call from this one's count.
+    const std::size_t n = static_cast<std::size_t>(count_);
+    if (n == 0) return;
+    const std::size_t k = tau_control::target(config_.keep, n);
+    if (tau_control::out_of_band(kept_count(sent), k, tau_ == 0.0)) {
+      estimate_tau(true);
+      select_with_tau(sent);
+    }
+  }
+
+  void select_with_tau(std::vector<RowMasks> &sent) {
     const std::size_t d = format_.d;
     sent.resize(static_cast<std::size_t>(ranks()));
     for (RowMasks &masks : sent) masks.clear();
-    if (config_.mp_select != MpSelect::exact) estimate_tau();
     const std::size_t k = mp::kept_per_row(config_.keep, d);
     for (int j = 0; j < ranks(); ++j) {
       const T *block = send_ + layout_.sdispls[j];
@@ -221,13 +242,19 @@ class ForwardEngine final : public MpEngine {
     }
   }
 
+  static std::size_t kept_count(const std::vector<RowMasks> &sent) {
+    std::size_t kept = 0;
+    for (const RowMasks &masks : sent) kept += masks.kept();
+    return kept;
+  }
+
   /// laplace: every call, tau = b ln(1/keep) with b the mean |x| of all rows sent (the
   /// maximum-likelihood scale of a zero-mean Laplace fit, whose tail P(|x| >= tau) is keep).
-  /// threshold: every dct_interval calls, tau = the k-th largest |x| over all rows sent,
-  /// k = ceil(keep * elements), then reused.
-  void estimate_tau() {
+  /// threshold: tau = the k-th largest |x| over all rows sent, k = ceil(keep * elements),
+  /// every dct_interval calls and (`now`) when the adaptive control asks; reused in between.
+  void estimate_tau(bool now) {
     const bool laplace = config_.mp_select == MpSelect::laplace;
-    if (!laplace && totals_.calls % config_.interval != 0) return;
+    if (!laplace && !now && totals_.calls % config_.interval != 0) return;
     std::vector<double> magnitudes;
     double sum = 0;
     std::size_t n = 0;
