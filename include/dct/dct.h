@@ -5,8 +5,9 @@
  * dct replaces `MPI_Allreduce` on gradients by a compressed allreduce implementing Dynamic
  * Communication Thresholding (DCT-DP, Gupta et al., KDD 2021): per tensor, every rank adds its
  * gradient to a *residual* (error feedback), sends only the entries whose magnitude reaches a
- * threshold `tau`, and keeps the rest for later calls. `tau` is re-estimated every
- * `dct_interval` calls as the value that keeps a `dct_density` fraction of the entries.
+ * threshold `tau`, and keeps the rest for later calls. `tau` is the value that keeps a
+ * `dct_density` fraction of the entries: on every call by default (`dct_tau_control`), or
+ * re-estimated every `dct_interval` calls and reused in between (the paper's schedule).
  *
  * This is the only header that C and Fortran see. It follows MPI's conventions: MPI argument
  * order, persistent requests (`*_init`, `DCT_Start`, `DCT_Wait`, `DCT_Request_free`), integer
@@ -175,8 +176,17 @@ typedef struct DCT_Request_s *DCT_Request;
  * and then from the built-in default:
  * - `dct_density` [`DCT_DENSITY`], default `0.01`: fraction of entries sent per call, in (0, 1].
  *   With `1` the call is exactly `MPI_Allreduce` (same result bits).
- * - `dct_interval` [`DCT_INTERVAL`], default `1000`: calls between re-estimations of `tau`,
- *   an integer >= 1. `tau` is estimated on the first call and then every `interval` calls.
+ * - `dct_tau_control` [`DCT_TAU_CONTROL`], default `adaptive`: how `tau` follows the data.
+ *   `adaptive`: every call sends its exact top `k = ceil(density * count)` entries by `|acc|`
+ *   (more only on ties), so the achieved density is the target on every call; the filter
+ *   pass takes candidates above a floor aimed at 3k, the k largest are kept and the others
+ *   return to the residual (O(k) extra work); the floor is selected over the whole tensor on
+ *   the first call and when fewer than k candidates come (`DCT_Status.tau_reestimated`).
+ *   `fixed`: the paper's schedule, `tau` re-estimated every `dct_interval` calls and reused in
+ *   between (the achieved density then drifts with error feedback: docs/configuration.md).
+ * - `dct_interval` [`DCT_INTERVAL`], default `1000`: with `dct_tau_control=fixed`, calls
+ *   between re-estimations of `tau`, an integer >= 1 (`tau` is estimated on the first call
+ *   and then every `interval` calls).
  * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather`, `split`,
  *   `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm gives the same sums
  *   of the same sent entries, added in its own order (bitwise equal where sums are exact).
@@ -211,8 +221,8 @@ typedef struct DCT_Request_s *DCT_Request;
  * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
  * `dct_` keys are refused with `DCT_ERR_INFO`, so a typo never goes unnoticed.
  *
- * Semantics per call, on every rank: `acc = send + residual`; when `tau` is due, it becomes the
- * k-th largest `|acc|` with `k = ceil(density * count)` (exact selection, linear time); entries
+ * Semantics per call, on every rank: `acc = send + residual`; `tau` is the k-th largest `|acc|`
+ * with `k = ceil(density * count)`, on every call (`adaptive`) or when due (`fixed`); entries
  * with `|acc| >= tau` and `acc != 0` are sent (NaN and infinities are always sent, so they
  * reach the result as with MPI); `residual = acc - sent`; the result, identical on all ranks,
  * is the sum over ranks of the sent entries, added in rank order.
@@ -382,8 +392,10 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  *     `|x| >= tau` and `x != 0` are kept, so the count varies per row and the achieved keep
  *     drifts from the target with the data's distribution (docs/alltoallv.md gives numbers).
  *   - `threshold`: `tau` = the `ceil(keep * n)`-th largest `|x|` over the `n` elements this rank
- *     sends, re-estimated every `dct_interval` calls (as in DCT-DP) and reused in between;
- *     entries with `|x| >= tau` and `x != 0` are kept.
+ *     sends, re-estimated every `dct_interval` calls (as in DCT-DP); in between, with
+ *     `dct_tau_control=adaptive` (the default) it is corrected after every call from the kept
+ *     count and selected exactly again when a call keeps outside +-20% of the target, with
+ *     `fixed` it is reused unchanged; entries with `|x| >= tau` and `x != 0` are kept.
  * - `dct_values` [`DCT_VALUES`], default `native`: how kept values travel, in both directions:
  *   `native` (the datatype itself, results bitwise equal to the masked input), `fp16` or `bf16`
  *   (rounded to nearest even; the receiver gets the rounded values).
