@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dct quickstart for a fresh Debian 12 machine.
 #
-#   ./quickstart.sh        install what is missing, build, run the demo (dct-bench, 4 ranks)
+#   ./quickstart.sh        install what is missing, build, run the demo (DLRM training + dct-bench)
 #   ./quickstart.sh test   install what is missing, build, run the whole test suite
 #
 # Works as root and as a user with sudo. Environment: DCT_BUILD_DIR (default ./build),
@@ -58,11 +58,30 @@ if [ "$mode" = test ]; then
 fi
 
 bench="$build_dir/hpc/bench/dct-bench"
-echo "== demo: dct-bench allreduce on 4 ranks, tau re-estimated every call (target density)"
-mpiexec -n 4 "$bench" allreduce --sizes 1M,4M,16M --iters 10 --interval 1
+demo="$build_dir/examples/dlrm/dct-dlrm"
+timed() {  # timed LABEL COMMAND...: runs it and says how long it took
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "   ($label: $((SECONDS - start)) s)"
+}
+if [ -x "$demo" ]; then
+  echo "== demo: a DLRM-style model trained hybrid-parallel on Fashion-MNIST, 4 ranks, 5 epochs:"
+  echo "   dense (MPI_Allreduce + MPI_Alltoallv) against dct at the library's defaults"
+  echo "   (DCT-DP density 0.01, DCT-MP keep 0.05). Same seed, data order and init for both."
+  timed "training demo" mpiexec -n 4 "$demo" --modes dense,dct --epochs 5 --quiet
+  echo "   DP/MP ratio: bytes the dense collectives would send per rank / bytes dct sent."
+  echo "   All 4 ranks share this machine's 2 cores and memory: 'comm s' is not a network's"
+  echo "   time (hpc/netem/dct-netem shapes a slow link; docs/performance.md has the figures)."
+else
+  echo "== demo: examples/dlrm was not built (BLAS, CLI11 or nlohmann-json missing): skipped"
+fi
 echo
-echo "== demo: the same with tau re-estimated every 1000 calls (the paper's and dct's default)"
-mpiexec -n 4 "$bench" allreduce --sizes 1M,4M,16M --iters 10
+echo "== dct-bench allreduce, 4 ranks, library defaults (tau holds the target density on every"
+echo "   call: see the worst_dev column)"
+timed "bench, defaults" mpiexec -n 4 "$bench" allreduce --sizes 1M,4M,16M --iters 10
 echo
-echo "== example: a training loop in C whose MPI_Allreduce became DCT_Allreduce"
-mpiexec -n 4 "$build_dir/examples/c/dct_example_train"
+echo "== the same with the paper's schedule (tau re-estimated every 1000 calls, reused between):"
+echo "   error feedback drives the achieved density away from the target"
+DCT_TAU_CONTROL=fixed timed "bench, fixed schedule" \
+  mpiexec -n 4 -x DCT_TAU_CONTROL "$bench" allreduce --sizes 1M,4M --iters 10
