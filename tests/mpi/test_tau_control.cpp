@@ -15,7 +15,9 @@
 namespace dct::test {
 namespace {
 
-constexpr std::size_t kElements = std::size_t(1) << 17;  // above the exact-every-call size
+// Large enough that ties of |acc| move the count by at most a few percent at density 0.001,
+// small enough for the sanitizer build at 4 ranks on 2 cores.
+constexpr std::size_t kElements = std::size_t(1) << 16;
 
 /// One kind of input: the gradient of call `call` out of `calls`, written into `out`.
 enum class Kind { iid, same, shrinking, heavy, correlated, jumps };
@@ -120,29 +122,33 @@ Outcome run(Kind kind, double density, int calls, const char *control, int warmu
 
 constexpr Kind kKinds[] = {Kind::iid, Kind::same, Kind::shrinking, Kind::heavy, Kind::correlated};
 
-TEST(TauControl, AdaptiveHoldsTheDensityOnEveryCallCheaply) {
-  struct Case {
-    double density;
-    int calls;
-  };
-  // Long enough for error feedback to settle (it responds over ~1/density calls).
-  const Case cases[] = {{0.1, 300}, {0.01, 600}, {0.001, 1500}};
-  for (const Case &c : cases) {
-    for (Kind kind : kKinds) {
-      SCOPED_TRACE(std::string(kind_name(kind)) + " density " + std::to_string(c.density));
-      const Outcome r = run(kind, c.density, c.calls, "adaptive", 0);
-      if (rank() == 0)
-        std::printf(
-            "adaptive %-10s density %-6g: achieved/target in [%.3f, %.3f], exact "
-            "selections %d of %d calls\n",
-            kind_name(kind), c.density, r.worst_low, r.worst_high, r.reestimations, c.calls);
-      // The top k of every call (more only on ties of |acc|, which repeated inputs make),
-      // with a selection over the whole tensor on the first call only.
-      EXPECT_GE(r.worst_low, 1.0);
-      EXPECT_LE(r.worst_high, 1.05);
-      EXPECT_EQ(r.reestimations, 1);
-    }
+/// `calls` calls of every kind of input at `density`: the top k of every call (more only on
+/// ties of |acc|, which repeated inputs make), with a selection over the whole tensor on the
+/// first call only. Long enough for error feedback to settle (it responds over ~1/density
+/// calls).
+void expect_density_held(double density, int calls) {
+  for (Kind kind : kKinds) {
+    SCOPED_TRACE(std::string(kind_name(kind)) + " density " + std::to_string(density));
+    const Outcome r = run(kind, density, calls, "adaptive", 0);
+    if (rank() == 0)
+      std::printf(
+          "adaptive %-10s density %-6g: achieved/target in [%.3f, %.3f], exact "
+          "selections %d of %d calls\n",
+          kind_name(kind), density, r.worst_low, r.worst_high, r.reestimations, calls);
+    EXPECT_GE(r.worst_low, 1.0);
+    EXPECT_LE(r.worst_high, 1.1);
+    EXPECT_EQ(r.reestimations, 1);
   }
+}
+
+TEST(TauControl, AdaptiveHoldsDensity0_1OnEveryCall) {
+  expect_density_held(0.1, 200);
+}
+TEST(TauControl, AdaptiveHoldsDensity0_01OnEveryCall) {
+  expect_density_held(0.01, 400);
+}
+TEST(TauControl, AdaptiveHoldsDensity0_001OnEveryCall) {
+  expect_density_held(0.001, 1000);
 }
 
 // Gradients 30x larger for 25 calls, then back: the floor from the small ones lets the whole
@@ -157,7 +163,7 @@ TEST(TauControl, AdaptiveSurvivesJumpsWithFewExactSelections) {
         "selections %d of 200 calls\n",
         r.worst_low, r.worst_high, r.reestimations);
   EXPECT_GE(r.worst_low, 1.0);
-  EXPECT_LE(r.worst_high, 1.05);
+  EXPECT_LE(r.worst_high, 1.1);
   EXPECT_LE(r.reestimations, 1 + 200 / 50);  // at most one per jump down
 }
 
