@@ -205,11 +205,8 @@ class CompressedEngine final : public AllreduceEngine {
         if (totals_.calls % config_.interval == 0) reestimate(send_, k);
         if (idx_.size() == 0) reserve_entries(k, 0);
         take_entries(send_);
+        copy_entries_to_host();
       }
-    }
-    if (staged_ && kept_ > 0) {
-      backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
-      backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
     }
     status_.tau = adaptive() ? call_tau_ : static_cast<double>(tau_);
     status_.nnz_sent = static_cast<MPI_Count>(kept_);
@@ -239,43 +236,45 @@ class CompressedEngine final : public AllreduceEngine {
   }
 
   // Keeps the top k of the kept_ candidates (tau_control::trim) and puts the others back into
-  // the residual. Host work on the entries only: on a GPU backend, on their host copies.
+  // the residual. Host work on the entries only: on a GPU backend, on the pinned host copies
+  // the exchange reads anyway, whose trimmed lists then go back to the device (undo_compress
+  // reads them there) with the dropped entries.
   tau_control::Trim trim_to(std::size_t k, std::size_t aim) {
     const std::size_t m = kept_;
     dropped_idx_.resize(m > k ? m - k : 0);
     dropped_val_.resize(dropped_idx_.size());
-    WireIndex *idx = idx_.data();
-    T *val = val_.data();
-    if (staged_ && m > k) {
-      trim_idx_.resize(m);
-      trim_val_.resize(m);
-      backend_->copy(trim_idx_.data(), idx, m * sizeof(WireIndex), stream_);
-      backend_->copy(trim_val_.data(), val, m * sizeof(T), stream_);
-      idx = trim_idx_.data();
-      val = trim_val_.data();
-    }
+    copy_entries_to_host();
+    WireIndex *idx = staged_ ? idx_host_.data() : idx_.data();
+    T *val = staged_ ? val_host_.data() : val_.data();
     const tau_control::Trim trim =
         tau_control::trim(idx, val, m, k, aim, static_cast<double>(tau_), magnitudes_,
                           dropped_idx_.data(), dropped_val_.data());
     const std::size_t dropped = m - trim.kept;
     if (dropped == 0) return trim;
-    if (!staged_) {
-      backend_->scatter_add(dropped_idx_.data(), dropped_val_.data(), dropped, residual_.data(),
-                            stream_);
-      kept_ = trim.kept;
-      return trim;
+    const WireIndex *back_idx = dropped_idx_.data();
+    const T *back_val = dropped_val_.data();
+    if (staged_) {
+      if (dropped_device_idx_.size() < dropped) {
+        dropped_device_idx_ = BackendArray<WireIndex>(*backend_, dropped + dropped / 4);
+        dropped_device_val_ = BackendArray<T>(*backend_, dropped_device_idx_.size());
+      }
+      backend_->copy(dropped_device_idx_.data(), back_idx, dropped * sizeof(WireIndex), stream_);
+      backend_->copy(dropped_device_val_.data(), back_val, dropped * sizeof(T), stream_);
+      backend_->copy(idx_.data(), idx, trim.kept * sizeof(WireIndex), stream_);
+      backend_->copy(val_.data(), val, trim.kept * sizeof(T), stream_);
+      back_idx = dropped_device_idx_.data();
+      back_val = dropped_device_val_.data();
     }
-    // Device arrays: the dropped entries go back through a device copy, and the device's
-    // entry arrays take the trimmed lists (undo_compress reads them).
-    BackendArray<WireIndex> back_idx(*backend_, dropped);
-    BackendArray<T> back_val(*backend_, dropped);
-    backend_->copy(back_idx.data(), dropped_idx_.data(), dropped * sizeof(WireIndex), stream_);
-    backend_->copy(back_val.data(), dropped_val_.data(), dropped * sizeof(T), stream_);
-    backend_->copy(idx_.data(), idx, trim.kept * sizeof(WireIndex), stream_);
-    backend_->copy(val_.data(), val, trim.kept * sizeof(T), stream_);
-    backend_->scatter_add(back_idx.data(), back_val.data(), dropped, residual_.data(), stream_);
+    backend_->scatter_add(back_idx, back_val, dropped, residual_.data(), stream_);
     kept_ = trim.kept;
     return trim;
+  }
+
+  // On a GPU backend, the kept entries into their pinned host copies (the exchanges' input).
+  void copy_entries_to_host() {
+    if (!staged_ || kept_ == 0) return;
+    backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
+    backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
   }
 
   // tau_ = the k-th largest |send + residual| (send nullptr: the residual alone).
@@ -480,8 +479,10 @@ class CompressedEngine final : public AllreduceEngine {
   T next_floor_ = T(0);        // adaptive: the floor for the next call, once this one completes
   double call_tau_ = 0;        // adaptive: this call's threshold (the k-th largest |acc|)
   std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
-  std::vector<WireIndex> dropped_idx_, trim_idx_;
-  std::vector<T> dropped_val_, trim_val_;
+  std::vector<WireIndex> dropped_idx_;
+  std::vector<T> dropped_val_;
+  BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
+  BackendArray<T> dropped_device_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory
   BackendArray<T> val_;
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
