@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "elias_fano.hpp"
 #include "error.hpp"
 
 namespace dct::detail {
@@ -41,6 +42,22 @@ template class SparseExchange<double>;
 
 namespace wire {
 
+std::size_t index_bytes(IndexCoding coding, std::size_t entries, std::size_t range) {
+  switch (coding) {
+    case IndexCoding::offsets:
+      return entries * sizeof(WireIndex);
+    case IndexCoding::bitmap:
+      return (range + 7) / 8;
+    case IndexCoding::elias_fano:
+      return elias_fano::layout(entries, range).bytes();
+  }
+  return 0;
+}
+
+std::size_t BlockFormat::index_bytes() const {
+  return entries > 0 ? wire::index_bytes(indices, entries, range) : 0;
+}
+
 template <typename T>
 void encode_block(const BlockFormat &format, const WireIndex *idx, const T *val,
                   std::uint64_t begin, std::byte *out) {
@@ -55,7 +72,9 @@ void encode_block(const BlockFormat &format, const WireIndex *idx, const T *val,
     }
   }
   std::byte *indices = out + entries * format.value_bytes;
-  if (format.bitmap) {
+  if (format.indices == IndexCoding::elias_fano) {
+    elias_fano::encode(elias_fano::layout(entries, format.range), idx, begin, indices);
+  } else if (format.indices == IndexCoding::bitmap) {
     for (std::size_t j = 0; j < entries; ++j) {
       const std::uint64_t offset = idx[j] - begin;
       indices[offset / 8] |= std::byte(1u << (offset % 8));
@@ -74,7 +93,11 @@ bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in
   if (in_bytes < format.bytes()) return false;
   const std::size_t entries = format.entries;
   const std::byte *indices = in + entries * format.value_bytes;
-  if (format.bitmap) {
+  if (format.indices == IndexCoding::elias_fano) {
+    if (!elias_fano::decode(elias_fano::layout(entries, format.range), indices, format.range, begin,
+                            idx))
+      return false;
+  } else if (format.indices == IndexCoding::bitmap) {
     std::size_t found = 0;
     for (std::size_t word = 0; word * 64 < format.range; ++word) {
       std::uint64_t bits = 0;

@@ -139,22 +139,34 @@ std::size_t dense_units(std::size_t elements) {
   return (elements * sizeof(T) + kUnitBytes - 1) / kUnitBytes;
 }
 
+/// How the indices of a sparse block travel.
+enum class IndexCoding : std::uint8_t {
+  offsets,     ///< 32-bit offsets from the block's first index
+  bitmap,      ///< one bit per index of the range
+  elias_fano,  ///< ~2 + log2(range / entries) bits per entry (elias_fano.hpp)
+};
+
 /// How one sparse block travels: `entries` (index, value) pairs whose indices lie in a range
 /// [begin, begin + range): [values][indices], padded to whole units. Values as `coding` says
-/// (the sender already rounded them: wire_value); indices as 32-bit offsets from `begin`, or
-/// as a bitmap of the range when that is smaller (above ~1/32 of the range for fp32). Sender
-/// and receiver derive the format from what both know (entries, range, coding): no header.
+/// (the sender already rounded them: wire_value); indices in the smallest of the three
+/// IndexCoding forms for this (entries, range): Elias–Fano almost always, a bitmap above about
+/// a quarter of the range, plain offsets only where Elias–Fano would need more than 32 bits.
+/// Sender and receiver derive the format from what both know (entries, range, coding): no
+/// header.
 struct BlockFormat {
   std::size_t entries = 0;
   std::size_t range = 0;
   ValueCoding coding = ValueCoding::native;
   std::size_t value_bytes = 0;  ///< per entry
-  bool bitmap = false;
+  IndexCoding indices = IndexCoding::offsets;
 
-  std::size_t index_bytes() const { return bitmap ? (range + 7) / 8 : entries * sizeof(WireIndex); }
+  std::size_t index_bytes() const;
   std::size_t bytes() const { return entries * value_bytes + index_bytes(); }
   std::size_t units() const { return (bytes() + kUnitBytes - 1) / kUnitBytes; }
 };
+
+/// Bytes of each index coding for `entries` indices in a range of `range`.
+std::size_t index_bytes(IndexCoding coding, std::size_t entries, std::size_t range);
 
 template <typename T>
 BlockFormat block_format(std::size_t entries, std::size_t range, ValueCoding coding) {
@@ -163,7 +175,16 @@ BlockFormat block_format(std::size_t entries, std::size_t range, ValueCoding cod
   format.range = range;
   format.coding = coding;
   format.value_bytes = value_bytes(coding, sizeof(T));
-  format.bitmap = entries > 0 && (range + 7) / 8 < entries * sizeof(WireIndex);
+  if (entries > 0) {  // the smallest; ties go to the simpler coding
+    std::size_t best = index_bytes(IndexCoding::offsets, entries, range);
+    for (IndexCoding candidate : {IndexCoding::bitmap, IndexCoding::elias_fano}) {
+      const std::size_t bytes = index_bytes(candidate, entries, range);
+      if (bytes < best) {
+        best = bytes;
+        format.indices = candidate;
+      }
+    }
+  }
   return format;
 }
 
@@ -181,8 +202,9 @@ void encode_block(const BlockFormat &format, const WireIndex *idx, const T *val,
 
 /// Reads a block of `in_bytes` received bytes into idx/val (format.entries each, absolute
 /// indices) after validating it: the message holds the whole block, the indices strictly
-/// increase and lie in [begin, begin + format.range), and a bitmap has exactly format.entries
-/// bits set. Returns false, with idx/val unspecified, otherwise.
+/// increase and lie in [begin, begin + format.range), a bitmap or Elias–Fano code holds
+/// exactly format.entries entries, and no padding bit is set. Returns false, with idx/val
+/// unspecified, otherwise.
 template <typename T>
 bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in_bytes,
                   std::uint64_t begin, WireIndex *idx, T *val);

@@ -126,8 +126,7 @@ TYPED_TEST(Algorithms, SixteenBitValuesConserveEveryInputExactly) {
         EXPECT_TRUE(all_ranks(same_bits(recv, first))) << "call " << call;
         if (status.algorithm == DCT_ALGORITHM_ALLGATHER && size() > 1) {
           const MPI_Count nnz = status.nnz_sent;
-          const MPI_Count indices = std::min<MPI_Count>(4 * nnz, (kCount + 7) / 8);
-          const MPI_Count block = (2 * nnz + indices + 7) / 8 * 8;
+          const MPI_Count block = sparse_block_bytes(nnz, kCount, 2);
           EXPECT_EQ(status.bytes_sent, (size() - 1) * (kHeaderBytes + block));
         }
         expect_bytes_balance(status);

@@ -121,11 +121,9 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
         EXPECT_EQ(status.dense_bytes, dense);
         const MPI_Count header = peers * kHeaderBytes;
         if (algorithm == DCT_ALGORITHM_ALLGATHER) {
-          // Header and this rank's 8-byte-padded block, to P-1 peers: values, then indices as
-          // 32-bit or as a bitmap of the tensor, whichever is smaller.
+          // Header and this rank's 8-byte-padded block, to P-1 peers.
           const MPI_Count nnz = MPI_Count(reference.nnz);
-          const MPI_Count indices = std::min<MPI_Count>(4 * nnz, (kCount + 7) / 8);
-          const MPI_Count block = (nnz * MPI_Count(sizeof(T)) + indices + 7) / 8 * 8;
+          const MPI_Count block = sparse_block_bytes(nnz, kCount, MPI_Count(sizeof(T)));
           EXPECT_EQ(status.bytes_sent, header + peers * block);
         } else if (algorithm == DCT_ALGORITHM_DENSE) {
           EXPECT_EQ(status.bytes_sent, header + dense);

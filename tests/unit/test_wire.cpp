@@ -1,7 +1,9 @@
 // Wire encodings: fp16/bf16 rounding against the compiler's own types, and sparse blocks
-// (index lists and bitmaps, native and 16-bit values) round trips and the decoder's checks.
+// (index lists, bitmaps and Elias-Fano codes, native and 16-bit values) round trips, their
+// sizes, and the decoder's checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -74,7 +76,7 @@ TEST(Float16, WireValueLeavesAnExactRemainder) {
 
 template <typename T>
 void expect_round_trip(std::size_t range, std::size_t entries, ValueCoding coding,
-                       bool expect_bitmap) {
+                       wire::IndexCoding expect_indices) {
   std::mt19937 engine(static_cast<unsigned>(range * 31 + entries));
   std::vector<WireIndex> all(range);
   for (std::size_t i = 0; i < range; ++i) all[i] = static_cast<WireIndex>(i);
@@ -88,7 +90,7 @@ void expect_round_trip(std::size_t range, std::size_t entries, ValueCoding codin
   for (T &v : val) v = wire_value(static_cast<T>(normal(engine)), coding);
 
   const wire::BlockFormat format = wire::block_format<T>(entries, range, coding);
-  EXPECT_EQ(format.bitmap, expect_bitmap) << range << " " << entries;
+  EXPECT_EQ(format.indices, expect_indices) << range << " " << entries;
   std::vector<std::byte> block(format.units() * wire::kUnitBytes + 8);
   wire::encode_block(format, idx.data(), val.data(), begin, block.data());
   std::vector<WireIndex> idx_out(entries);
@@ -104,18 +106,67 @@ void expect_round_trip(std::size_t range, std::size_t entries, ValueCoding codin
   }
 }
 
-TEST(WireBlocks, ListsAndBitmapsRoundTripWithEveryValueCoding) {
+TEST(WireBlocks, EveryIndexCodingRoundTripsWithEveryValueCoding) {
+  using wire::IndexCoding;
   for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
-    expect_round_trip<float>(10000, 100, coding, false);  // 1%: a list
-    expect_round_trip<float>(10000, 1000, coding, true);  // 10%: a bitmap
-    expect_round_trip<double>(777, 700, coding, true);    // range not a multiple of 64
-    expect_round_trip<double>(64, 0, coding, false);
-    expect_round_trip<float>(1, 1, coding, true);  // one byte of bitmap beats 4 of index
+    expect_round_trip<float>(10000, 100, coding, IndexCoding::elias_fano);   // 1%
+    expect_round_trip<float>(10000, 1000, coding, IndexCoding::elias_fano);  // 10%
+    expect_round_trip<float>(10000, 5000, coding, IndexCoding::bitmap);      // 50%
+    expect_round_trip<double>(777, 700, coding, IndexCoding::bitmap);  // range not a multiple of 64
+    expect_round_trip<double>(64, 0, coding, IndexCoding::offsets);
+    expect_round_trip<float>(1, 1, coding, IndexCoding::bitmap);  // one byte beats 4 of index
+    expect_round_trip<float>(1 << 20, 1, coding, IndexCoding::elias_fano);  // 3 bytes, not 4
+    expect_round_trip<float>(1 << 20, 2, coding, IndexCoding::elias_fano);
+    expect_round_trip<double>(1 << 20, 3000, coding, IndexCoding::elias_fano);
   }
-  // Both encodings of the same entries decode to the same tensor: the switch is at 1/32.
-  EXPECT_FALSE(wire::block_format<float>(312, 10000, ValueCoding::native).bitmap);
-  EXPECT_TRUE(wire::block_format<float>(313, 10000, ValueCoding::native).bitmap);
-  EXPECT_EQ(wire::block_format<float>(100, 10000, ValueCoding::fp16).bytes(), 100u * 6);
+  // Entries at both ends of the range, every low-bit width, and dense runs.
+  std::mt19937 engine(11);
+  for (std::size_t range : {2u, 3u, 63u, 64u, 65u, 1000u, 4097u, 100000u}) {
+    for (std::size_t entries = 1; entries <= range; entries = entries * 3 + 1) {
+      std::vector<WireIndex> idx(range);
+      for (std::size_t i = 0; i < range; ++i) idx[i] = static_cast<WireIndex>(i);
+      std::shuffle(idx.begin() + 1, idx.end() - 1, engine);  // keep 0 and range - 1
+      idx.resize(entries);
+      if (entries > 1) idx[1] = static_cast<WireIndex>(range - 1);
+      std::sort(idx.begin(), idx.end());
+      for (WireIndex &i : idx) i += 5;  // a block that starts at 5
+      wire::BlockFormat format = wire::block_format<float>(entries, range, ValueCoding::native);
+      format.indices = IndexCoding::elias_fano;  // forced, whatever is smallest
+      const std::vector<float> val(entries, 1.0f);
+      std::vector<std::byte> block(format.units() * wire::kUnitBytes);
+      wire::encode_block(format, idx.data(), val.data(), 5, block.data());
+      std::vector<WireIndex> out(entries);
+      std::vector<float> val_out(entries);
+      ASSERT_TRUE(
+          wire::decode_block(format, block.data(), block.size(), 5, out.data(), val_out.data()))
+          << range << " " << entries;
+      ASSERT_EQ(out, idx) << range << " " << entries;
+    }
+  }
+}
+
+TEST(WireBlocks, EliasFanoCostsTwoPlusLogBitsPerEntry) {
+  // 100 of 10000 (1%): 6 low bits + 100 + 157 unary bits = 857 bits, 108 bytes, against 400
+  // for offsets; with fp16 values 308 bytes, 3.08 per entry instead of 6.
+  const wire::BlockFormat one_percent = wire::block_format<float>(100, 10000, ValueCoding::fp16);
+  EXPECT_EQ(one_percent.indices, wire::IndexCoding::elias_fano);
+  EXPECT_EQ(one_percent.index_bytes(), 108u);
+  EXPECT_EQ(one_percent.bytes(), 100u * 2 + 108u);
+  for (double density : {0.1, 0.01, 0.001, 0.0001}) {
+    const std::size_t range = 1 << 22, entries = static_cast<std::size_t>(range * density);
+    const double bits_per_entry =
+        8.0 * wire::block_format<float>(entries, range, ValueCoding::native).index_bytes() /
+        entries;
+    EXPECT_LE(bits_per_entry, 2.0 + std::ceil(std::log2(1.0 / density))) << density;
+  }
+  // The bitmap takes over where it is smaller: about a quarter of the range and up.
+  EXPECT_EQ(wire::block_format<float>(2000, 10000, ValueCoding::native).indices,
+            wire::IndexCoding::elias_fano);
+  EXPECT_EQ(wire::block_format<float>(3000, 10000, ValueCoding::native).indices,
+            wire::IndexCoding::bitmap);
+  // Plain offsets only where Elias-Fano needs more than 32 bits: one entry in 2^32 - 1.
+  EXPECT_EQ(wire::block_format<float>(1, 4294967295u, ValueCoding::native).indices,
+            wire::IndexCoding::offsets);
 }
 
 TEST(WireBlocks, DecoderRejectsOutOfRangeDisorderAndWrongPopulation) {
@@ -126,8 +177,8 @@ TEST(WireBlocks, DecoderRejectsOutOfRangeDisorderAndWrongPopulation) {
     return wire::decode_block(f, b.data(), b.size(), 0, idx_out.data(), val_out.data());
   };
   // Lists: forge the index bytes directly.
-  const wire::BlockFormat list = wire::block_format<float>(3, 1000, ValueCoding::native);
-  ASSERT_FALSE(list.bitmap);
+  wire::BlockFormat list = wire::block_format<float>(3, 1000, ValueCoding::native);
+  list.indices = wire::IndexCoding::offsets;
   for (const std::vector<WireIndex> &bad : {std::vector<WireIndex>{1, 5, 1000},  // out of range
                                             std::vector<WireIndex>{1, 5, 5},     // duplicate
                                             std::vector<WireIndex>{7, 5, 9}}) {  // disorder
@@ -137,8 +188,8 @@ TEST(WireBlocks, DecoderRejectsOutOfRangeDisorderAndWrongPopulation) {
     EXPECT_FALSE(decode(list, block));
   }
   // Bitmaps: a bit set past the range, or a population that differs from the count.
-  const wire::BlockFormat bitmap = wire::block_format<float>(3, 60, ValueCoding::native);
-  ASSERT_TRUE(bitmap.bitmap);
+  wire::BlockFormat bitmap = wire::block_format<float>(3, 60, ValueCoding::native);
+  bitmap.indices = wire::IndexCoding::bitmap;
   std::vector<std::byte> block(bitmap.units() * wire::kUnitBytes);
   std::memcpy(block.data(), val.data(), 12);
   const std::uint64_t good = 0b1011, past_range = 0b1011 | (1ull << 61), too_many = 0b1111;
@@ -152,6 +203,75 @@ TEST(WireBlocks, DecoderRejectsOutOfRangeDisorderAndWrongPopulation) {
   const std::uint64_t too_few = 0b1;
   std::memcpy(block.data() + 12, &too_few, 8);
   EXPECT_FALSE(decode(bitmap, block));
+
+  // Elias-Fano, 3 entries of 1000: 8 low bits each (bits 0-23), then 7 unary bits (24-30),
+  // bit 31 padding. Entry j with offset x sets unary bit (x >> 8) + j.
+  wire::BlockFormat ef = wire::block_format<float>(3, 1000, ValueCoding::native);
+  ASSERT_EQ(ef.indices, wire::IndexCoding::elias_fano);
+  ASSERT_EQ(ef.index_bytes(), 4u);
+  auto forge = [&](std::uint32_t low0, std::uint32_t low1, std::uint32_t low2,
+                   std::uint32_t unary) {
+    std::vector<std::byte> b(ef.units() * wire::kUnitBytes);
+    std::memcpy(b.data(), val.data(), 12);
+    const std::uint32_t code = low0 | low1 << 8 | low2 << 16 | unary << 24;
+    std::memcpy(b.data() + 12, &code, 4);
+    return b;
+  };
+  // {1, 5, 900}: high parts 0, 0, 3 -> unary bits 0, 1, 5.
+  EXPECT_TRUE(decode(ef, forge(1, 5, 900 & 255, 0b100011)));
+  EXPECT_EQ(idx_out, (std::vector<WireIndex>{1, 5, 900}));
+  EXPECT_FALSE(decode(ef, forge(1, 5, 255, 0b100011)));    // 3 << 8 | 255 = 1023 >= 1000
+  EXPECT_FALSE(decode(ef, forge(5, 5, 132, 0b100011)));    // duplicate
+  EXPECT_FALSE(decode(ef, forge(9, 5, 132, 0b100011)));    // disorder
+  EXPECT_FALSE(decode(ef, forge(1, 5, 132, 0b1100011)));   // four ones
+  EXPECT_FALSE(decode(ef, forge(1, 5, 132, 0b000011)));    // two ones
+  EXPECT_FALSE(decode(ef, forge(1, 5, 132, 0b10100011)));  // padding bit set
+  std::vector<std::byte> short_block = forge(1, 5, 132, 0b100011);
+  EXPECT_FALSE(wire::decode_block(ef, short_block.data(), ef.bytes() - 1, 0, idx_out.data(),
+                                  val_out.data()));
+}
+
+TEST(WireBlocks, EliasFanoDecoderAcceptsOnlyValidListsFromRandomBytes) {
+  // Random and bit-flipped codes: the decoder never reads past the block, and whatever it
+  // accepts is a strictly increasing list inside the range.
+  std::mt19937 engine(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::size_t accepted = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    const std::size_t range = 1 + engine() % 5000,
+                      entries = 1 + engine() % std::min<std::size_t>(range, 40);
+    wire::BlockFormat format = wire::block_format<float>(entries, range, ValueCoding::native);
+    format.indices = wire::IndexCoding::elias_fano;
+    std::vector<std::byte> block(format.bytes());  // exactly the block: ASan sees any overread
+    if (trial % 2 == 0) {
+      for (std::byte &b : block) b = std::byte(byte(engine));
+    } else {  // a valid code with one bit flipped, or none
+      std::vector<WireIndex> idx(range);
+      for (std::size_t i = 0; i < range; ++i) idx[i] = static_cast<WireIndex>(i);
+      std::shuffle(idx.begin(), idx.end(), engine);
+      idx.resize(entries);
+      std::sort(idx.begin(), idx.end());
+      const std::vector<float> val(entries, 1.0f);
+      std::vector<std::byte> padded(format.units() * wire::kUnitBytes);
+      wire::encode_block(format, idx.data(), val.data(), 0, padded.data());
+      std::copy(padded.begin(), padded.begin() + static_cast<std::ptrdiff_t>(block.size()),
+                block.begin());
+      const std::size_t bit = engine() % (block.size() * 8 + 1);
+      if (bit < block.size() * 8) block[bit / 8] ^= std::byte(1u << (bit % 8));
+    }
+    std::vector<WireIndex> out(entries);
+    std::vector<float> val_out(entries);
+    if (!wire::decode_block(format, block.data(), block.size(), 0, out.data(), val_out.data()))
+      continue;
+    ++accepted;
+    for (std::size_t j = 0; j < entries; ++j) {
+      ASSERT_LT(out[j], range);
+      if (j > 0) {
+        ASSERT_LT(out[j - 1], out[j]);
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0u);
 }
 
 }  // namespace
