@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -94,6 +95,11 @@ class CompressedEngine final : public AllreduceEngine {
     if (args.sendbuf != MPI_IN_PLACE && args.count > 0)
       require(&kernels::backend_for(args.sendbuf, config.backend) == backend_, DCT_ERR_BUFFER,
               "sendbuf and recvbuf are in different memory spaces");
+    if (momentum() && elements() > 0) {
+      velocity_ = BackendArray<T>(*backend_, elements());
+      velocity_next_ = BackendArray<T>(*backend_, elements());
+      backend_->fill_zero(velocity_.data(), elements(), stream_);
+    }
     if (exact()) return;
     require(!staged_ || config.result_density >= 1.0, DCT_ERR_INFO,
             "dct_result_density < 1 is not supported with device buffers yet");
@@ -113,6 +119,13 @@ class CompressedEngine final : public AllreduceEngine {
     begin_call();
     send_ = static_cast<const T *>(send == MPI_IN_PLACE ? recv : send);
     recv_ = static_cast<T *>(recv);
+    if (momentum() && elements() > 0) {
+      // Into a second buffer, committed when the call succeeds: a failed call leaves the
+      // velocity as it was.
+      backend_->momentum_update(send_, velocity_.data(), static_cast<T>(config_.momentum),
+                                velocity_next_.data(), elements(), stream_);
+      send_ = velocity_next_.data();
+    }
     if (!exact()) {
       MPI_Comm comm = this->comm();
       try {
@@ -159,6 +172,7 @@ class CompressedEngine final : public AllreduceEngine {
   bool advance(bool block) override {
     if (exact()) {
       exact_allreduce();
+      commit_velocity();
       return true;
     }
     if (!exchange_) {
@@ -173,8 +187,21 @@ class CompressedEngine final : public AllreduceEngine {
       // The adaptive floor moves only with a completed call, and lives in tau_ so that a
       // checkpoint saves what the next call uses.
       if (adaptive()) tau_ = next_floor_;
+      commit_velocity();
     }
     return done;
+  }
+
+  bool momentum() const { return config_.momentum > 0.0; }
+
+  // Momentum correction: this call's velocity (momentum * velocity + send) becomes the
+  // request's once the call succeeded, zeroed where an entry was sent (DGC's momentum factor
+  // masking: the sent update already carries that velocity; measured on the MLP demo at 39x,
+  // +0.36 points of test accuracy with masking, -0.46 without).
+  void commit_velocity() {
+    if (!momentum() || elements() == 0) return;
+    std::swap(velocity_, velocity_next_);
+    if (!exact()) backend_->scatter_zero(idx_.data(), kept_, velocity_.data(), stream_);
   }
 
   void abandon() override {
@@ -472,7 +499,8 @@ class CompressedEngine final : public AllreduceEngine {
   Backend *backend_;
   bool staged_;  // a GPU backend: the exchanges work on host copies
   BackendArray<T> residual_;
-  mutable std::vector<T> residual_host_;  // residual(), read back from the device
+  BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
+  mutable std::vector<T> residual_host_;      // residual(), read back from the device
   std::vector<T> sample_;
   T tau_ = T(0);  // fixed: the threshold; adaptive: the candidates' floor
   T previous_tau_ = T(0);

@@ -52,6 +52,16 @@ void parse_tau_control(Config &config, const std::string &value, const std::stri
   config.tau_control = value == "adaptive" ? TauControl::adaptive : TauControl::fixed;
 }
 
+void parse_momentum(Config &config, const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double momentum = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(momentum >= 0.0 && momentum < 1.0))
+    bad_value(origin, value, "a number in [0, 1)");
+  config.momentum = momentum;
+}
+
 void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
   for (DCT_Algorithm a : {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE,
                           DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
@@ -172,6 +182,7 @@ const Knob knobs[] = {
     {"dct_interval", "DCT_INTERVAL", parse_interval},
     {"dct_tau_control", "DCT_TAU_CONTROL", parse_tau_control},
     {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density},
+    {"dct_momentum", "DCT_MOMENTUM", parse_momentum},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
     {"dct_backend", "DCT_BACKEND", parse_backend},
     {"dct_values", "DCT_VALUES", parse_values},

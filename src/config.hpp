@@ -33,6 +33,9 @@ struct Config {
   double result_density = 1.0;
   std::int64_t interval = 1000;
   TauControl tau_control = TauControl::adaptive;
+  /// Momentum correction (DGC): the request keeps each rank's SGD velocity and compresses it
+  /// instead of the raw gradient; 0 turns it off.
+  double momentum = 0.0;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   /// Where the kernels run (auto: from where the buffers live).
   DCT_Backend backend = DCT_BACKEND_AUTO;

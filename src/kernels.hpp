@@ -100,7 +100,12 @@ class Backend {
   virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
                            Stream stream) = 0;                                                     \
   /** out[i] = 0 for i < n. */                                                                     \
-  virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;
+  virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;                                \
+  /** Momentum correction (dct_momentum): out[i] = momentum * velocity[i] + send[i], i < n. */     \
+  virtual void momentum_update(const T *send, const T *velocity, T momentum, T *out,               \
+                               std::size_t n, Stream stream) = 0;                                  \
+  /** out[idx[j]] = 0 for j < m; indices validated by the caller (< n). */                         \
+  virtual void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) = 0;
   DCT_BACKEND_KERNELS(float)
   DCT_BACKEND_KERNELS(double)
 #undef DCT_BACKEND_KERNELS

@@ -450,6 +450,21 @@ void fill_zero_impl(T *out, std::size_t n) {
   Exec().fence();
 }
 
+template <typename T>
+void momentum_update_impl(const T *send, const T *velocity, T momentum, T *out, std::size_t n) {
+  Kokkos::parallel_for(
+      "dct::momentum_update", range(n),
+      KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });
+  Exec().fence();
+}
+
+template <typename T>
+void scatter_zero_impl(const WireIndex *idx, std::size_t m, T *out) {
+  Kokkos::parallel_for(
+      "dct::scatter_zero", range(m), KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });
+  Exec().fence();
+}
+
 class KokkosBackend final : public Backend {
  public:
   DCT_Backend kind() const override { return DCT_BACKEND_KOKKOS; }
@@ -488,6 +503,13 @@ class KokkosBackend final : public Backend {
   }                                                                                              \
   void fill_zero(T *out, std::size_t n, Stream) override {                                       \
     fill_zero_impl(out, n);                                                                      \
+  }                                                                                              \
+  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,      \
+                       Stream) override {                                                        \
+    momentum_update_impl(send, velocity, momentum, out, n);                                      \
+  }                                                                                              \
+  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) override {              \
+    scatter_zero_impl(idx, m, out);                                                              \
   }
   DCT_KOKKOS_KERNELS(float)
   DCT_KOKKOS_KERNELS(double)

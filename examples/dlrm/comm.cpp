@@ -141,6 +141,7 @@ class DctComm : public Comm {
     info.set("dct_interval", options_.interval);
     info.set("dct_values", options_.values);
     info.set("dct_algorithm", options_.algorithm);
+    info.set("dct_momentum", options_.momentum);
     requests_.emplace_back(static_cast<const float *>(nullptr), grad, size_t(count), comm_,
                            info.get());
     handles_.push_back(requests_.back().handle());
@@ -151,6 +152,7 @@ class DctComm : public Comm {
     Timed timed(stats_);
     requests_.at(size_t(id)).start();
   }
+  bool applies_momentum() const override { return !options_.momentum.empty(); }
   void wait_all() override {
     Timed timed(stats_);
     dct::check(DCT_Waitall(int(handles_.size()), handles_.data(), statuses_.data()));

@@ -37,6 +37,8 @@ struct CommStats {
 /** @brief The knobs of the dct mode; an empty string leaves the library's default. */
 struct DctOptions {
   std::string density, keep, values, interval, mp_select, algorithm;
+  /** dct_momentum of the data-parallel requests: the library then applies the momentum. */
+  std::string momentum;
 };
 
 /**
@@ -67,6 +69,12 @@ class Comm {
   virtual void forward() = 0;
   /** @brief One backward exchange of their gradients. */
   virtual void backward() = 0;
+
+  /**
+   * @brief Whether the summed gradients already carry the SGD momentum (dct_momentum: each
+   * rank's velocity is compressed), so that the optimizer must not apply it again.
+   */
+  virtual bool applies_momentum() const { return false; }
 
   CommStats &stats() { return stats_; }
   MPI_Comm comm() const { return comm_; }

@@ -134,6 +134,10 @@ int run(int argc, char **argv, int rank, int ranks) {
       ->check(CLI::IsMember({"exact", "laplace", "threshold"}));
   app.add_option("--algorithm", config.dct.algorithm, "dct_algorithm of DCT-DP")
       ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}));
+  bool momentum_correction = false;
+  app.add_flag("--momentum-correction", momentum_correction,
+               "dct mode: the library applies the MLPs' momentum before compressing "
+               "(dct_momentum, DGC's momentum correction) instead of the optimizer after the sum");
   app.add_option("--json", json_path, "write every metric (per epoch and final) to FILE");
   app.add_flag(
       "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
@@ -145,6 +149,7 @@ int run(int argc, char **argv, int rank, int ranks) {
     return help ? 0 : kExitUsage;
   }
   config.model.emb_lr = emb_lr > 0 ? emb_lr : config.model.lr;
+  if (momentum_correction) config.dct.momentum = std::to_string(config.model.momentum);
   if (interval > 0) config.dct.interval = std::to_string(interval);
   const std::vector<std::string> modes = split_list(modes_text);
   for (const std::string &mode : modes)
@@ -209,7 +214,8 @@ int run(int argc, char **argv, int rank, int ranks) {
                      {"values", config.dct.values},
                      {"interval", config.dct.interval},
                      {"mp_select", config.dct.mp_select},
-                     {"algorithm", config.dct.algorithm}};
+                     {"algorithm", config.dct.algorithm},
+                     {"momentum_correction", momentum_correction}};
     out["runs"] = runs;
     std::ofstream file(json_path);
     file << out.dump(2) << "\n";

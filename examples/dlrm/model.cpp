@@ -80,7 +80,8 @@ class MlpModel : public Model {
     mlp_.backward(dlogits_.data(), nullptr,
                   [&](int l) { comm.start(replicated_.ids[0][size_t(l)]); });
     comm.wait_all();
-    replicated_.step(config_.lr, config_.momentum, 1.0f / float(ranks_));
+    replicated_.step(config_.lr, comm.applies_momentum() ? 0.0f : config_.momentum,
+                     1.0f / float(ranks_));
     return loss;
   }
 
@@ -180,7 +181,8 @@ class DlrmModel : public Model {
     shard_.update(train_cat_.data(), kCategorical, global, all, bwd_recv_.data(),
                   config_.emb_lr / float(ranks_));
     comm.wait_all();
-    replicated_.step(config_.lr, config_.momentum, 1.0f / float(ranks_));
+    replicated_.step(config_.lr, comm.applies_momentum() ? 0.0f : config_.momentum,
+                     1.0f / float(ranks_));
     return loss;
   }
 

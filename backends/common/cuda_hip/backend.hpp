@@ -196,6 +196,18 @@ __global__ void scatter_add_kernel(const WireIndex *idx, const T *val, std::size
   for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] += val[j];
 }
 
+template <typename T>
+__global__ void momentum_update_kernel(const T *send, const T *velocity, T momentum, T *out,
+                                       std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride())
+    out[i] = momentum * velocity[i] + send[i];
+}
+
+template <typename T>
+__global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out) {
+  for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
+}
+
 // --- The Backend ---------------------------------------------------------------------------
 
 constexpr std::size_t kAlign = 256;
@@ -284,6 +296,13 @@ class GpuBackend final : public Backend {
   }                                                                                                \
   void fill_zero(T *out, std::size_t n, Stream stream) override {                                  \
     fill_zero_impl(out, n, stream);                                                                \
+  }                                                                                                \
+  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,        \
+                       Stream stream) override {                                                   \
+    momentum_update_impl(send, velocity, momentum, out, n, stream);                                \
+  }                                                                                                \
+  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) override {         \
+    scatter_zero_impl(idx, m, out, stream);                                                        \
   }
   DCT_GPU_KERNELS(float)
   DCT_GPU_KERNELS(double)
@@ -404,6 +423,26 @@ class GpuBackend final : public Backend {
     const api::stream_t s = resolve(stream);
     check(api::zero_async(out, n * sizeof(T), s), "fill_zero");  // all-zero bits: +0.0
     check(api::stream_synchronize(s), "fill_zero");
+  }
+
+  template <typename T>
+  void momentum_update_impl(const T *send, const T *velocity, T momentum, T *out, std::size_t n,
+                            Stream stream) {
+    if (n == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(momentum_update_kernel<T>, grid_for(n), kBlock, s, send, velocity, momentum, out,
+                   n);
+    check_launch("momentum_update");
+    check(api::stream_synchronize(s), "momentum_update");
+  }
+
+  template <typename T>
+  void scatter_zero_impl(const WireIndex *idx, std::size_t m, T *out, Stream stream) {
+    if (m == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(scatter_zero_kernel<T>, grid_for(m), kBlock, s, idx, m, out);
+    check_launch("scatter_zero");
+    check(api::stream_synchronize(s), "scatter_zero");
   }
 
   mutable std::once_flag available_once_;
