@@ -292,6 +292,54 @@ void agree_on_path(MPI_Comm comm, const std::string &path) {
           "ranks passed different checkpoint paths (this rank: " + path + ")");
 }
 
+/// Open MPI before 5.0.10 (and 6.0.0) formats "<file name>.locktest.<rank>" into a 256-byte
+/// stack buffer when its sharedfp/lockedfile component is considered at MPI_File_open, so a
+/// long name aborts the process ("buffer overflow detected"; open-mpi/ompi#13565). HDF5's
+/// MPI-IO driver opens the file through that path. dct never uses shared file pointers, so for
+/// such a name it excludes the component (OMPI_MCA_sharedfp=^lockedfile, unless the variable
+/// is set), which takes effect if Open MPI has not read the variable yet in this process; if
+/// the component is still selectable, the name is refused with DCT_ERR_CKPT_IO, never opened.
+void avoid_lockedfile_overflow(const std::string &name, int ranks) {
+#if defined(OMPI_MAJOR_VERSION)
+#if OMPI_MAJOR_VERSION < 5 ||                                                            \
+    (OMPI_MAJOR_VERSION == 5 && OMPI_MINOR_VERSION == 0 && OMPI_RELEASE_VERSION < 10) || \
+    (OMPI_MAJOR_VERSION == 6 && OMPI_MINOR_VERSION == 0 && OMPI_RELEASE_VERSION == 0)
+  const std::size_t needed = name.size() + std::strlen(".locktest.") +
+                             std::to_string(ranks > 0 ? ranks - 1 : 0).size() + 1;
+  if (needed <= 256) return;
+  const auto excluded = [](const std::string &selection) {
+    const bool negated = !selection.empty() && selection[0] == '^';
+    const bool named = selection.find("lockedfile") != std::string::npos;
+    return selection.empty() ? false : negated == named;
+  };
+  // Open MPI reads the variable when it registers the framework (lazily); once registered,
+  // MPI_T shows the value it took, which is what counts.
+  if (std::getenv("OMPI_MCA_sharedfp") == nullptr) ::setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
+  std::string selection = std::getenv("OMPI_MCA_sharedfp");
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+    int index = -1;
+    MPI_T_cvar_handle handle;
+    int count = 0;
+    if (MPI_T_cvar_get_index("sharedfp", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      std::vector<char> value(static_cast<std::size_t>(std::max(count, 1)) + 1, '\0');
+      if (MPI_T_cvar_read(handle, value.data()) == MPI_SUCCESS) selection = value.data();
+      MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+  }
+  require(excluded(selection), DCT_ERR_CKPT_IO,
+          "the file name " + name + " (" + std::to_string(name.size()) +
+              " characters) would overflow a buffer in this Open MPI's sharedfp/lockedfile "
+              "component (fixed in 5.0.10): use a shorter path, or run with "
+              "OMPI_MCA_sharedfp=^lockedfile");
+#endif
+#endif
+  static_cast<void>(name);
+  static_cast<void>(ranks);
+}
+
 std::string directory_of(const std::string &path) {
   const std::size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -392,6 +440,7 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   check_mpi(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
 
   try {
+    run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
     run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines); });
     // Only a complete, closed file takes the checkpoint's name.
     run_agreed(comm, [&] {
@@ -512,6 +561,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   run_agreed(comm, [&] {
     if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);
   });
+  run_agreed(comm, [&] { avoid_lockedfile_overflow(path, ranks); });
   std::unique_ptr<CheckpointReader> reader;
   std::vector<PendingState> pending;
   run_agreed(comm, [&] {
