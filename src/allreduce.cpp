@@ -20,6 +20,9 @@
 #include "tau_control.hpp"
 
 namespace dct::detail {
+
+void (*testing::tamper_allreduce_indices)(WireIndex *, std::size_t) = nullptr;
+
 namespace {
 
 /// MPI_Allreduce in pieces of at most INT_MAX elements (MPI-3 counts are int).
@@ -229,9 +232,10 @@ class CompressedEngine final : public AllreduceEngine {
       if (adaptive())
         take_top_k(k);
       else {
-        if (totals_.calls % config_.interval == 0) reestimate(send_, k);
+        const T *send = send_;
+        if (totals_.calls % config_.interval == 0) send = reestimate(send_, k);
         if (idx_.size() == 0) reserve_entries(k, 0);
-        take_entries(send_);
+        take_entries(send);
         copy_entries_to_host();
       }
     }
@@ -243,19 +247,23 @@ class CompressedEngine final : public AllreduceEngine {
   bool adaptive() const { return config_.tau_control == TauControl::adaptive; }
 
   // Adaptive control: candidates above the floor tau_, trimmed to the top k; the floor is
-  // selected exactly on the first call and whenever fewer than k candidates come.
+  // selected exactly on the first call and whenever fewer than k finite candidates come (NaN
+  // and Inf are sent but do not count toward k).
   void take_top_k(std::size_t k) {
     const std::size_t n = elements();
     const std::size_t aim = tau_control::candidates(k, n);
-    if (totals_.calls == 0) reestimate(send_, aim);
+    const T *send = send_;
+    if (totals_.calls == 0) send = reestimate(send_, aim);
     if (idx_.size() == 0) reserve_entries(aim, 0);
-    take_entries(send_);
-    if (kept_ < k && tau_ > T(0)) {
+    take_entries(send);
+    copy_entries_to_host();
+    if (tau_ > T(0) && (kept_ < k || tau_control::count_finite(host_val(), kept_) < k)) {
       // Put them back (the residual holds acc again, exactly) and select the floor anew.
       backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
       kept_ = 0;
       reestimate(nullptr, aim);
       take_entries(nullptr);
+      copy_entries_to_host();
     }
     const tau_control::Trim trim = trim_to(k, aim);
     call_tau_ = trim.tau;
@@ -265,12 +273,11 @@ class CompressedEngine final : public AllreduceEngine {
   // Keeps the top k of the kept_ candidates (tau_control::trim) and puts the others back into
   // the residual. Host work on the entries only: on a GPU backend, on the pinned host copies
   // the exchange reads anyway, whose trimmed lists then go back to the device (undo_compress
-  // reads them there) with the dropped entries.
+  // reads them there) with the dropped entries. The host copies are up to date.
   tau_control::Trim trim_to(std::size_t k, std::size_t aim) {
     const std::size_t m = kept_;
     dropped_idx_.resize(m > k ? m - k : 0);
     dropped_val_.resize(dropped_idx_.size());
-    copy_entries_to_host();
     WireIndex *idx = staged_ ? idx_host_.data() : idx_.data();
     T *val = staged_ ? val_host_.data() : val_.data();
     const tau_control::Trim trim =
@@ -304,13 +311,27 @@ class CompressedEngine final : public AllreduceEngine {
     backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
   }
 
-  // tau_ = the k-th largest |send + residual| (send nullptr: the residual alone).
-  void reestimate(const T *send, std::size_t k) {
+  // tau_ = the k-th largest finite |send + residual| (send nullptr: the residual alone).
+  // NaN and Inf rank above every number in the selection; when k or more of them make it
+  // infinite, one filter pass at tau = Inf counts them (folding `send` into the residual) and
+  // the selection is taken again with their number added to k. Returns what the next filter
+  // reads: `send`, or nullptr once it is in the residual.
+  const T *reestimate(const T *send, std::size_t k) {
     const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
     tau_ = kernels::estimate_threshold(
         *backend_, send, residual_.data(), elements(), k, config_.sampled_threshold,
         static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
     status_.tau_reestimated = 1;
+    if (tau_control::finite(tau_)) return send;
+    tau_ = std::numeric_limits<T>::infinity();
+    take_entries(send);
+    const std::size_t non_finite = kept_;
+    backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
+    kept_ = 0;
+    tau_ = backend_->kth_largest_abs(nullptr, residual_.data(), elements(),
+                                     std::min(elements(), k + non_finite), stream_);
+    if (!tau_control::finite(tau_)) tau_ = T(0);  // nothing finite: keep every nonzero
+    return nullptr;
   }
 
   // The fused filter of acc = send + residual (send nullptr: the residual alone) with tau_
@@ -355,6 +376,12 @@ class CompressedEngine final : public AllreduceEngine {
 
   // The entries as the exchanges read them: in host memory.
   const WireIndex *host_idx() const { return staged_ ? idx_host_.data() : idx_.data(); }
+  const WireIndex *outgoing_idx() {
+    if (testing::tamper_allreduce_indices == nullptr) return host_idx();
+    tampered_idx_.assign(host_idx(), host_idx() + kept_);
+    testing::tamper_allreduce_indices(tampered_idx_.data(), kept_);
+    return tampered_idx_.data();
+  }
   const T *host_val() const { return staged_ ? val_host_.data() : val_.data(); }
   T *host_result() {
     if (!staged_) return recv_;
@@ -456,7 +483,7 @@ class CompressedEngine final : public AllreduceEngine {
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
-                         kept_per_rank_, host_idx(),       host_val(),       host_result()};
+                         kept_per_rank_, outgoing_idx(),   host_val(),       host_result()};
     input.values = config_.values;
     input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
@@ -509,6 +536,7 @@ class CompressedEngine final : public AllreduceEngine {
   std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
   std::vector<WireIndex> dropped_idx_;
   std::vector<T> dropped_val_;
+  std::vector<WireIndex> tampered_idx_;         // testing::tamper_allreduce_indices only
   BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
   BackendArray<T> dropped_device_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory
@@ -557,6 +585,9 @@ void AllreduceArgs::validate() const {
     require(count <= INT_MAX, DCT_ERR_COUNT,
             "count " + std::to_string(count) + " exceeds INT_MAX for a call passed to MPI");
   }
+  // MPI defines MPI_IN_PLACE for the send buffer only; as recvbuf it is no address to write.
+  require(recvbuf != MPI_IN_PLACE, DCT_ERR_BUFFER,
+          "recvbuf is MPI_IN_PLACE: pass MPI_IN_PLACE as sendbuf, the data in recvbuf");
   if (count > 0) {
     require(recvbuf != nullptr, DCT_ERR_BUFFER, "recvbuf is NULL with count > 0");
     require(sendbuf != nullptr, DCT_ERR_BUFFER, "sendbuf is NULL with count > 0");

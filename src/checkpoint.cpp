@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +27,10 @@ namespace dct::detail {
 namespace {
 
 constexpr const char *kFormatName = "dct-checkpoint";
-constexpr std::int64_t kFormatVersion = 1;
+// Version 2: a row's CRC-32 also covers its tau and the call counter (version 1: the
+// residual only; still read, with tau and the counter range-checked).
+constexpr std::int64_t kFormatVersion = 2;
+constexpr std::int64_t kOldestReadableVersion = 1;
 constexpr const char *kRequestsGroup = "requests";
 
 /// Silences HDF5's error printing while dct calls it (dct reports errors itself), and gives
@@ -271,8 +275,69 @@ void sync_to_disk(const std::string &path, int code) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   require(fd >= 0, code, "cannot open " + path + " to sync it: " + std::strerror(errno));
   const int rc = ::fsync(fd);
+  const int error = errno;  // before close() may change it
   ::close(fd);
-  require(rc == 0, code, "fsync of " + path + " failed: " + std::strerror(errno));
+  require(rc == 0, code, "fsync of " + path + " failed: " + std::strerror(error));
+}
+
+/// Every rank must name the same file: ranks opening different files would wait for each
+/// other in collective MPI-IO calls forever. One allreduce of the path's CRC-32 and its
+/// complement gives the lowest and the highest CRC at once.
+void agree_on_path(MPI_Comm comm, const std::string &path) {
+  const std::uint32_t crc = checksum(path.data(), path.size());
+  const std::uint32_t mine[2] = {crc, ~crc};
+  std::uint32_t lowest[2] = {0, 0};
+  check_mpi(MPI_Allreduce(mine, lowest, 2, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
+  require(lowest[0] == ~lowest[1], DCT_ERR_ARG,
+          "ranks passed different checkpoint paths (this rank: " + path + ")");
+}
+
+/// Open MPI before 5.0.10 (and 6.0.0) formats "<file name>.locktest.<rank>" into a 256-byte
+/// stack buffer when its sharedfp/lockedfile component is considered at MPI_File_open, so a
+/// long name aborts the process ("buffer overflow detected"; open-mpi/ompi#13565). HDF5's
+/// MPI-IO driver opens the file through that path. dct never uses shared file pointers, so for
+/// such a name it excludes the component (OMPI_MCA_sharedfp=^lockedfile, unless the variable
+/// is set), which takes effect if Open MPI has not read the variable yet in this process; if
+/// the component is still selectable, the name is refused with DCT_ERR_CKPT_IO, never opened.
+void avoid_lockedfile_overflow(const std::string &name, int ranks) {
+#if defined(OMPI_MAJOR_VERSION)
+#if OMPI_MAJOR_VERSION < 5 ||                                                            \
+    (OMPI_MAJOR_VERSION == 5 && OMPI_MINOR_VERSION == 0 && OMPI_RELEASE_VERSION < 10) || \
+    (OMPI_MAJOR_VERSION == 6 && OMPI_MINOR_VERSION == 0 && OMPI_RELEASE_VERSION == 0)
+  const std::size_t needed = name.size() + std::strlen(".locktest.") +
+                             std::to_string(ranks > 0 ? ranks - 1 : 0).size() + 1;
+  if (needed <= 256) return;
+  const auto excluded = [](const std::string &selection) {
+    const bool negated = !selection.empty() && selection[0] == '^';
+    const bool named = selection.find("lockedfile") != std::string::npos;
+    return selection.empty() ? false : negated == named;
+  };
+  // Open MPI reads the variable when it registers the framework (lazily); once registered,
+  // MPI_T shows the value it took, which is what counts.
+  if (std::getenv("OMPI_MCA_sharedfp") == nullptr) ::setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
+  std::string selection = std::getenv("OMPI_MCA_sharedfp");
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+    int index = -1;
+    MPI_T_cvar_handle handle;
+    int count = 0;
+    if (MPI_T_cvar_get_index("sharedfp", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      std::vector<char> value(static_cast<std::size_t>(std::max(count, 1)) + 1, '\0');
+      if (MPI_T_cvar_read(handle, value.data()) == MPI_SUCCESS) selection = value.data();
+      MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+  }
+  require(excluded(selection), DCT_ERR_CKPT_IO,
+          "the file name " + name + " (" + std::to_string(name.size()) +
+              " characters) would overflow a buffer in this Open MPI's sharedfp/lockedfile "
+              "component (fixed in 5.0.10): use a shorter path, or run with "
+              "OMPI_MCA_sharedfp=^lockedfile");
+#endif
+#endif
+  static_cast<void>(name);
+  static_cast<void>(ranks);
 }
 
 std::string directory_of(const std::string &path) {
@@ -315,16 +380,17 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     write_attribute(group.get(), "interval", config.interval);
     write_attribute(group.get(), "algorithm", std::string(algorithm_name(config.algorithm)));
     write_attribute(group.get(), "has_residual", static_cast<std::int64_t>(residual));
-    std::uint32_t crc = 0;
+    const double tau = engine->tau();
+    const std::uint32_t crc = row_checksum(
+        residual ? engine->residual() : nullptr,
+        residual ? static_cast<std::size_t>(engine->count()) * engine->element_size() : 0, tau,
+        static_cast<std::int64_t>(engine->calls()));
     if (residual) {
-      const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
-      crc = checksum(engine->residual(), bytes);
       write_rank_row(group.get(), "residual", file_type(engine->element_size()),
                      memory_type(engine->element_size()), ranks, rank,
                      static_cast<hsize_t>(engine->count()), true, engine->residual(),
                      transfer.get());
     }
-    const double tau = engine->tau();
     write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
                    &tau, transfer.get());
     write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1, false,
@@ -339,8 +405,17 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
 
 }  // namespace
 
-std::uint32_t checksum(const void *data, std::size_t bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau,
+                           std::int64_t calls) {
+  std::uint32_t crc = checksum(residual, bytes);
+  std::byte tail[16];  // little endian on every machine dct runs on, as the file is
+  std::memcpy(tail, &tau, 8);
+  std::memcpy(tail + 8, &calls, 8);
+  return checksum(tail, sizeof tail, crc);
+}
+
+std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start) {
+  uLong crc = start;  // crc32(0L, Z_NULL, 0), the initial CRC, is 0
   const auto *p = static_cast<const Bytef *>(data);
   while (bytes > 0) {  // zlib takes uInt lengths
     const uInt chunk = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
@@ -355,6 +430,7 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   const Collective c = open_collective(user_comm);
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
+  agree_on_path(comm, path);
   const std::vector<AllreduceEngine *> engines = agreed_engines(c);
 
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
@@ -364,13 +440,16 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   check_mpi(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
 
   try {
+    run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
     run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines); });
     // Only a complete, closed file takes the checkpoint's name.
     run_agreed(comm, [&] {
       if (rank != 0) return;
       sync_to_disk(temporary, DCT_ERR_CKPT_IO);
-      require(std::rename(temporary.c_str(), path.c_str()) == 0, DCT_ERR_CKPT_IO,
-              "cannot rename " + temporary + " to " + path + ": " + std::strerror(errno));
+      const int renamed = std::rename(temporary.c_str(), path.c_str());
+      const int error = errno;  // read before the message is built
+      require(renamed == 0, DCT_ERR_CKPT_IO,
+              "cannot rename " + temporary + " to " + path + ": " + std::strerror(error));
       sync_to_disk(directory_of(path), DCT_ERR_CKPT_IO);
     });
   } catch (...) {
@@ -474,6 +553,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   const Collective c = open_collective(user_comm);
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
+  agree_on_path(comm, path);
   bool redistribute = false;
   run_agreed(comm, [&] { redistribute = Config::from(MPI_INFO_NULL).redistribute_on_restart; });
   const std::vector<AllreduceEngine *> engines = agreed_engines(c);
@@ -481,6 +561,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   run_agreed(comm, [&] {
     if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);
   });
+  run_agreed(comm, [&] { avoid_lockedfile_overflow(path, ranks); });
   std::unique_ptr<CheckpointReader> reader;
   std::vector<PendingState> pending;
   run_agreed(comm, [&] {
@@ -515,8 +596,12 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
 CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
   QuietHdf5 quiet;
   struct stat info {};
-  require(::stat(path.c_str(), &info) == 0, DCT_ERR_CKPT_NOT_FOUND,
-          "no checkpoint at " + path + ": " + std::strerror(errno));
+  const int found = ::stat(path.c_str(), &info);
+  const int error = errno;  // read before the message is built
+  require(found == 0, DCT_ERR_CKPT_NOT_FOUND,
+          "no checkpoint at " + path + ": " + std::strerror(error));
+  // Opening a FIFO or a device would block or read endlessly.
+  require(S_ISREG(info.st_mode), DCT_ERR_CKPT_FORMAT, path + " is not a regular file");
   require(H5Fis_hdf5(path.c_str()) > 0, DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
   Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   collective_ = comm != MPI_COMM_SELF;
@@ -530,9 +615,11 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
     require(H5Aexists(file_, "format") > 0 && read_string(file_, "format") == kFormatName,
             DCT_ERR_CKPT_FORMAT, path + " is an HDF5 file but not a dct checkpoint");
     format_version_ = static_cast<int>(read_int(file_, "format_version"));
-    require(format_version_ == kFormatVersion, DCT_ERR_CKPT_VERSION,
+    require(format_version_ >= kOldestReadableVersion && format_version_ <= kFormatVersion,
+            DCT_ERR_CKPT_VERSION,
             path + " has checkpoint format version " + std::to_string(format_version_) +
-                "; this dct reads version " + std::to_string(kFormatVersion));
+                "; this dct reads versions " + std::to_string(kOldestReadableVersion) + " to " +
+                std::to_string(kFormatVersion));
     dct_version_ = read_string(file_, "dct_version");
     ranks_ = static_cast<int>(read_int(file_, "ranks"));
     require(ranks_ >= 1, DCT_ERR_CKPT_FORMAT, "ranks attribute is not positive");
@@ -566,6 +653,20 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
           read_vector<double>(group.get(), "tau", H5T_NATIVE_DOUBLE, static_cast<hsize_t>(ranks_));
       saved.checksums = read_vector<std::uint32_t>(group.get(), "checksum", H5T_NATIVE_UINT32,
                                                    static_cast<hsize_t>(ranks_));
+      require(saved.calls >= 0, DCT_ERR_CKPT_FORMAT,
+              "request " + saved.name + " has a negative call counter");
+      for (int r = 0; r < ranks_; ++r) {
+        const double tau = saved.tau[static_cast<std::size_t>(r)];
+        require(std::isfinite(tau) && tau >= 0, DCT_ERR_CKPT_FORMAT,
+                "request " + saved.name + " has an invalid threshold for rank " +
+                    std::to_string(r) + ": " + std::to_string(tau));
+        if (!saved.has_residual && format_version_ >= 2)  // no data to read: check now
+          require(row_checksum(nullptr, 0, tau, saved.calls) ==
+                      saved.checksums[static_cast<std::size_t>(r)],
+                  DCT_ERR_CKPT_CHECKSUM,
+                  "the threshold or call counter of '" + saved.name + "' saved by rank " +
+                      std::to_string(r) + " does not match its checksum: the file is corrupt");
+      }
       if (saved.has_residual) {
         Handle dataset(H5Dopen2(group.get(), "residual", H5P_DEFAULT), H5Dclose,
                        DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has no residual");
@@ -631,10 +732,13 @@ void CheckpointReader::read_residual(const SavedRequest &request, int rank, void
            "cannot read " + where + " of saved rank " + std::to_string(rank));
   if (rank < 0) return;
   const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
-  require(checksum(out, bytes) == request.checksums[static_cast<std::size_t>(rank)],
-          DCT_ERR_CKPT_CHECKSUM,
-          "the residual of '" + request.name + "' saved by rank " + std::to_string(rank) +
-              " does not match its checksum: the file is corrupt");
+  const std::uint32_t crc =
+      format_version_ >= 2
+          ? row_checksum(out, bytes, request.tau[static_cast<std::size_t>(rank)], request.calls)
+          : checksum(out, bytes);
+  require(crc == request.checksums[static_cast<std::size_t>(rank)], DCT_ERR_CKPT_CHECKSUM,
+          "the residual, threshold or call counter of '" + request.name + "' saved by rank " +
+              std::to_string(rank) + " does not match its checksum: the file is corrupt");
 }
 
 }  // namespace dct::detail

@@ -16,8 +16,11 @@ namespace dct::detail {
 void checkpoint_save(MPI_Comm comm, const std::string &path);
 void checkpoint_load(MPI_Comm comm, const std::string &path);
 
-/// CRC-32 (zlib's) of a rank's saved bytes.
-std::uint32_t checksum(const void *data, std::size_t bytes);
+/// CRC-32 (zlib's) of `bytes` bytes, continuing the CRC `start` (0: a new one).
+std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start = 0);
+/// What a checkpoint stores per request and saved rank (format version 2): the CRC-32 of the
+/// rank's residual bytes (none without residual) followed by its tau and the call counter.
+std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls);
 
 /// One request as a checkpoint holds it.
 struct SavedRequest {

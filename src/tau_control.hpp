@@ -59,28 +59,44 @@ struct Trim {
   double next_floor = 0;  ///< the floor for the next call
 };
 
+/// Whether `v` is a number (not NaN, not +-Inf).
+template <typename T>
+inline bool finite(T v) {
+  return v - v == T(0);
+}
+
+/// How many of the m values are finite.
+template <typename T>
+std::size_t count_finite(const T *val, std::size_t m) {
+  std::size_t count = 0;
+  for (std::size_t j = 0; j < m; ++j) count += finite(val[j]) ? 1 : 0;
+  return count;
+}
+
 /// Trims the m candidates (idx[j], val[j]), in index order, to those whose |val| is at least
-/// the k-th largest (NaN ranks above every number, and is always kept, as the filter keeps
-/// it). The kept ones are compacted in place, in index order; the others are appended, in
-/// index order, to `dropped_idx` / `dropped_val` (room for m - k). `floor` is the threshold
-/// that admitted the candidates; `magnitudes` is scratch. With m <= k nothing is dropped.
+/// the k-th largest finite one. NaN and +-Inf are always kept, as the filter keeps them, and
+/// do not count toward k: they can neither make the threshold infinite nor crowd out the
+/// finite entries. The kept ones are compacted in place, in index order; the others are
+/// appended, in index order, to `dropped_idx` / `dropped_val` (room for m - k). `floor` is the
+/// threshold that admitted the candidates; `magnitudes` is scratch. With at most k finite
+/// candidates nothing is dropped.
 template <typename T, typename Index>
 Trim trim(Index *idx, T *val, std::size_t m, std::size_t k, std::size_t aim, double floor,
           std::vector<T> &magnitudes, Index *dropped_idx, T *dropped_val) {
   Trim result;
-  const auto magnitude = [](T v) { return v != v ? T(HUGE_VAL) : std::fabs(v); };
-  if (m <= k) {
-    result.kept = m;
-    result.tau = floor;
-    result.next_floor = floor * kWiden;
-    return result;
-  }
-  magnitudes.resize(m);
-  for (std::size_t j = 0; j < m; ++j) magnitudes[j] = magnitude(val[j]);
+  result.kept = m;
+  result.tau = floor;
+  result.next_floor = floor * kWiden;
+  if (m <= k) return result;
+  magnitudes.clear();
+  for (std::size_t j = 0; j < m; ++j)
+    if (finite(val[j])) magnitudes.push_back(std::fabs(val[j]));
+  const std::size_t f = magnitudes.size();
+  if (f <= k) return result;
   const auto larger = [](T a, T b) { return a > b; };
   std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(), larger);
   const T tau = magnitudes[k - 1];
-  if (m >= aim && aim > k) {
+  if (f >= aim && aim > k) {
     // Everything after position k - 1 is <= tau: the aim-th largest is among them.
     std::nth_element(magnitudes.begin() + k, magnitudes.begin() + (aim - 1), magnitudes.end(),
                      larger);
@@ -90,7 +106,7 @@ Trim trim(Index *idx, T *val, std::size_t m, std::size_t k, std::size_t aim, dou
   }
   std::size_t kept = 0, dropped = 0;
   for (std::size_t j = 0; j < m; ++j) {
-    if (!(std::fabs(val[j]) < tau)) {  // the filter's keep rule (NaN kept)
+    if (!(std::fabs(val[j]) < tau)) {  // the filter's keep rule (NaN, Inf kept)
       idx[kept] = idx[j];
       val[kept] = val[j];
       ++kept;

@@ -18,7 +18,11 @@
  *   has changed nothing: neither the user's buffers nor any residual or counter.
  * - A collective that fails after it started (`DCT_ERR_MPI`, `DCT_ERR_PEER`,
  *   `DCT_ERR_MISMATCH`) loses no gradient mass: this call's contribution stays in the residual
- *   and is sent by a later call. The receive buffer is then left as it was.
+ *   and is sent by a later call. After `DCT_ERR_PEER` or `DCT_ERR_MISMATCH` the receive buffer
+ *   is left as it was (after `DCT_ERR_MPI` too, except with `dct_algorithm=dense`, whose
+ *   reduction MPI runs in it). A rejected message fails the call on every rank with the
+ *   `allgather` and `split` algorithms; with `recursive_doubling` only on the ranks whose
+ *   partial sums depended on it (docs/reliability.md).
  * - No C++ exception crosses this interface.
  *
  * Threading: calls on different requests may come from different threads when MPI provides
@@ -221,11 +225,13 @@ typedef struct DCT_Request_s *DCT_Request;
  * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
  * `dct_` keys are refused with `DCT_ERR_INFO`, so a typo never goes unnoticed.
  *
- * Semantics per call, on every rank: `acc = send + residual`; `tau` is the k-th largest `|acc|`
- * with `k = ceil(density * count)`, on every call (`adaptive`) or when due (`fixed`); entries
- * with `|acc| >= tau` and `acc != 0` are sent (NaN and infinities are always sent, so they
- * reach the result as with MPI); `residual = acc - sent`; the result, identical on all ranks,
- * is the sum over ranks of the sent entries, added in rank order.
+ * Semantics per call, on every rank: `acc = send + residual`; `tau` is the k-th largest finite
+ * `|acc|` with `k = ceil(density * count)`, on every call (`adaptive`) or when due (`fixed`);
+ * entries with `|acc| >= tau` and `acc != 0` are sent; `residual = acc - sent`; the result,
+ * identical on all ranks, is the sum over ranks of the sent entries, added in rank order.
+ * NaN and infinite entries are always sent, in addition to the k finite ones (they do not
+ * count toward k and never make `tau` infinite), so they reach the result as with MPI (where
+ * dynamic loss scaling sees them) and never stay in the residual.
  *
  * Datatypes and operations: `MPI_FLOAT` and `MPI_DOUBLE` (and Fortran's `MPI_REAL`,
  * `MPI_DOUBLE_PRECISION`, `MPI_REAL4`, `MPI_REAL8`) with `MPI_SUM` are compressed. Every
@@ -242,7 +248,8 @@ typedef struct DCT_Request_s *DCT_Request;
  * every `DCT_Start` reads `sendbuf` and writes `recvbuf`.
  *
  * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
- * @param recvbuf  Receives the (compressed) sum over all ranks.
+ * @param recvbuf  Receives the (compressed) sum over all ranks; not `MPI_IN_PLACE`
+ *                 (`DCT_ERR_BUFFER`, as MPI defines it for the send buffer only).
  * @param count    Number of elements, 0 to `DCT_MAX_COUNT` for compressed types.
  * @param datatype Element type; see the group description for what is compressed.
  * @param op       Reduction; only `MPI_SUM` is compressed.

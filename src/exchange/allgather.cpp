@@ -64,33 +64,29 @@ class AllgatherExchange final : public SparseExchange<T> {
     traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
   }
 
-  // Every block is decoded and validated before the result is touched; a bad one is left out.
+  // Every block, this rank's own included, is decoded and validated before the result is
+  // touched: every rank reads the same bytes, so every rank accepts or rejects the call alike,
+  // and a rejected call leaves the result as it was. Decoding my own block is exact (its values
+  // were rounded before encoding).
   void decode() {
-    std::vector<bool> valid(static_cast<std::size_t>(in_.ranks), true);
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      if (r == in_.rank) {  // my own entries, as sent (already rounded)
-        std::copy(in_.idx, in_.idx + entries, idx_.begin() + first);
-        std::copy(in_.val, in_.val + entries, val_.begin() + first);
-      } else if (!wire::decode_block(format(r), block(r), block_bytes(r), 0, idx_.data() + first,
-                                     val_.data() + first)) {
+      if (!wire::decode_block(format(r), block(r), block_bytes(r), 0, idx_.data() + first,
+                              val_.data() + first))
         this->peer_error(r, "indices out of range or out of order");
-        valid[r] = false;
-      } else {
+      else if (r != in_.rank)
         traffic_.nnz_received += static_cast<MPI_Count>(entries);
-      }
-      first += entries;
-    }
-    kernels::fill_zero(in_.result, in_.count);
-    first = 0;
-    for (int r = 0; r < in_.ranks; ++r) {
-      const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      if (valid[r])
-        kernels::scatter_add(idx_.data() + first, val_.data() + first, entries, in_.result);
       first += entries;
     }
     this->finish();
+    kernels::fill_zero(in_.result, in_.count);
+    first = 0;
+    for (int r = 0; r < in_.ranks; ++r) {  // one list at a time: scatter_add wants distinct indices
+      const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
+      kernels::scatter_add(idx_.data() + first, val_.data() + first, entries, in_.result);
+      first += entries;
+    }
   }
 
   std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }

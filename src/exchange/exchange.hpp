@@ -102,6 +102,8 @@ class SparseExchange : public Schedule {
   void peer_error(int peer, const std::string &what);
   /// Throws DCT_ERR_PEER if a peer's message was rejected.
   void finish() const;
+  /// Whether a peer's message was rejected in this call.
+  bool failed() const { return !peer_error_.empty(); }
 
   SparseInput<T> in_;
   ExchangeTraffic traffic_;

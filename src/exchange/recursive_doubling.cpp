@@ -1,7 +1,7 @@
 // recursive_doubling (SparCML's sparse recursive doubling): in round r every rank exchanges
 // what it has merged so far with the rank 2^r away and merges again, so that after log2(P)
 // rounds every rank holds the sum. A message is a sparse list until the dense vector would be
-// smaller; from then on the merge happens in the dense result buffer.
+// smaller; from then on the merge happens in a dense buffer, copied to the result at the end.
 //
 // P not a power of two: the first 2*(P - P') ranks pair up (P' the largest power of two
 // <= P); the even one of each pair hands its entries to the odd one, sits out the rounds and
@@ -130,7 +130,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       wire::size_buffer(outgoing_, units);
       if (dense_) {
         std::memset(outgoing_.data(), 0, outgoing_.size());
-        if (in_.count > 0) std::memcpy(outgoing_.data(), in_.result, in_.count * sizeof(T));
+        if (in_.count > 0) std::memcpy(outgoing_.data(), sum_.data(), in_.count * sizeof(T));
       } else {
         wire::encode_block(list_format(idx_.size()), idx_.data(), val_.data(), 0, outgoing_.data());
       }
@@ -157,12 +157,13 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
           idx.swap(idx_);
           val.swap(val_);
         }
-        if (in_.count > 0) std::memcpy(in_.result, theirs, in_.count * sizeof(T));
-        kernels::scatter_add(idx.data(), val.data(), idx.size(), in_.result);
+        sum_.resize(in_.count);
+        if (in_.count > 0) std::memcpy(sum_.data(), theirs, in_.count * sizeof(T));
+        kernels::scatter_add(idx.data(), val.data(), idx.size(), sum_.data());
         dense_ = true;
         return;
       }
-      for (std::size_t i = 0; i < in_.count; ++i) in_.result[i] += theirs[i];
+      for (std::size_t i = 0; i < in_.count; ++i) sum_[i] += theirs[i];
       return;
     }
     const std::size_t entries = static_cast<std::size_t>(peer_size_);
@@ -183,13 +184,14 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       return;
     }
     if (dense_) {
-      kernels::scatter_add(idx, val, entries, in_.result);
+      kernels::scatter_add(idx, val, entries, sum_.data());
       return;
     }
     merge_sparse(idx, val, entries);
     if (!wire::sparse_is_smaller<T>(idx_.size(), in_.count)) {
-      kernels::fill_zero(in_.result, in_.count);
-      kernels::scatter_add(idx_.data(), val_.data(), idx_.size(), in_.result);
+      sum_.resize(in_.count);
+      kernels::fill_zero(sum_.data(), in_.count);
+      kernels::scatter_add(idx_.data(), val_.data(), idx_.size(), sum_.data());
       idx_.clear();
       val_.clear();
       dense_ = true;
@@ -218,13 +220,16 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     val_.swap(merged_val_);
   }
 
+  // The result is written only once the call succeeded: a rejected call leaves it as it was.
   void write_result() {
-    if (!dense_) {
+    this->finish();
+    if (dense_) {
+      if (in_.count > 0) std::memcpy(in_.result, sum_.data(), in_.count * sizeof(T));
+    } else {
       kernels::fill_zero(in_.result, in_.count);
       kernels::scatter_add(idx_.data(), val_.data(), idx_.size(), in_.result);
       traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());
     }
-    this->finish();
   }
 
   int power_ = 1;
@@ -235,6 +240,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   std::vector<T> val_, merged_val_;
   std::vector<WireIndex> peer_idx_;  // the peer's list, decoded and validated
   std::vector<T> peer_val_;
+  std::vector<T> sum_;  // the dense partial sum, once dense_ (the result only at the end)
   std::int64_t my_size_ = 0;
   std::int64_t peer_size_ = 0;
   std::vector<std::byte> outgoing_, incoming_;

@@ -186,8 +186,25 @@ class SplitExchange final : public SparseExchange<T> {
     }
     std::size_t nonzeros = 0;
     for (T v : owned_) nonzeros += v != T(0);
-    if (in_.result_budget > 0) nonzeros = drop_small_sums(first, nonzeros);
-    owned_nnz_ = static_cast<std::int64_t>(nonzeros);
+    if (this->failed()) {
+      // A rejected block: announce kRejected instead of a count, so that every rank stops at
+      // post_segments together and none writes its result or moves sums into a residual.
+      owned_nnz_ = kRejected;
+      wire::size_buffer(segment_, 0);
+    } else {
+      if (in_.result_budget > 0) nonzeros = drop_small_sums(first, nonzeros);
+      owned_nnz_ = static_cast<std::int64_t>(nonzeros);
+      encode_owned_segment(first, nonzeros);
+    }
+    owned_nnz_all_.assign(ranks(), 0);
+    pending_.emplace_back();
+    check_mpi(MPI_Iallgather(&owned_nnz_, 1, MPI_INT64_T, owned_nnz_all_.data(), 1, MPI_INT64_T,
+                             in_.comm, &pending_.back()),
+              "MPI_Iallgather");
+    count_traffic(others(8), others(8));
+  }
+
+  void encode_owned_segment(std::uint64_t first, std::size_t nonzeros) {
     if (wire::sparse_is_smaller<T>(nonzeros, owned_.size())) {
       sparse_idx_.clear();
       sparse_val_.clear();
@@ -204,12 +221,6 @@ class SplitExchange final : public SparseExchange<T> {
       std::fill(segment_.begin(), segment_.end(), std::byte{0});
       if (!owned_.empty()) std::memcpy(segment_.data(), owned_.data(), owned_.size() * sizeof(T));
     }
-    owned_nnz_all_.assign(ranks(), 0);
-    pending_.emplace_back();
-    check_mpi(MPI_Iallgather(&owned_nnz_, 1, MPI_INT64_T, owned_nnz_all_.data(), 1, MPI_INT64_T,
-                             in_.comm, &pending_.back()),
-              "MPI_Iallgather");
-    count_traffic(others(8), others(8));
   }
 
   // Ok-Topk's second selection: the owner keeps its share of the result budget, in proportion
@@ -256,6 +267,8 @@ class SplitExchange final : public SparseExchange<T> {
     traffic_.result_nnz = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       // Every rank sees the same announcements, so every rank stops here together.
+      require(owned_nnz_all_[r] != kRejected, DCT_ERR_PEER,
+              "rank " + std::to_string(r) + " rejected a message sent to it in this call");
       require(owned_nnz_all_[r] >= 0 && static_cast<std::uint64_t>(owned_nnz_all_[r]) <= length(r),
               DCT_ERR_PEER,
               "rank " + std::to_string(r) + " announced " + std::to_string(owned_nnz_all_[r]) +
@@ -278,30 +291,44 @@ class SplitExchange final : public SparseExchange<T> {
     count_traffic(others(mine * 8), (static_cast<MPI_Count>(total) - mine) * 8);
   }
 
+  // Every sparse segment is decoded and validated before the result is touched, so that a
+  // rejected call leaves it as it was (every rank reads the same bytes and fails alike).
   void decode_segments() {
+    std::size_t total = 0;
+    for (int r = 0; r < in_.ranks; ++r)
+      if (segment_sparse(r)) total += static_cast<std::size_t>(owned_nnz_all_[r]);
+    decoded_idx_.resize(total);
+    decoded_val_.resize(total);
+    std::size_t first = 0;
+    for (int r = 0; r < in_.ranks; ++r) {
+      if (!segment_sparse(r)) continue;
+      const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+      if (!wire::decode_block(segment_format(r, nnz), segment(r),
+                              std::size_t(gather_units_[r]) * wire::kUnitBytes, begin(r),
+                              decoded_idx_.data() + first, decoded_val_.data() + first))
+        this->peer_error(r, "a reduced segment with indices outside it, or out of order");
+      first += nnz;
+    }
+    this->finish();
+    first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       T *out = in_.result + begin(r);
-      const std::byte *block =
-          gathered_.data() + std::size_t(gather_offsets_[r]) * wire::kUnitBytes;
       if (!segment_sparse(r)) {
-        if (length(r) > 0) std::memcpy(out, block, length(r) * sizeof(T));
+        if (length(r) > 0) std::memcpy(out, segment(r), length(r) * sizeof(T));
         if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(length(r));
         continue;
       }
       const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
-      decoded_idx_.resize(nnz);
-      decoded_val_.resize(nnz);
       kernels::fill_zero(out, length(r));
-      if (!wire::decode_block(segment_format(r, nnz), block,
-                              std::size_t(gather_units_[r]) * wire::kUnitBytes, begin(r),
-                              decoded_idx_.data(), decoded_val_.data())) {
-        this->peer_error(r, "a reduced segment with indices outside it, or out of order");
-        continue;
-      }
-      kernels::scatter_add(decoded_idx_.data(), decoded_val_.data(), nnz, in_.result);
+      kernels::scatter_add(decoded_idx_.data() + first, decoded_val_.data() + first, nnz,
+                           in_.result);
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
+      first += nnz;
     }
-    this->finish();
+  }
+
+  const std::byte *segment(int r) const {
+    return gathered_.data() + std::size_t(gather_offsets_[r]) * wire::kUnitBytes;
   }
 
   SplitLayout &layout_;
@@ -317,6 +344,7 @@ class SplitExchange final : public SparseExchange<T> {
   std::vector<T> sparse_val_;
   std::vector<WireIndex> decoded_idx_;  // one peer's block, decoded and validated
   std::vector<T> decoded_val_;
+  static constexpr std::int64_t kRejected = -1;  // owned_nnz_ of an owner that rejected a block
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;

@@ -92,7 +92,7 @@ bool should_compress(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
   if (inside_dct || !settings().pmpi_enabled) return false;
   const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
   if (!args.compressed() || count < settings().pmpi_min_count || count > DCT_MAX_COUNT ||
-      sendbuf == nullptr || recvbuf == nullptr || comm == MPI_COMM_NULL)
+      sendbuf == nullptr || recvbuf == nullptr || recvbuf == MPI_IN_PLACE || comm == MPI_COMM_NULL)
     return false;
   int inter = 1;
   return PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
@@ -129,9 +129,11 @@ void count_passed() {
 
 /// Fortran: the C handles and buffers of a call, or false when this MPI's Fortran in-place
 /// sentinel is unknown (then the call is forwarded untouched).
-bool fortran_call(void *&sendbuf, const MPI_Fint *datatype, const MPI_Fint *op,
+bool fortran_call(void *&sendbuf, const void *recvbuf, const MPI_Fint *datatype, const MPI_Fint *op,
                   const MPI_Fint *comm, MPI_Datatype &c_datatype, MPI_Op &c_op, MPI_Comm &c_comm) {
   if (&mpi_fortran_in_place_ == nullptr) return false;
+  // MPI_IN_PLACE as the receive buffer is erroneous: MPI reports it (dct would write there).
+  if (recvbuf == static_cast<void *>(&mpi_fortran_in_place_)) return false;
   if (sendbuf == static_cast<void *>(&mpi_fortran_in_place_)) sendbuf = MPI_IN_PLACE;
   c_datatype = MPI_Type_f2c(*datatype);
   c_op = MPI_Op_f2c(*op);
@@ -148,7 +150,7 @@ void fortran_allreduce(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *
   MPI_Datatype c_datatype;
   MPI_Op c_op;
   MPI_Comm c_comm;
-  if (fortran_call(send, datatype, op, comm, c_datatype, c_op, c_comm) &&
+  if (fortran_call(send, recvbuf, datatype, op, comm, c_datatype, c_op, c_comm) &&
       should_compress(send, recvbuf, *count, c_datatype, c_op, c_comm)) {
     const int rc = compressed_allreduce(send, recvbuf, *count, c_datatype, c_op, c_comm);
     if (ierror) *ierror = rc;

@@ -5,9 +5,12 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "checkpoint.hpp"
@@ -223,6 +226,108 @@ TEST(Checkpoint, EveryCorruptionHasItsCodeAndLeavesTheStateAlone) {
   // The good file itself still loads, and takes the state back to the saved call 4.
   EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
   EXPECT_EQ(Snapshot(model).a_calls, 4);
+}
+
+/// Rewrites `path`'s tau of saved rank 0 of "layer.a" (rank 0 only; the file is closed after).
+void edit_tau(const std::string &path, double tau) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t dataset = H5Dopen2(file, "requests/layer.a/tau", H5P_DEFAULT);
+  std::vector<double> taus(static_cast<std::size_t>(size()));
+  H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, taus.data());
+  taus[0] = tau;
+  H5Dwrite(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, taus.data());
+  H5Dclose(dataset);
+  H5Fclose(file);
+}
+
+// Issue 14, item 6: tau and the call counter are covered (range and checksum), the path must be
+// a regular file (a FIFO must not hang), errno is reported right, and ranks naming different
+// files fail together instead of waiting in collective MPI-IO.
+TEST(Checkpoint, ThresholdCounterFileKindAndPathAreChecked) {
+  const std::string good = scratch("guarded");
+  Model model;
+  for (int i = 0; i < 3; ++i) model.step();
+  ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  model.step();
+  const Snapshot live(model);
+  auto expect_load = [&](const std::string &path, int code, const char *what) {
+    EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), code)
+        << what << ": " << DCT_Get_last_error();
+    EXPECT_TRUE(Snapshot(model) == live) << what << " changed the live state";
+  };
+
+  const std::string nan_tau = scratch("nan_tau");
+  on_rank_zero([&] {
+    copy_file(good, nan_tau);
+    edit_tau(nan_tau, std::numeric_limits<double>::quiet_NaN());
+  });
+  expect_load(nan_tau, DCT_ERR_CKPT_FORMAT, "tau NaN");
+
+  const std::string other_tau = scratch("other_tau");
+  on_rank_zero([&] {
+    copy_file(good, other_tau);
+    edit_tau(other_tau, 2 * Snapshot(model).a_tau + 1);
+  });
+  expect_load(other_tau, DCT_ERR_CKPT_CHECKSUM, "tau changed");
+
+  const std::string counter = scratch("counter");
+  on_rank_zero([&] {
+    copy_file(good, counter);
+    hid_t file = H5Fopen(counter.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t group = H5Gopen2(file, "requests/layer.b", H5P_DEFAULT);
+    hid_t attribute = H5Aopen(group, "calls", H5P_DEFAULT);
+    const std::int64_t calls = 1000;
+    H5Awrite(attribute, H5T_NATIVE_INT64, &calls);
+    H5Aclose(attribute);
+    H5Gclose(group);
+    H5Fclose(file);
+  });
+  expect_load(counter, DCT_ERR_CKPT_CHECKSUM, "call counter changed");
+
+  const std::string fifo = scratch("fifo");
+  on_rank_zero([&] { ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0); });
+  expect_load(fifo, DCT_ERR_CKPT_FORMAT, "a FIFO");
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("not a regular file"), std::string::npos);
+
+  const std::string loop = scratch("loop");
+  on_rank_zero([&] { ASSERT_EQ(::symlink("loop.h5", loop.c_str()), 0); });  // points at itself
+  expect_load(loop, DCT_ERR_CKPT_NOT_FOUND, "a symlink loop");
+  EXPECT_NE(std::string(DCT_Get_last_error()).find(std::strerror(ELOOP)), std::string::npos)
+      << DCT_Get_last_error();
+
+  if (size() > 1) {
+    const std::string mine = scratch("rank" + std::to_string(rank()));
+    EXPECT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, mine.c_str()), DCT_ERR_ARG);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find("different checkpoint paths"),
+              std::string::npos);
+    EXPECT_EQ(::access(mine.c_str(), F_OK), -1);
+    expect_load(rank() == 0 ? good : mine, DCT_ERR_ARG, "different paths");
+  }
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  EXPECT_EQ(Snapshot(model).a_calls, 3);
+}
+
+// Issue 14, item 2: after this process opened MPI-IO files with short names, Open MPI's
+// lockedfile component is selectable and overflows on a long name: dct refuses the name with
+// DCT_ERR_CKPT_IO (or succeeds where the component is excluded); it never crashes.
+TEST(Checkpoint, LongPathAfterOtherFilesIsRefusedOrWorks) {
+  Model model;
+  model.step();
+  ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, scratch("short").c_str()), DCT_SUCCESS);
+  const Snapshot live(model);
+  std::string path = scratch("long");
+  path.insert(path.size() - 3, 300 - path.size(), 'x');
+  const int saved = DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str());
+  const std::string why = DCT_Get_last_error();
+  EXPECT_TRUE(saved == DCT_SUCCESS || saved == DCT_ERR_CKPT_IO) << why;
+  const int loaded = DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str());
+  if (saved == DCT_ERR_CKPT_IO) {
+    EXPECT_NE(why.find("OMPI_MCA_sharedfp"), std::string::npos) << why;
+    EXPECT_TRUE(loaded == DCT_ERR_CKPT_IO || loaded == DCT_ERR_CKPT_NOT_FOUND);
+  } else {
+    EXPECT_EQ(loaded, DCT_SUCCESS) << DCT_Get_last_error();
+  }
+  EXPECT_TRUE(Snapshot(model) == live);
 }
 
 TEST(Checkpoint, RequestOfAnotherSizeIsAMismatch) {

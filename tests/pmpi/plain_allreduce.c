@@ -45,12 +45,17 @@ int main(int argc, char **argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int error_class = 0, rc = MPI_Allreduce(big, big_sum, -1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Error_class(rc, &error_class);
+  /* MPI_IN_PLACE as the receive buffer is erroneous: MPI's error, never a write through it. */
+  int in_place_class = 0;
+  rc = MPI_Allreduce(big, MPI_IN_PLACE, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Error_class(rc, &in_place_class);
   if (rank == 0) {
     printf("int_sum %016llx\n", hash(int_sum, sizeof int_sum));
     printf("double_max %016llx\n", hash(real_max, sizeof real_max));
     printf("small_float_sum %016llx\n", hash(small_sum, sizeof small_sum));
     printf("iallreduce_float_sum %016llx\n", hash(big_sum, sizeof(float) * N));
     printf("negative_count_error_class %d\n", error_class);
+    printf("recv_in_place_error_class %d\n", in_place_class);
   }
   free(big), free(big_sum), free(inplace);
   MPI_Finalize();
