@@ -432,6 +432,12 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   const int rank = c.rank, ranks = c.ranks;
   agree_on_path(comm, path);
   const std::vector<AllreduceEngine *> engines = agreed_engines(c);
+  run_agreed(comm, [&] {
+    for (const AllreduceEngine *engine : engines)
+      require(engine->config().momentum == 0.0, DCT_ERR_ARG,
+              "request '" + engine->name() +
+                  "' uses dct_momentum, whose velocity checkpoints do not hold yet");
+  });
 
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
   int length = static_cast<int>(temporary.size());

@@ -194,6 +194,15 @@ typedef struct DCT_Request_s *DCT_Request;
  * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather`, `split`,
  *   `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm gives the same sums
  *   of the same sent entries, added in its own order (bitwise equal where sums are exact).
+ * - `dct_momentum` [`DCT_MOMENTUM`], default `0` (off): momentum correction (Lin et al.,
+ *   "Deep Gradient Compression", ICLR 2018) for SGD with momentum m in [0, 1): the request
+ *   keeps each rank's velocity u = m u + sendbuf and compresses u (with error feedback)
+ *   instead of the raw gradient, and zeroes u where an entry was sent (momentum factor
+ *   masking). The result is then the summed update itself: the application applies it as
+ *   plain SGD, without a momentum of its own. Costs two more tensors of memory per request.
+ *   With density 1 the call is MPI_Allreduce of the velocities (no masking), i.e. dense
+ *   momentum SGD. Checkpoints do not hold the velocity yet: `DCT_Checkpoint_save` refuses
+ *   such requests (`DCT_ERR_ARG`).
  * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` (or `auto`, which
  *   then means `split`), the owners of the index segments keep only the largest sums, about
  *   this fraction of `count` in all, and add the others to their own residual: the result
@@ -209,7 +218,10 @@ typedef struct DCT_Request_s *DCT_Request;
  *   stays in the sender's residual, so error feedback still conserves every input exactly;
  *   values beyond the 16-bit range are sent as its largest finite value and the rest waits.
  *   Partial sums (split's second stage, `recursive_doubling`) travel in the tensor's type.
- *   Indices travel as 32-bit offsets or as a bitmap of the range, whichever is smaller.
+ *   Indices travel in the smallest of three codings for the block's (entries, range), which
+ *   both sides know, so no header says which: Elias-Fano (about 2 + log2(1 / density) bits
+ *   per entry: 8.6 at density 0.01), a bitmap of the range (above about a quarter of it), or
+ *   32-bit offsets (only where Elias-Fano would need more).
  * - `dct_threshold` [`DCT_THRESHOLD`], default `exact`: `exact` (k-th largest, linear time) or
  *   `sampled`: `tau` from `dct_sample_size` [`DCT_SAMPLE_SIZE`], default `65536`, entries
  *   drawn one per stratum (1 to 16777216; the exact method when it is >= `count` / 32). Cost
@@ -533,7 +545,8 @@ DCT_EXPORT int DCT_Alltoallv_backward_init(DCT_Request forward, const void *send
  * Written with parallel HDF5 to a temporary file in the same directory, which is renamed to
  * `path` only once every rank has written and the file is closed: a crash at any moment leaves
  * the previous checkpoint at `path` intact. No request may be active (started, not waited).
- * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL path, duplicate request names), `DCT_ERR_ACTIVE`,
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL path, duplicate request names, a request with
+ *         `dct_momentum`), `DCT_ERR_ACTIVE`,
  *         `DCT_ERR_CKPT_MISMATCH` (ranks hold different requests), `DCT_ERR_CKPT_IO`,
  *         `DCT_ERR_NOT_COMPILED` (built without HDF5), `DCT_ERR_COMM`, `DCT_ERR_MPI`. Every
  *         rank returns the same code.

@@ -1,0 +1,136 @@
+// dct_momentum (DGC's momentum correction with factor masking) against an independent
+// reference: each rank's velocity u = m u + g, the residual v = v + u, the exact top k of |v|
+// sent and zeroed in v and u. The sum, the residual, the density and the velocity's effect on
+// later calls must all match; density 1 is MPI_Allreduce of the velocities; a failed call
+// leaves the velocity as it was; bad values and checkpoints are refused.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+namespace dct::test {
+namespace {
+
+constexpr std::size_t kCount = 4096;
+constexpr double kMomentum = 0.9;
+
+DCT_Request momentum_request(std::vector<float> &send, std::vector<float> &recv,
+                             const char *density, const char *momentum = "0.9") {
+  MPI_Info info = make_info(
+      {{"dct_density", density}, {"dct_momentum", momentum}, {"dct_algorithm", "allgather"}});
+  DCT_Request request = DCT_REQUEST_NULL;
+  EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               info, &request),
+            DCT_SUCCESS)
+      << DCT_Get_last_error();
+  MPI_Info_free(&info);
+  return request;
+}
+
+/// The k-th largest |x| (k >= 1), the test's own exact selection.
+float kth_largest_abs(const std::vector<float> &x, std::size_t k) {
+  std::vector<float> a(x.size());
+  std::transform(x.begin(), x.end(), a.begin(), [](float v) { return std::fabs(v); });
+  std::nth_element(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(k - 1), a.end(),
+                   std::greater<float>());
+  return a[k - 1];
+}
+
+TEST(Momentum, CompressedCallsFollowTheReferenceExactly) {
+  std::vector<float> send(kCount), recv(kCount);
+  DCT_Request request = momentum_request(send, recv, "0.02");
+  const std::size_t k = static_cast<std::size_t>(std::ceil(0.02 * kCount));
+  std::vector<float> u(kCount, 0.0f), v(kCount, 0.0f);
+  for (int call = 0; call < 30; ++call) {
+    overwrite(send, gradient<float>(kCount, call));
+    std::vector<float> sent(kCount, 0.0f);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      u[i] = static_cast<float>(kMomentum) * u[i] + send[i];
+      v[i] += u[i];
+    }
+    const float tau = kth_largest_abs(v, k);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      if (std::fabs(v[i]) >= tau && v[i] != 0.0f) {
+        sent[i] = v[i];
+        v[i] = 0.0f;
+        u[i] = 0.0f;
+      }
+    }
+    std::vector<float> expected(kCount);
+    MPI_Allreduce(sent.data(), expected.data(), int(kCount), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    DCT_Status status;
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+    EXPECT_EQ(status.nnz_sent, MPI_Count(k)) << "call " << call;
+    EXPECT_TRUE(all_ranks(same_bits(residual_of<float>(request, kCount), v))) << "call " << call;
+    // allgather adds in rank order, MPI_Allreduce in its own: equal to rounding.
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_NEAR(recv[i], expected[i], 1e-5f * (1.0f + std::fabs(expected[i])))
+          << "call " << call << " element " << i;
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
+TEST(Momentum, DensityOneIsMpiAllreduceOfTheVelocities) {
+  std::vector<float> send(kCount), recv(kCount);
+  DCT_Request request = momentum_request(send, recv, "1");
+  std::vector<float> u(kCount, 0.0f), expected(kCount);
+  for (int call = 0; call < 10; ++call) {
+    overwrite(send, gradient<float>(kCount, call));
+    for (std::size_t i = 0; i < kCount; ++i) u[i] = static_cast<float>(kMomentum) * u[i] + send[i];
+    MPI_Allreduce(u.data(), expected.data(), int(kCount), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_NEAR(recv[i], expected[i], 1e-5f * (1.0f + std::fabs(expected[i]))) << "call " << call;
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
+TEST(Momentum, ZeroMomentumIsPlainErrorFeedback) {
+  std::vector<float> send(kCount), recv(kCount), plain_recv(kCount);
+  DCT_Request request = momentum_request(send, recv, "0.02", "0");
+  MPI_Info info = make_info({{"dct_density", "0.02"}, {"dct_algorithm", "allgather"}});
+  DCT_Request plain = DCT_REQUEST_NULL;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), plain_recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD, info, &plain),
+            DCT_SUCCESS);
+  MPI_Info_free(&info);
+  for (int call = 0; call < 5; ++call) {
+    overwrite(send, gradient<float>(kCount, call));
+    for (DCT_Request *r : {&request, &plain}) {
+      ASSERT_EQ(DCT_Start(r), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    }
+    EXPECT_TRUE(same_bits(recv, plain_recv)) << "call " << call;
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Request_free(&plain), DCT_SUCCESS);
+}
+
+TEST(Momentum, BadValuesAndCheckpointsAreRefused) {
+  std::vector<float> send(kCount), recv(kCount);
+  for (const char *bad : {"1", "-0.1", "0.9x", "nan"}) {
+    MPI_Info info = make_info({{"dct_momentum", bad}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_ERR_INFO)
+        << bad;
+    MPI_Info_free(&info);
+  }
+  // Checkpoints do not hold the velocity: refused on every rank (or not compiled at all).
+  DCT_Request request = momentum_request(send, recv, "0.02");
+  const int saved = DCT_Checkpoint_save(MPI_COMM_WORLD, "/tmp/dct_momentum_refused.h5");
+  if (saved != DCT_ERR_NOT_COMPILED) {
+    EXPECT_EQ(saved, DCT_ERR_ARG);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_momentum"), std::string::npos);
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
+}  // namespace
+}  // namespace dct::test
