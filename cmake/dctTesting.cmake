@@ -3,10 +3,13 @@
 
 # Environment every MPI test runs with: Open MPI refuses root and more ranks than cores
 # unless told, and CI runs as root on 2 cores. The vader single-copy mechanism needs ptrace
-# rights that containers often lack.
-set(DCT_MPI_TEST_ENVIRONMENT
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none)
+# rights that containers often lack. MPICH's mpiexec (Hydra) needs none of this.
+set(DCT_MPI_TEST_ENVIRONMENT "")
+if(DCT_MPI_FAMILY STREQUAL "Open MPI")
+  set(DCT_MPI_TEST_ENVIRONMENT
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+      OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none)
+endif()
 if(DCT_SANITIZE)
   # Full unwinding lets the suppressions recognise MPI's own allocations kept until exit.
   # use_tls=0: LeakSanitizer's tracer crashed (SIGSEGV, "LeakSanitizer has encountered a fatal

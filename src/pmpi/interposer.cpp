@@ -8,10 +8,14 @@
 // buffer, count and datatype, released with the communicator). Every other call goes to MPI
 // untouched, through its PMPI entry point, so MPI's own semantics and error handling apply.
 //
-// Fortran: Open MPI's (and MPICH's) Fortran bindings call PMPI_Allreduce directly, so the
-// Fortran entry points are intercepted too: mpi_allreduce_ and its name-mangling variants (mpif.h,
-// use mpi) and mpi_allreduce_f08_ (use mpi_f08). They compress only when this MPI's Fortran
-// MPI_IN_PLACE sentinel is known (Open MPI's mpi_fortran_in_place_), and otherwise forward.
+// Fortran: Open MPI's Fortran bindings call PMPI_Allreduce directly, so the Fortran entry points
+// are intercepted too: mpi_allreduce_ and its name-mangling variants (mpif.h, use mpi) and
+// mpi_allreduce_f08_ (use mpi_f08). They compress when this MPI's Fortran MPI_IN_PLACE sentinel
+// is known (Open MPI's mpi_fortran_in_place_, MPICH's MPIR_F_MPI_IN_PLACE once MPICH has set it)
+// and forward the rest to the MPI's own Fortran entry point with the C entry points off (MPICH's
+// binding calls MPI_Allreduce: the call must not be compressed or counted twice). A call whose
+// sentinel is unknown is forwarded as it is: MPICH's binding then reaches MPI_Allreduce here, with
+// MPI_IN_PLACE already translated. MPICH's mpi_f08 binding (mpi_allreduce_f08ts_) always does.
 #include <mpi.h>
 
 #include <cstdio>
@@ -29,6 +33,7 @@
 // Fortran entry points of the MPI library, resolved at run time if it has them.
 extern "C" {
 extern int mpi_fortran_in_place_ __attribute__((weak));  // Open MPI's Fortran MPI_IN_PLACE
+extern void *MPIR_F_MPI_IN_PLACE __attribute__((weak));  // MPICH's: its address, set lazily
 void pmpi_allreduce_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *)
     __attribute__((weak));
 void pmpi_allreduce_f08_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *)
@@ -127,14 +132,22 @@ void count_passed() {
   }
 }
 
+/// This MPI's Fortran MPI_IN_PLACE, or nullptr while it is unknown.
+const void *fortran_in_place() {
+  if (&mpi_fortran_in_place_ != nullptr) return &mpi_fortran_in_place_;
+  if (&MPIR_F_MPI_IN_PLACE != nullptr) return MPIR_F_MPI_IN_PLACE;
+  return nullptr;
+}
+
 /// Fortran: the C handles and buffers of a call, or false when this MPI's Fortran in-place
 /// sentinel is unknown (then the call is forwarded untouched).
 bool fortran_call(void *&sendbuf, const void *recvbuf, const MPI_Fint *datatype, const MPI_Fint *op,
                   const MPI_Fint *comm, MPI_Datatype &c_datatype, MPI_Op &c_op, MPI_Comm &c_comm) {
-  if (&mpi_fortran_in_place_ == nullptr) return false;
+  const void *in_place = fortran_in_place();
+  if (in_place == nullptr) return false;
   // MPI_IN_PLACE as the receive buffer is erroneous: MPI reports it (dct would write there).
-  if (recvbuf == static_cast<void *>(&mpi_fortran_in_place_)) return false;
-  if (sendbuf == static_cast<void *>(&mpi_fortran_in_place_)) sendbuf = MPI_IN_PLACE;
+  if (recvbuf == in_place) return false;
+  if (sendbuf == in_place) sendbuf = MPI_IN_PLACE;
   c_datatype = MPI_Type_f2c(*datatype);
   c_op = MPI_Op_f2c(*op);
   c_comm = MPI_Comm_f2c(*comm);
@@ -150,18 +163,23 @@ void fortran_allreduce(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *
   MPI_Datatype c_datatype;
   MPI_Op c_op;
   MPI_Comm c_comm;
-  if (fortran_call(send, recvbuf, datatype, op, comm, c_datatype, c_op, c_comm) &&
-      should_compress(send, recvbuf, *count, c_datatype, c_op, c_comm)) {
+  const bool known = fortran_call(send, recvbuf, datatype, op, comm, c_datatype, c_op, c_comm);
+  if (known && should_compress(send, recvbuf, *count, c_datatype, c_op, c_comm)) {
     const int rc = compressed_allreduce(send, recvbuf, *count, c_datatype, c_op, c_comm);
     if (ierror) *ierror = rc;
     return;
   }
-  count_passed();
-  if (forward != nullptr) {
-    forward(sendbuf, recvbuf, count, datatype, op, comm, ierror);
-  } else if (ierror) {  // an MPI without this Fortran PMPI entry point: nothing to forward to
-    *ierror = MPI_ERR_OTHER;
+  if (forward == nullptr) {  // an MPI without this Fortran PMPI entry point: nothing to call
+    count_passed();
+    if (ierror) *ierror = MPI_ERR_OTHER;
+    return;
   }
+  if (!known) return forward(sendbuf, recvbuf, count, datatype, op, comm, ierror);
+  count_passed();
+  const bool outer = inside_dct;
+  inside_dct = true;  // an MPI_Allreduce the binding may call is this call, already counted
+  forward(sendbuf, recvbuf, count, datatype, op, comm, ierror);
+  inside_dct = outer;
 }
 
 }  // namespace
