@@ -158,6 +158,12 @@ typedef struct DCT_Status {
   MPI_Count calls;             /**< Calls completed on this request or drop-in state so far. */
   MPI_Count total_bytes_sent;  /**< Sum of `bytes_sent` over those calls. */
   MPI_Count total_dense_bytes; /**< Sum of `dense_bytes` over those calls. */
+  /* Since 0.4: appended, so that every field above keeps its offset. */
+  double compression_ratio; /**< `dense_bytes / bytes_sent` of this call (0 when nothing was
+                                 sent to another rank, e.g. on one rank). */
+  double max_abs_error;     /**< `dct_mp_compressor=error_bounded`: the largest |received -
+                                 sent| over the values this rank sent in this call (0 when
+                                 exact); 0 for every other request. */
 } DCT_Status;
 
 /** @brief Pass as the status argument when the status is not wanted. */
