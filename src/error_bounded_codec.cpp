@@ -110,8 +110,9 @@ bool put_codes(const T *rows, std::size_t nrows, std::size_t d, std::size_t firs
     return false;
   }
   body.resize(at + values * sizeof(Code) + outliers.size() * sizeof(T));
-  std::memcpy(body.data() + at + values * sizeof(Code), outliers.data(),
-              outliers.size() * sizeof(T));
+  if (!outliers.empty())
+    std::memcpy(body.data() + at + values * sizeof(Code), outliers.data(),
+                outliers.size() * sizeof(T));
   report.outliers += outliers.size();
   report.max_error = std::max(report.max_error, worst);
   return true;
@@ -205,7 +206,7 @@ std::size_t Workspace::compress(Coder coder, const std::byte *source, std::size_
     return ZSTD_isError(n) ? 0 : n;
   }
   if (bytes > capacity) return 0;
-  std::memcpy(target, source, bytes);
+  if (bytes > 0) std::memcpy(target, source, bytes);
   return bytes;
 }
 
