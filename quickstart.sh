@@ -20,7 +20,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # --- 1. Debian packages, installed only if missing -------------------------------------
 packages=(g++ gfortran make cmake pkg-config libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
           libgtest-dev libhdf5-openmpi-dev zlib1g-dev libopenblas-dev libcli11-dev
-          nlohmann-json3-dev dataset-fashion-mnist)
+          nlohmann-json3-dev dataset-fashion-mnist libzstd-dev liblz4-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||

@@ -662,6 +662,8 @@ void AllreduceEngine::finish_call(DCT_Status *status) {
   status_.calls = totals_.calls;
   status_.total_bytes_sent = totals_.total_bytes_sent;
   status_.total_dense_bytes = totals_.total_dense_bytes;
+  status_.compression_ratio =
+      status_.bytes_sent > 0 ? double(status_.dense_bytes) / double(status_.bytes_sent) : 0.0;
   if (status) *status = status_;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "error.hpp"
+#include "error_bounded.hpp"
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
 #include "row_codec.hpp"
@@ -18,23 +19,28 @@ namespace dct::detail {
 
 void (*testing::tamper_forward_message)(int, std::byte *, std::size_t) = nullptr;
 
+MessageUnits::MessageUnits(const std::vector<std::size_t> &units)
+    : counts(units.size()), displs(units.size()) {
+  for (std::size_t j = 0; j < units.size(); ++j) {
+    counts[j] = wire::mpi_units(units[j]);
+    displs[j] = wire::mpi_units(total);
+    total += units[j];
+  }
+  static_cast<void>(wire::mpi_units(total));  // displacements must fit an int too
+}
+
+std::size_t MessageUnits::of(std::size_t bytes) {
+  return (bytes + wire::kUnitBytes - 1) / wire::kUnitBytes;
+}
+
 namespace {
 
 using mp::MessageShape;
 using mp::RowFormat;
 using mp::RowMasks;
 
-/// Counts and displacements (elements), one per rank, copied at init: MPI-style requests
-/// must not depend on the caller keeping its arrays alive.
-struct Layout {
-  std::vector<int> sendcounts, sdispls, recvcounts, rdispls;
-
-  Layout(const AlltoallvArgs &args, int ranks)
-      : sendcounts(args.sendcounts, args.sendcounts + ranks),
-        sdispls(args.sdispls, args.sdispls + ranks),
-        recvcounts(args.recvcounts, args.recvcounts + ranks),
-        rdispls(args.rdispls, args.rdispls + ranks) {}
-};
+using Layout = AlltoallvLayout;
+using Units = MessageUnits;
 
 /// The masks of the last completed forward call, shared by the forward request and every
 /// backward request paired with it (which may outlive it).
@@ -53,27 +59,8 @@ std::int64_t format_word(std::size_t element_size, ValueCoding coding) {
 }
 
 std::size_t units_of(std::size_t bytes) {
-  return (bytes + wire::kUnitBytes - 1) / wire::kUnitBytes;
+  return MessageUnits::of(bytes);
 }
-
-/// Per-rank message sizes in 8-byte units, as the int counts and displacements MPI takes.
-struct Units {
-  std::vector<int> counts, displs;
-  std::size_t total = 0;
-
-  explicit Units(const std::vector<std::size_t> &units)
-      : counts(units.size()), displs(units.size()) {
-    for (std::size_t j = 0; j < units.size(); ++j) {
-      counts[j] = wire::mpi_units(units[j]);
-      displs[j] = wire::mpi_units(total);
-      total += units[j];
-    }
-    static_cast<void>(wire::mpi_units(total));  // displacements must fit an int too
-  }
-  std::byte *at(std::vector<std::uint64_t> &buffer, std::size_t j) const {
-    return reinterpret_cast<std::byte *>(buffer.data() + displs[j]);
-  }
-};
 
 /// What forward and backward requests have in common: shape, layout, engine plumbing.
 class MpEngine : public AllreduceEngine {
@@ -510,6 +497,7 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
               ": DCT-MP runs on the host only in this version");
   require_host(args.sendbuf, "sendbuf");
   require_host(args.recvbuf, "recvbuf");
+  if (config.mp_compressor == MpCompressor::error_bounded) validate_error_bounded(config);
 }
 
 std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args,
@@ -517,25 +505,19 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args
   std::shared_ptr<CommContext> context = comm_context(args.comm);
   MPI_Count count = 0;
   for (int j = 0; j < context->size(); ++j) count += args.sendcounts[j];
+  if (config.mp_compressor == MpCompressor::error_bounded)
+    return make_error_bounded_engine(std::move(context), args, config, count);
   if (element_size(args.datatype) == 4)
     return std::make_unique<ForwardEngine<float>>(context, args, config, count);
   return std::make_unique<ForwardEngine<double>>(context, args, config, count);
 }
 
-std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
-                                                         const AlltoallvArgs &args) {
-  const auto *mp = dynamic_cast<const MpEngine *>(&forward);
-  const bool is_forward = dynamic_cast<const ForwardEngine<float> *>(&forward) != nullptr ||
-                          dynamic_cast<const ForwardEngine<double> *>(&forward) != nullptr;
-  require(mp != nullptr && is_forward, DCT_ERR_REQUEST,
-          "forward is not a request of DCT_Alltoallv_init");
-  const int ranks = mp->shared_context()->size();
-  const std::int64_t d = mp->config().row_length;
+MPI_Count check_backward_args(const AlltoallvArgs &args, const Layout &f, int ranks,
+                              std::int64_t d) {
   const MPI_Count count = check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, d,
                                      "sendcounts", "sdispls", "sendbuf");
   check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, d, "recvcounts", "rdispls",
              "recvbuf");
-  const Layout &f = mp->layout();
   for (int j = 0; j < ranks; ++j) {
     const std::string at = "[" + std::to_string(j) + "]";
     require(args.sendcounts[j] == f.recvcounts[j], DCT_ERR_COUNT,
@@ -549,6 +531,19 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &
   }
   require_host(args.sendbuf, "sendbuf");
   require_host(args.recvbuf, "recvbuf");
+  return count;
+}
+
+std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
+                                                         const AlltoallvArgs &args) {
+  if (auto backward = make_error_bounded_backward(forward, args)) return backward;
+  const auto *mp = dynamic_cast<const MpEngine *>(&forward);
+  const bool is_forward = dynamic_cast<const ForwardEngine<float> *>(&forward) != nullptr ||
+                          dynamic_cast<const ForwardEngine<double> *>(&forward) != nullptr;
+  require(mp != nullptr && is_forward, DCT_ERR_REQUEST,
+          "forward is not a request of DCT_Alltoallv_init");
+  const int ranks = mp->shared_context()->size();
+  const MPI_Count count = check_backward_args(args, mp->layout(), ranks, mp->config().row_length);
   Layout layout(args, ranks);
   if (mp->element_size() == 4)
     return std::make_unique<BackwardEngine<float>>(*mp, std::move(layout), count);
@@ -556,7 +551,7 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &
 }
 
 bool is_alltoallv(const AllreduceEngine &engine) {
-  return dynamic_cast<const MpEngine *>(&engine) != nullptr;
+  return dynamic_cast<const MpEngine *>(&engine) != nullptr || is_error_bounded(engine);
 }
 
 }  // namespace dct::detail

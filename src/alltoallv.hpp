@@ -10,7 +10,9 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "allreduce.hpp"
 #include "config.hpp"
@@ -29,6 +31,35 @@ struct AlltoallvArgs {
   MPI_Datatype datatype;
   MPI_Comm comm;
 };
+
+/// Counts and displacements (elements), one per rank, copied at init: MPI-style requests
+/// must not depend on the caller keeping its arrays alive.
+struct AlltoallvLayout {
+  std::vector<int> sendcounts, sdispls, recvcounts, rdispls;
+  AlltoallvLayout(const AlltoallvArgs &args, int ranks)
+      : sendcounts(args.sendcounts, args.sendcounts + ranks),
+        sdispls(args.sdispls, args.sdispls + ranks),
+        recvcounts(args.recvcounts, args.recvcounts + ranks),
+        rdispls(args.rdispls, args.rdispls + ranks) {}
+};
+
+/// Per-rank message sizes in 8-byte units, as the int counts and displacements MPI takes.
+struct MessageUnits {
+  std::vector<int> counts, displs;
+  std::size_t total = 0;
+
+  explicit MessageUnits(const std::vector<std::size_t> &units);
+  std::byte *at(std::vector<std::uint64_t> &buffer, std::size_t j) const {
+    return reinterpret_cast<std::byte *>(buffer.data() + displs[j]);
+  }
+  /// 8-byte units holding `bytes` bytes.
+  static std::size_t of(std::size_t bytes);
+};
+
+/// Checks the arguments of a backward request against its forward's layout (shapes reversed,
+/// host buffers); returns the elements it sends. Throws the documented codes.
+MPI_Count check_backward_args(const AlltoallvArgs &args, const AlltoallvLayout &forward, int ranks,
+                              std::int64_t d);
 
 /// Checks the arguments of a forward request (reads no buffer): throws the documented code.
 void validate_alltoallv(const AlltoallvArgs &args, const Config &config);

@@ -1,9 +1,12 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "error.hpp"
@@ -175,6 +178,82 @@ void parse_mp_select(Config &config, const std::string &value, const std::string
     bad_value(origin, value, "exact, laplace or threshold");
 }
 
+void parse_mp_compressor(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "topk" && value != "error_bounded")
+    bad_value(origin, value, "topk or error_bounded");
+  config.mp_compressor = value == "topk" ? MpCompressor::topk : MpCompressor::error_bounded;
+}
+
+double parse_number(const std::string &value, const std::string &origin, double low, double high,
+                    const char *expected) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double number = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(number >= low && number <= high))
+    bad_value(origin, value, expected);
+  return number;
+}
+
+/// A comma-separated list of relative bounds, each in [0, 1].
+std::vector<double> parse_bounds(const std::string &value, const std::string &origin) {
+  std::vector<double> bounds;
+  std::size_t begin = 0;
+  do {
+    const std::size_t end = std::min(value.find(',', begin), value.size());
+    bounds.push_back(parse_number(value.substr(begin, end - begin), origin, 0.0, 1.0,
+                                  "numbers in [0, 1], comma-separated, or auto[:LIST]"));
+    begin = end + 1;
+  } while (begin <= value.size());
+  return bounds;
+}
+
+void parse_error_bound(Config &config, const std::string &value, const std::string &origin) {
+  ErrorBoundConfig &eb = config.error_bound;
+  eb.automatic = value.rfind("auto", 0) == 0;
+  if (!eb.automatic) {
+    eb.bounds = parse_bounds(value, origin);
+    return;
+  }
+  if (value == "auto") return;
+  if (value.size() < 6 || value[4] != ':')
+    bad_value(origin, value, "numbers in [0, 1], comma-separated, or auto[:LIST]");
+  eb.classes = parse_bounds(value.substr(5), origin);
+  std::sort(eb.classes.begin(), eb.classes.end(), std::greater<double>());
+}
+
+void parse_error_bound_schedule(Config &config, const std::string &value,
+                                const std::string &origin) {
+  const char *expected = "START,CALLS: a factor in [1, 1000] and an integer >= 0";
+  const std::size_t comma = value.find(',');
+  if (comma == std::string::npos) bad_value(origin, value, expected);
+  config.error_bound.schedule_start =
+      parse_number(value.substr(0, comma), origin, 1.0, 1000.0, expected);
+  config.error_bound.schedule_calls = parse_integer(value.substr(comma + 1), origin, 0, expected);
+}
+
+void parse_table_columns(Config &config, const std::string &value, const std::string &origin) {
+  config.error_bound.table_columns = parse_integer(value, origin, 0, "an integer >= 0");
+}
+
+void parse_backward_bound(Config &config, const std::string &value, const std::string &origin) {
+  config.error_bound.backward_bound =
+      value == "none" ? -1.0 : parse_number(value, origin, 0.0, 1.0, "none or a number in [0, 1]");
+}
+
+void parse_lossless(Config &config, const std::string &value, const std::string &origin) {
+  const std::pair<const char *, LosslessChoice> names[] = {{"auto", LosslessChoice::automatic},
+                                                           {"none", LosslessChoice::none},
+                                                           {"lz4", LosslessChoice::lz4},
+                                                           {"zstd", LosslessChoice::zstd}};
+  for (const auto &[name, choice] : names)
+    if (value == name) {
+      config.error_bound.lossless = choice;
+      return;
+    }
+  bad_value(origin, value, "auto, none, lz4 or zstd");
+}
+
 // The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
 // docs/configuration.md documents the same table for users.
 const Knob knobs[] = {
@@ -196,6 +275,12 @@ const Knob knobs[] = {
     {"dct_row_length", "DCT_ROW_LENGTH", parse_row_length},
     {"dct_keep", "DCT_KEEP", parse_keep},
     {"dct_mp_select", "DCT_MP_SELECT", parse_mp_select},
+    {"dct_mp_compressor", "DCT_MP_COMPRESSOR", parse_mp_compressor},
+    {"dct_error_bound", "DCT_ERROR_BOUND", parse_error_bound},
+    {"dct_error_bound_schedule", "DCT_ERROR_BOUND_SCHEDULE", parse_error_bound_schedule},
+    {"dct_table_columns", "DCT_TABLE_COLUMNS", parse_table_columns},
+    {"dct_backward_error_bound", "DCT_BACKWARD_ERROR_BOUND", parse_backward_bound},
+    {"dct_lossless", "DCT_LOSSLESS", parse_lossless},
     // Read by libdct_pmpi from the environment only (nullptr: no MPI_Info key).
     {nullptr, "DCT_PMPI", parse_pmpi},
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count},

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dct/dct.h"
 #include "float16.hpp"
@@ -20,6 +21,33 @@ struct NetworkModel {
 
 /// How DCT-MP chooses the kept entries of each row (dct_mp_select).
 enum class MpSelect { exact, laplace, threshold };
+
+/// DCT-MP's compressor (dct_mp_compressor): top-k per row, or every value within an error bound.
+enum class MpCompressor { topk, error_bounded };
+
+/// The lossless stage of the error-bounded compressor (dct_lossless): chosen per message by
+/// the modelled speed-up (automatic), or always the one named.
+enum class LosslessChoice { automatic, none, lz4, zstd };
+
+/// The error-bounded compressor's knobs (Feng et al., SC'24; docs/alltoallv.md).
+struct ErrorBoundConfig {
+  /// Relative bounds (of each block's max - min): one for every table, or one per table of
+  /// the rows this rank sends. 0 sends exactly.
+  std::vector<double> bounds{0.01};
+  /// auto: each table's bound is the loosest of `classes` under which its rows stay distinct
+  /// (see error_bounded.hpp); `bounds` is then unused.
+  bool automatic = false;
+  std::vector<double> classes{0.05, 0.03, 0.01};
+  /// Iteration-wise level: the bound is multiplied by a factor going linearly from `start` to
+  /// 1 over the first `calls` forward calls.
+  double schedule_start = 1.0;
+  std::int64_t schedule_calls = 0;
+  /// Columns of one table in a row (0: the whole row is one table).
+  std::int64_t table_columns = 0;
+  /// The backward's relative bound; < 0: the backward travels uncompressed.
+  double backward_bound = -1.0;
+  LosslessChoice lossless = LosslessChoice::automatic;
+};
 
 /// How tau moves between exact selections (dct_tau_control; see tau_control.hpp).
 enum class TauControl {
@@ -51,6 +79,8 @@ struct Config {
   std::int64_t row_length = 0;
   double keep = 0.05;
   MpSelect mp_select = MpSelect::exact;
+  MpCompressor mp_compressor = MpCompressor::topk;
+  ErrorBoundConfig error_bound;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
   bool redistribute_on_restart = false;
   /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.

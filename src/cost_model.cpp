@@ -31,6 +31,14 @@ double expected_union(double count, double kept_per_rank, int ranks) {
   return count * (1.0 - std::pow(1.0 - density, ranks));
 }
 
+double lossless_speedup(double ratio, double compress_bytes_per_s, double decompress_bytes_per_s,
+                        const NetworkModel &network) {
+  if (!(ratio > 0) || !(compress_bytes_per_s > 0) || !(decompress_bytes_per_s > 0)) return 0;
+  const double bandwidth = network.beta_gbps * 1e9;
+  return 1.0 /
+         (1.0 / ratio + bandwidth * (1.0 / compress_bytes_per_s + 1.0 / decompress_bytes_per_s));
+}
+
 double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
                          const NetworkModel &network) {
   const int p = size.ranks;

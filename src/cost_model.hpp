@@ -34,6 +34,13 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
 /// split, recursive_doubling.
 DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &network);
 
+/// The modelled speed-up of sending a message through a lossless coder rather than as it is
+/// (Feng et al., SC'24): 1 / (1/ratio + B (1/compress + 1/decompress)), with B the model's
+/// bandwidth and the coder's throughputs in bytes per second of uncompressed data. Above 1
+/// the coder pays for its time on this network.
+double lossless_speedup(double ratio, double compress_bytes_per_s, double decompress_bytes_per_s,
+                        const NetworkModel &network);
+
 /// Expected nonzeros of the sum of `ranks` sparse vectors of length `count` with `kept`
 /// entries each, placed independently: count * (1 - (1 - kept/count)^ranks).
 double expected_union(double count, double kept_per_rank, int ranks);

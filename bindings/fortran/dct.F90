@@ -38,6 +38,7 @@ module dct
     real(c_double) :: tau, density
     integer(c_int) :: tau_reestimated, algorithm
     integer(c_long_long) :: calls, total_bytes_sent, total_dense_bytes
+    real(c_double) :: compression_ratio, max_abs_error
   end type dct_status
 
   public :: dct_alltoallv_init, dct_alltoallv_backward_init

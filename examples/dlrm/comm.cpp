@@ -90,6 +90,8 @@ class DenseComm : public Comm {
   void forward() override {
     exchange(fwd_send_, fwd_recv_);
     stats_.mp_keep.add(1.0);
+    stats_.mp_fwd_bytes_sent += layout_->dense_bytes;
+    stats_.mp_fwd_dense_bytes += layout_->dense_bytes;
   }
   void backward() override { exchange(bwd_send_, bwd_recv_); }
 
@@ -130,10 +132,12 @@ class Info {
   MPI_Info info_;
 };
 
-/// DCT-DP: one persistent request per gradient; DCT-MP: one forward/backward pair.
+/// DCT-DP: one persistent request per gradient; DCT-MP: one forward/backward pair, top-k or
+/// (`error_bounded`) every lookup within an error bound.
 class DctComm : public Comm {
  public:
-  DctComm(MPI_Comm comm, const DctOptions &options) : Comm(comm), options_(options) {}
+  DctComm(MPI_Comm comm, const DctOptions &options, bool error_bounded)
+      : Comm(comm), options_(options), error_bounded_(error_bounded) {}
 
   int add_gradient(float *grad, int count) override {
     Info info;
@@ -173,6 +177,15 @@ class DctComm : public Comm {
     info.set("dct_values", options_.values);
     info.set("dct_interval", options_.interval);
     info.set("dct_mp_select", options_.mp_select);
+    if (error_bounded_) {
+      info.set("dct_mp_compressor", "error_bounded");
+      info.set("dct_error_bound", options_.error_bound);
+      info.set("dct_error_bound_schedule", options_.error_bound_schedule);
+      info.set("dct_lossless", options_.lossless);
+      info.set("dct_beta_gbps", options_.beta_gbps);
+      info.set("dct_table_columns", options_.table_columns);
+      info.set("dct_backward_error_bound", options_.backward_error_bound);
+    }
     const Layout &l = *layout_;
     forward_ = std::make_unique<dct::AlltoallvRequest>(fwd_send, l.counts.data(), l.displs.data(),
                                                        fwd_recv, l.counts.data(), l.displs.data(),
@@ -184,6 +197,9 @@ class DctComm : public Comm {
   void forward() override {
     const DCT_Status s = run(*forward_);
     stats_.mp_keep.add(s.density);
+    stats_.mp_fwd_bytes_sent += s.bytes_sent;
+    stats_.mp_fwd_dense_bytes += s.dense_bytes;
+    stats_.mp_max_error = std::max(stats_.mp_max_error, s.max_abs_error);
   }
   void backward() override { run(*backward_); }
 
@@ -196,6 +212,7 @@ class DctComm : public Comm {
     return s;
   }
   DctOptions options_;
+  bool error_bounded_;
   std::vector<dct::AllreduceRequest> requests_;
   std::vector<DCT_Request> handles_;
   std::vector<DCT_Status> statuses_;
@@ -207,8 +224,8 @@ class DctComm : public Comm {
 
 std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm, const DctOptions &options) {
   if (mode == "dense") return std::make_unique<DenseComm>(comm);
-  if (mode == "dct") return std::make_unique<DctComm>(comm, options);
-  throw std::invalid_argument("unknown mode '" + mode + "' (expected dense or dct)");
+  if (mode == "dct" || mode == "eb") return std::make_unique<DctComm>(comm, options, mode == "eb");
+  throw std::invalid_argument("unknown mode '" + mode + "' (expected dense, dct or eb)");
 }
 
 }  // namespace dlrm

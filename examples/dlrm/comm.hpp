@@ -25,20 +25,28 @@ struct RatioStats {
 
 /** @brief What the communication did since the last reset, on this rank. */
 struct CommStats {
-  double seconds = 0.0;        ///< Inside Start/Wait/Waitall/allreduce/alltoallv calls.
-  int64_t dp_bytes_sent = 0;   ///< Data parallel: sum of DCT_Status.bytes_sent.
-  int64_t dp_dense_bytes = 0;  ///< Sum of DCT_Status.dense_bytes (ring allreduce volume).
-  int64_t mp_bytes_sent = 0;   ///< Model parallel, forward + backward.
-  int64_t mp_dense_bytes = 0;  ///< What MPI_Alltoallv of the dense blocks sends.
-  RatioStats dp_density;       ///< Achieved density per allreduce call.
-  RatioStats mp_keep;          ///< Achieved keep per forward alltoallv call.
+  double seconds = 0.0;            ///< Inside Start/Wait/Waitall/allreduce/alltoallv calls.
+  int64_t dp_bytes_sent = 0;       ///< Data parallel: sum of DCT_Status.bytes_sent.
+  int64_t dp_dense_bytes = 0;      ///< Sum of DCT_Status.dense_bytes (ring allreduce volume).
+  int64_t mp_bytes_sent = 0;       ///< Model parallel, forward + backward.
+  int64_t mp_dense_bytes = 0;      ///< What MPI_Alltoallv of the dense blocks sends.
+  int64_t mp_fwd_bytes_sent = 0;   ///< The forward (embedding lookups) alone.
+  int64_t mp_fwd_dense_bytes = 0;  ///< Its dense bytes.
+  double mp_max_error = 0.0;       ///< Largest DCT_Status.max_abs_error of a forward call.
+  RatioStats dp_density;           ///< Achieved density per allreduce call.
+  RatioStats mp_keep;              ///< Achieved keep per forward alltoallv call.
 };
 
-/** @brief The knobs of the dct mode; an empty string leaves the library's default. */
+/** @brief The knobs of the dct and eb modes; an empty string leaves the library's default. */
 struct DctOptions {
   std::string density, keep, values, interval, mp_select, algorithm;
   /** dct_momentum of the data-parallel requests: the library then applies the momentum. */
   std::string momentum;
+  /** @brief eb mode (error-bounded embedding all-to-all): dct_error_bound,
+   * dct_error_bound_schedule, dct_lossless, dct_beta_gbps of the MP request, and
+   * dct_table_columns (the embedding dimension: one table per block of columns). */
+  std::string error_bound, error_bound_schedule, lossless, beta_gbps, table_columns;
+  std::string backward_error_bound;  ///< eb: dct_backward_error_bound (default: uncompressed)
 };
 
 /**
@@ -85,7 +93,8 @@ class Comm {
   CommStats stats_;
 };
 
-/** @brief `dense` (MPI) or `dct`; throws dct::Error when the library refuses a knob. */
+/** @brief `dense` (MPI), `dct` (DCT-DP + DCT-MP top-k) or `eb` (DCT-DP + the error-bounded
+ * embedding all-to-all); throws dct::Error when the library refuses a knob. */
 std::unique_ptr<Comm> make_comm(const std::string &mode, MPI_Comm comm, const DctOptions &options);
 
 /** @brief Bytes an uncompressed ring allreduce of `bytes` sends per rank (DCT_Status). */

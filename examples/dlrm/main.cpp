@@ -65,17 +65,20 @@ bool load_data(const std::string &dir, int train_limit, int test_limit, dlrm::Sp
 }
 
 void print_table(const json &runs, bool model_parallel) {
-  std::printf("\n%-6s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc", "loss", "DP ratio",
-              "MP ratio", "comm s", "wall s", "checksum");
+  std::printf("\n%-6s %10s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc", "loss",
+              "DP ratio", "MP ratio", "MP fwd", "comm s", "wall s", "checksum");
   for (const json &run : runs) {
     const json &f = run["final"];
     double comm = 0.0;
     for (const json &e : run["epochs"]) comm += e["comm_s"].get<double>();
-    char mp[32] = "-";  // the MLP has no model-parallel exchange
-    if (model_parallel) std::snprintf(mp, sizeof mp, "%.1fx", f["mp_ratio"].get<double>());
-    std::printf("%-6s %9.2f%% %10.4f %9.1fx %10s %10.2f %10.2f %18s\n",
+    char mp[32] = "-", fwd[32] = "-";  // the MLP has no model-parallel exchange
+    if (model_parallel) {
+      std::snprintf(mp, sizeof mp, "%.1fx", f["mp_ratio"].get<double>());
+      std::snprintf(fwd, sizeof fwd, "%.1fx", f["mp_forward_ratio"].get<double>());
+    }
+    std::printf("%-6s %9.2f%% %10.4f %9.1fx %10s %10s %10.2f %10.2f %18s\n",
                 run["mode"].get<std::string>().c_str(), 100.0 * f["test_accuracy"].get<double>(),
-                f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, comm,
+                f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, fwd, comm,
                 f["wall_s"].get<double>(), f["checksum"].get<std::string>().c_str());
   }
 }
@@ -92,7 +95,9 @@ int run(int argc, char **argv, int rank, int ranks) {
   app.add_option("--model", config.model.model, "dlrm (hybrid parallel) or mlp (data parallel)")
       ->check(CLI::IsMember({"dlrm", "mlp"}))
       ->capture_default_str();
-  app.add_option("--modes", modes_text, "comma-separated modes run one after the other: dense, dct")
+  app.add_option("--modes", modes_text,
+                 "comma-separated modes run one after the other: dense, dct, eb (DCT-DP with "
+                 "the error-bounded embedding all-to-all)")
       ->capture_default_str();
   app.add_option("--data", data_dir, "directory of the gzipped IDX files")->capture_default_str();
   app.add_option("--epochs", config.epochs, "epochs per mode")
@@ -138,6 +143,17 @@ int run(int argc, char **argv, int rank, int ranks) {
   app.add_flag("--momentum-correction", momentum_correction,
                "dct mode: the library applies the MLPs' momentum before compressing "
                "(dct_momentum, DGC's momentum correction) instead of the optimizer after the sum");
+  app.add_option("--error-bound", config.dct.error_bound,
+                 "eb: dct_error_bound (relative; a list per local table; auto[:CLASSES])");
+  app.add_option("--error-bound-schedule", config.dct.error_bound_schedule,
+                 "eb: dct_error_bound_schedule START,CALLS");
+  app.add_option("--backward-error-bound", config.dct.backward_error_bound,
+                 "eb: dct_backward_error_bound (default: gradients uncompressed)");
+  app.add_option("--lossless", config.dct.lossless, "eb: dct_lossless")
+      ->check(CLI::IsMember({"auto", "none", "lz4", "zstd"}));
+  app.add_option("--beta-gbps", config.dct.beta_gbps,
+                 "eb: dct_beta_gbps of the MP request (the bandwidth the lossless stage is "
+                 "chosen for; 0.125 = 1 Gbit/s)");
   app.add_option("--json", json_path, "write every metric (per epoch and final) to FILE");
   app.add_flag(
       "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
@@ -151,15 +167,16 @@ int run(int argc, char **argv, int rank, int ranks) {
   config.model.emb_lr = emb_lr > 0 ? emb_lr : config.model.lr;
   if (momentum_correction) config.dct.momentum = std::to_string(config.model.momentum);
   if (interval > 0) config.dct.interval = std::to_string(interval);
+  config.dct.table_columns = std::to_string(config.model.emb_dim);
   const std::vector<std::string> modes = split_list(modes_text);
   for (const std::string &mode : modes)
-    if (mode != "dense" && mode != "dct") {
+    if (mode != "dense" && mode != "dct" && mode != "eb") {
       if (rank == 0)
-        std::fprintf(stderr, "--modes: unknown mode '%s' (dense, dct)\n", mode.c_str());
+        std::fprintf(stderr, "--modes: unknown mode '%s' (dense, dct, eb)\n", mode.c_str());
       return kExitUsage;
     }
   if (modes.empty()) {
-    if (rank == 0) std::fprintf(stderr, "--modes: no mode given (dense, dct)\n");
+    if (rank == 0) std::fprintf(stderr, "--modes: no mode given (dense, dct, eb)\n");
     return kExitUsage;
   }
   if (config.model.model == "dlrm" && dlrm::kCategorical % ranks != 0) {
@@ -215,7 +232,12 @@ int run(int argc, char **argv, int rank, int ranks) {
                      {"interval", config.dct.interval},
                      {"mp_select", config.dct.mp_select},
                      {"algorithm", config.dct.algorithm},
-                     {"momentum_correction", momentum_correction}};
+                     {"momentum_correction", momentum_correction},
+                     {"error_bound", config.dct.error_bound},
+                     {"error_bound_schedule", config.dct.error_bound_schedule},
+                     {"lossless", config.dct.lossless},
+                     {"beta_gbps", config.dct.beta_gbps},
+                     {"backward_error_bound", config.dct.backward_error_bound}};
     out["runs"] = runs;
     std::ofstream file(json_path);
     file << out.dump(2) << "\n";

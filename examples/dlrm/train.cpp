@@ -28,6 +28,10 @@ json reduce_epoch(const CommStats &s, double loss_sum, double wall, double eval_
   MPI_Allreduce(MPI_IN_PLACE, maxs, 3, MPI_DOUBLE, MPI_MAX, comm);
   double eval_loss = eval.loss_sum;
   MPI_Allreduce(MPI_IN_PLACE, &eval_loss, 1, MPI_DOUBLE, MPI_SUM, comm);
+  int64_t forward[2] = {s.mp_fwd_bytes_sent, s.mp_fwd_dense_bytes};
+  MPI_Allreduce(MPI_IN_PLACE, forward, 2, MPI_INT64_T, MPI_SUM, comm);
+  double max_error = s.mp_max_error;
+  MPI_Allreduce(MPI_IN_PLACE, &max_error, 1, MPI_DOUBLE, MPI_MAX, comm);
 
   auto ratio = [](int64_t dense, int64_t sent) { return sent > 0 ? double(dense) / sent : 0.0; };
   json e;
@@ -43,6 +47,9 @@ json reduce_epoch(const CommStats &s, double loss_sum, double wall, double eval_
   e["mp_dense_bytes"] = ints[3];
   e["mp_bytes_sent_per_rank"] = double(ints[2]) / ranks;
   e["mp_ratio"] = ratio(ints[3], ints[2]);
+  e["mp_forward_bytes_sent"] = forward[0];  // the embedding lookups alone
+  e["mp_forward_ratio"] = ratio(forward[1], forward[0]);
+  e["mp_max_abs_error"] = max_error;  // eb: largest error of a received lookup
   e["dp_calls"] = ints[5];
   e["dp_density"] = {{"mean", ints[5] ? sums[3] / double(ints[5]) : 0.0},
                      {"min", ints[5] ? mins[0] : 0.0},
@@ -99,7 +106,7 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   run["dp_layer_counts"] = model->dp_layer_counts();
   run["epochs"] = json::array();
   double first_batch_loss = 0.0, total_wall = 0.0;
-  int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0;
+  int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0, fwd_sent = 0;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     const std::vector<int> order = epoch_order(train.count, config.model.seed, epoch);
     strategy->stats() = CommStats();
@@ -127,6 +134,7 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
     dp_dense += e["dp_dense_bytes"].get<int64_t>();
     mp_sent += e["mp_bytes_sent"].get<int64_t>();
     mp_dense += e["mp_dense_bytes"].get<int64_t>();
+    fwd_sent += e["mp_forward_bytes_sent"].get<int64_t>();
     total_wall += e["wall_s"].get<double>();
     if (rank == 0 && config.verbose)
       print_epoch(mode, epoch + 1, config.epochs, e, config.model.model == "dlrm");
@@ -151,6 +159,8 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   final["mp_bytes_sent"] = mp_sent;
   final["mp_dense_bytes"] = mp_dense;
   final["mp_ratio"] = mp_sent > 0 ? double(mp_dense) / mp_sent : 0.0;
+  // The forward carries half of the dense MP bytes (same shapes both ways).
+  final["mp_forward_ratio"] = fwd_sent > 0 ? double(mp_dense) / 2.0 / double(fwd_sent) : 0.0;
   final["wall_s"] = total_wall;
   final["checksum"] = hex;
   run["final"] = final;

@@ -4,6 +4,8 @@
 //   mpiexec -n 4 dct-bench alltoallv [--rows 512,2048,8192] [--d 64,256,1024]
 //       [--keep 0.05,0.1,0.25] [--values fp16[,native,bf16]] [--select exact|laplace|threshold]
 //       [--data gaussian|laplace] [--type float|double] [--iters 10] [--warmup 2]
+//       [--compressor topk[,error_bounded]] [--error-bound 0.01[,0.05]]
+//       [--lossless zstd|lz4|none|auto] [--codec-seconds 0.2]
 //
 // Shapes as in DLRM's model-parallel all-to-all: every rank holds a B x d activation block
 // (B = --rows) and sends B/P rows to every rank, itself included; the backward sends the
@@ -17,7 +19,15 @@
 //                         the forward, the backward, and the two together
 //   mpi_f_us, dct_f_us    time of one forward (MPI_Alltoallv, DCT-MP); mpi_b_us, dct_b_us the
 //                         backward; time_x = (mpi_f + mpi_b) / (dct_f + dct_b)
-//   kept                  achieved keep: entries sent / elements, mean over ranks
+//   kept                  achieved keep: entries sent / elements, mean over ranks (1 for
+//                         error_bounded: every value arrives, within the bound)
+//   comp                  the compressor (topk: the keep column is dct_keep; error_bounded:
+//                         it is dct_error_bound, and dct_lossless is --lossless)
+//   enc_GBs, dec_GBs      the codec alone on rank 0's send block, one core: GB/s of dense
+//                         input encoded (top-k: selection + message; error_bounded: quantise
+//                         + lossless stage) and decoded into the dense block (codec_bench.cpp)
+//   codec_x               dense bytes / message bytes of that block (no MPI headers)
+//   max_err               error_bounded: the largest DCT_Status.max_abs_error over ranks
 #include <mpi.h>
 
 #include <algorithm>
@@ -29,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "codec_bench.hpp"
 #include "dct/dct.h"
 
 namespace {
@@ -43,6 +54,10 @@ struct Options {
   std::string type = "float";
   int iters = 10;
   int warmup = 2;
+  std::vector<std::string> compressors = {"topk"};
+  std::vector<std::string> error_bounds = {"0.01"};
+  std::string lossless = "zstd";
+  double codec_seconds = 0.2;
 };
 
 std::vector<std::string> split_list(const std::string &list) {
@@ -86,12 +101,23 @@ Options parse(int argc, char **argv) {
       o.iters = std::stoi(value);
     else if (arg == "--warmup")
       o.warmup = std::stoi(value);
+    else if (arg == "--compressor")
+      o.compressors = split_list(value);
+    else if (arg == "--error-bound")
+      o.error_bounds = split_list(value);
+    else if (arg == "--lossless")
+      o.lossless = value;
+    else if (arg == "--codec-seconds")
+      o.codec_seconds = std::stod(value);
     else
       throw std::invalid_argument("unknown option " + arg);
   }
   if (o.type != "float" && o.type != "double") throw std::invalid_argument("--type float|double");
   if (o.data != "gaussian" && o.data != "laplace")
     throw std::invalid_argument("--data gaussian|laplace");
+  for (const std::string &c : o.compressors)
+    if (c != "topk" && c != "error_bounded")
+      throw std::invalid_argument("--compressor topk|error_bounded");
   return o;
 }
 
@@ -139,8 +165,9 @@ double timed(Body &&body) {
 }
 
 template <typename T>
-void run_row(const Options &o, long long rows, long long d, const std::string &keep,
-             const std::string &values, int rank, int ranks) {
+void run_row(const Options &o, long long rows, long long d, const std::string &compressor,
+             const std::string &keep, const std::string &values, int rank, int ranks) {
+  const bool eb = compressor == "error_bounded";
   const MPI_Datatype type = sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE;
   const long long per_peer = rows / ranks;  // rows sent to each rank
   const std::vector<int> counts(static_cast<std::size_t>(ranks), int(per_peer * d));
@@ -154,9 +181,15 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "dct_row_length", std::to_string(d).c_str());
-  MPI_Info_set(info, "dct_keep", keep.c_str());
-  MPI_Info_set(info, "dct_values", values.c_str());
-  MPI_Info_set(info, "dct_mp_select", o.select.c_str());
+  MPI_Info_set(info, "dct_mp_compressor", compressor.c_str());
+  if (eb) {
+    MPI_Info_set(info, "dct_error_bound", keep.c_str());
+    MPI_Info_set(info, "dct_lossless", o.lossless.c_str());
+  } else {
+    MPI_Info_set(info, "dct_keep", keep.c_str());
+    MPI_Info_set(info, "dct_values", values.c_str());
+    MPI_Info_set(info, "dct_mp_select", o.select.c_str());
+  }
   DCT_Request forward = DCT_REQUEST_NULL, backward = DCT_REQUEST_NULL;
   check(DCT_Alltoallv_init(x.data(), counts.data(), displs.data(), y.data(), counts.data(),
                            displs.data(), type, MPI_COMM_WORLD, info, &forward),
@@ -167,7 +200,7 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
         "DCT_Alltoallv_backward_init");
 
   std::vector<double> mpi_f, mpi_b, dct_f, dct_b;
-  double kept = 0;
+  double kept = 0, max_error = 0;
   DCT_Status fs{}, bs{};
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     fill(x, pool, engine);
@@ -191,7 +224,18 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
     if (i < o.warmup) continue;
     mpi_f.push_back(tf), mpi_b.push_back(tb), dct_f.push_back(df), dct_b.push_back(db);
     kept += fs.density;
+    max_error = std::max(max_error, fs.max_abs_error);
   }
+  // The codec alone, on this rank's first send block (one core).
+  dct::bench::CodecFigures codec;
+  if (rank == 0 && per_peer > 0) {
+    const std::string coder = o.lossless == "auto" ? "zstd" : o.lossless;
+    codec = eb ? dct::bench::error_bounded_figures(x.data(), std::size_t(per_peer), std::size_t(d),
+                                                   std::stod(keep), coder, o.codec_seconds)
+               : dct::bench::topk_figures(x.data(), std::size_t(per_peer), std::size_t(d),
+                                          std::stod(keep), o.codec_seconds);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &max_error, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   DCT_Request_free(&backward);
   DCT_Request_free(&forward);
 
@@ -207,11 +251,13 @@ void run_row(const Options &o, long long rows, long long d, const std::string &k
   const double mf = median(mpi_f), mb = median(mpi_b), df = median(dct_f), db = median(dct_b);
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   std::printf(
-      "%2d %5lld %5lld %5s %6s | %6.1f %6.1f %6.1f | %9.1f %9.1f %9.1f %9.1f %6.2f | %.4f\n", ranks,
-      rows, d, keep.c_str(), values.c_str(), ratio(double(most[0]), double(most[1])),
-      ratio(double(most[2]), double(most[3])),
+      "%2d %5lld %5lld %5s %6s | %6.1f %6.1f %6.1f | %9.1f %9.1f %9.1f %9.1f %6.2f | %.4f | "
+      "%-13s %7.3f %7.3f %7.1f %9.3g\n",
+      ranks, rows, d, keep.c_str(), eb ? "-" : values.c_str(),
+      ratio(double(most[0]), double(most[1])), ratio(double(most[2]), double(most[3])),
       ratio(double(most[0] + most[2]), double(most[1] + most[3])), mf * us, df * us, mb * us,
-      db * us, ratio(mf + mb, df + db), kept_mean);
+      db * us, ratio(mf + mb, df + db), kept_mean, compressor.c_str(), codec.encode_gbps,
+      codec.decode_gbps, codec.ratio, max_error);
   std::fflush(stdout);
 }
 
@@ -227,17 +273,22 @@ int bench_alltoallv(int argc, char **argv) {
                 ranks, o.type.c_str(), o.select.c_str(), o.data.c_str(), o.iters, o.warmup);
     std::printf(
         " P     B     d  keep values |  fwd_x  bwd_x both_x |  mpi_f_us  dct_f_us  "
-        "mpi_b_us  dct_b_us time_x | kept\n");
+        "mpi_b_us  dct_b_us time_x | kept   | comp          enc_GBs dec_GBs codec_x   max_err\n");
   }
   for (long long rows : o.rows)
     for (long long d : o.d)
-      for (const std::string &keep : o.keep)
-        for (const std::string &values : o.values) {
-          if (rows < ranks) continue;
-          if (o.type == "float")
-            run_row<float>(o, rows, d, keep, values, rank, ranks);
-          else
-            run_row<double>(o, rows, d, keep, values, rank, ranks);
-        }
+      for (const std::string &compressor : o.compressors) {
+        const bool eb = compressor == "error_bounded";
+        const std::vector<std::string> params = eb ? o.error_bounds : o.keep;
+        const std::vector<std::string> values = eb ? std::vector<std::string>{"-"} : o.values;
+        for (const std::string &keep : params)
+          for (const std::string &value : values) {
+            if (rows < ranks) continue;
+            if (o.type == "float")
+              run_row<float>(o, rows, d, compressor, keep, value, rank, ranks);
+            else
+              run_row<double>(o, rows, d, compressor, keep, value, rank, ranks);
+          }
+      }
   return 0;
 }

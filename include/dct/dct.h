@@ -162,6 +162,12 @@ typedef struct DCT_Status {
   MPI_Count calls;             /**< Calls completed on this request or drop-in state so far. */
   MPI_Count total_bytes_sent;  /**< Sum of `bytes_sent` over those calls. */
   MPI_Count total_dense_bytes; /**< Sum of `dense_bytes` over those calls. */
+  /* Since 0.4: appended, so that every field above keeps its offset. */
+  double compression_ratio; /**< `dense_bytes / bytes_sent` of this call (0 when nothing was
+                                 sent to another rank, e.g. on one rank). */
+  double max_abs_error;     /**< `dct_mp_compressor=error_bounded`: the largest |received -
+                                 sent| over the values this rank sent in this call (0 when
+                                 exact); 0 for every other request. */
 } DCT_Status;
 
 /** @brief Pass as the status argument when the status is not wanted. */
@@ -418,7 +424,25 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * - `dct_values` [`DCT_VALUES`], default `native`: how kept values travel, in both directions:
  *   `native` (the datatype itself, results bitwise equal to the masked input), `fp16` or `bf16`
  *   (rounded to nearest even; the receiver gets the rounded values).
- * - `dct_interval` [`DCT_INTERVAL`]: see the allreduce; used by `threshold` only.
+ * - `dct_interval` [`DCT_INTERVAL`]: see the allreduce; used by `threshold` only (and by
+ *   `error_bounded`: calls between measurements of the coders and of `auto` bounds).
+ * - `dct_mp_compressor` [`DCT_MP_COMPRESSOR`], default `topk` (all of the above). With
+ *   `error_bounded` (Feng et al., SC'24) the forward sends *every* value, quantised so that it
+ *   arrives within `e = r * (max - min)` of what was sent (max and min over the finite values
+ *   of its block: one table's columns of the rows sent to one peer), codes packed by LZ4 or
+ *   zstd; NaN, infinities and values whose reconstruction would miss `e` arrive bit for bit,
+ *   `r = 0` sends exactly. Its keys (docs/alltoallv.md):
+ *   - `dct_error_bound` [`DCT_ERROR_BOUND`], default `0.01`: `r` in [0, 1]; or a comma-separated
+ *     list, one per table of the rows this rank sends; or `auto[:CLASSES]`: per table the
+ *     loosest class (default `0.05,0.03,0.01`) keeping 99% of its distinct rows distinct.
+ *   - `dct_table_columns` [`DCT_TABLE_COLUMNS`], default `0` (one table: the row): columns per
+ *     table, dividing `d`.
+ *   - `dct_error_bound_schedule` [`DCT_ERROR_BOUND_SCHEDULE`], default `1,0`: `START,CALLS`,
+ *     bounds multiplied by a factor going linearly from START to 1 over CALLS forward calls.
+ *   - `dct_lossless` [`DCT_LOSSLESS`], default `auto`: `none`, `lz4`, `zstd`, or per message the
+ *     largest modelled speed-up `1 / (1/CR + B (1/Tc + 1/Td))`, `B` = `dct_beta_gbps`.
+ *   - `dct_backward_error_bound` [`DCT_BACKWARD_ERROR_BOUND`], default `none`: the backward
+ *     sends its gradients uncompressed (as `MPI_Alltoallv`), or within this relative bound.
  *
  * Wire format of one rank's message to one peer: the kept values; per-row counts (16-bit,
  * 32-bit when d > 65535), omitted when all rows keep the same count; per row either a list of
@@ -438,7 +462,8 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * (laplace, threshold), `bytes_sent` / `bytes_received` = bytes to / from the other ranks
  * (headers, padded messages, agreement), `dense_bytes` = what `MPI_Alltoallv` of the dense
  * blocks would send to the other ranks; the block a rank sends to itself is not traffic.
- * `algorithm` is 0 (not meaningful here).
+ * `algorithm` is 0 (not meaningful here). `error_bounded`: `nnz_*` count every value
+ * (`density` 1) and `max_abs_error` is the call's largest error over the values sent.
  *
  * Datatypes: `MPI_FLOAT`, `MPI_DOUBLE` and Fortran's `MPI_REAL`, `MPI_DOUBLE_PRECISION`,
  * `MPI_REAL4`, `MPI_REAL8`; every other datatype is refused with `DCT_ERR_DATATYPE` (a mask

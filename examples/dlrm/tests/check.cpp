@@ -96,6 +96,8 @@ void bytes(const json &doc) {
       expect(double(f["dp_ratio"]) > 1.0, "dct: DP sent no fewer bytes than dense");
     if (dlrm && mode == "dct" && c["keep"] != "1")
       expect(double(f["mp_ratio"]) > 1.0, "dct: MP sent no fewer bytes than dense");
+    if (dlrm && mode == "eb" && c["error_bound"] != "0")
+      expect(double(f["mp_forward_ratio"]) > 2.0, "eb: the lookups were not compressed 2x");
   }
 }
 
