@@ -70,6 +70,11 @@ if [ -x "$demo" ]; then
   echo "   dense (MPI_Allreduce + MPI_Alltoallv) against dct at the library's defaults"
   echo "   (DCT-DP density 0.01, DCT-MP keep 0.05). Same seed, data order and init for both."
   timed "training demo" mpiexec -n 4 "$demo" --modes dense,dct --epochs 5 --quiet
+  echo "== the same dct run with the settings recommended for SGD with momentum: the library"
+  echo "   applies the momentum before compressing (dct_momentum, DGC's momentum correction)"
+  echo "   and sends fp16 values (dct_values=fp16); compare with the dense row above"
+  timed "training demo, momentum correction" mpiexec -n 4 "$demo" --modes dct --epochs 5 \
+    --quiet --momentum-correction --values fp16 --density 0.0125
   echo "   DP/MP ratio: bytes the dense collectives would send per rank / bytes dct sent."
   echo "   All 4 ranks share this machine's 2 cores and memory: 'comm s' is not a network's"
   echo "   time (hpc/netem/dct-netem shapes a slow link; docs/performance.md has the figures)."
