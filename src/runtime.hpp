@@ -17,6 +17,7 @@
 namespace dct::detail {
 
 class AllreduceEngine;
+struct Config;
 
 /// Throws DCT_ERR_NOT_INITIALIZED unless MPI is initialized and not finalized; on the first
 /// call installs the finalize hook and starts the backend runtime.
@@ -32,12 +33,16 @@ class CommContext {
  public:
   using DropInKey = std::tuple<const void *, MPI_Count, MPI_Datatype>;
 
-  CommContext(MPI_Comm user_comm, MPI_Comm private_comm);
+  CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm);
   ~CommContext();
   CommContext(const CommContext &) = delete;
   CommContext &operator=(const CommContext &) = delete;
 
   MPI_Comm comm() const { return comm_; }
+  /// A second duplicate, for traffic that completes inside one dct call and so never meets a
+  /// call in flight: the agreements of the collective inits (agreement.hpp). MPI_COMM_NULL
+  /// once released.
+  MPI_Comm shared_comm() const { return shared_comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -45,9 +50,15 @@ class CommContext {
 
   /// Default name of the next persistent request on this communicator ("allreduce.N"): the
   /// same program creates the same names in every run, which is what checkpoints match.
-  std::string next_default_name() { return "allreduce." + std::to_string(persistent_created_++); }
+  /// `take_default_name` moves on to the next, once every rank created the request.
+  std::string default_name() const { return "allreduce." + std::to_string(persistent_created_); }
+  void take_default_name() { ++persistent_created_; }
 
-  /// Frees the private communicator (at the user's MPI_Comm_free or at MPI_Finalize); later
+  /// The configuration of the drop-in states (DCT_* variables), read and agreed on by every
+  /// rank at the first compressed DCT_Allreduce on this communicator; nullptr until then.
+  std::shared_ptr<const Config> drop_in_config;
+
+  /// Frees the private communicators (at the user's MPI_Comm_free or at MPI_Finalize); later
   /// collectives on this context fail with DCT_ERR_NOT_INITIALIZED.
   void release();
 
@@ -55,6 +66,7 @@ class CommContext {
   friend class ContextRegistry;
   MPI_Comm user_comm_;
   MPI_Comm comm_;
+  MPI_Comm shared_comm_;
   int rank_ = 0;
   int size_ = 1;
   bool attached_ = true;  // the user communicator still carries our attribute
