@@ -330,15 +330,14 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
     AllreduceEngine *engine = nullptr;
     {
       std::lock_guard<std::recursive_mutex> lock(library_mutex());
-      auto found = context->drop_in.find(key);
-      if (found == context->drop_in.end()) {
+      engine = context->drop_in.find(key);
+      if (engine == nullptr) {
         // Local: the drop-in states share the context's communicator (their calls complete
         // inside this function), so a state new on one rank only needs nothing of the others.
         std::unique_ptr<AllreduceEngine> created = make_allreduce_engine(args, *config);
         created->connect(false);
-        found = context->drop_in.emplace(key, std::move(created)).first;
+        engine = context->drop_in.insert(key, std::move(created), config->drop_in_limit);
       }
-      engine = found->second.get();
     }
     engine->start(sendbuf, recvbuf);
     engine->wait(DCT_STATUS_IGNORE);
@@ -416,9 +415,14 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
     std::shared_ptr<CommContext> context = find_comm_context(comm);
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
     const CommContext::DropInKey key{recvbuf, count, datatype};
-    require(context && context->drop_in.count(key) == 1, DCT_ERR_ARG,
-            "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)");
-    *status = context->drop_in.at(key)->last_status();
+    const AllreduceEngine *engine = context ? context->drop_in.find(key) : nullptr;
+    require(engine != nullptr, DCT_ERR_ARG,
+            "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)" +
+                (context && context->drop_in.evicted() > 0
+                     ? "; " + std::to_string(context->drop_in.evicted()) +
+                           " states were evicted on this communicator (DCT_DROP_IN_LIMIT)"
+                     : std::string()));
+    *status = engine->last_status();
   });
 }
 

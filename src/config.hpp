@@ -51,6 +51,8 @@ struct Config {
   std::int64_t row_length = 0;
   double keep = 0.05;
   MpSelect mp_select = MpSelect::exact;
+  /// Drop-in DCT_Allreduce states kept per communicator (environment only), LRU beyond.
+  long long drop_in_limit = 16384;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
   bool redistribute_on_restart = false;
   /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.

@@ -391,7 +391,9 @@ DCT_EXPORT int DCT_Request_set_stream(DCT_Request request, void *stream);
  * them do not reach that communicator's states. Drop-in states are created on each rank
  * alone (a rank may meet a new `recvbuf` where another reuses one) and share one private
  * communicator per `comm`; a `count` or datatype that differs between ranks fails the call
- * with `DCT_ERR_MISMATCH` on every rank. A code that reduces into a new buffer every step should
+ * with `DCT_ERR_MISMATCH` on every rank. At most `DCT_DROP_IN_LIMIT` (default 16384) states
+ * are kept per `comm`: beyond, the least recently used is evicted and its residual discarded
+ * (docs/configuration.md). A code that reduces into a new buffer every step should
  * use a persistent request instead, or its residuals would never be sent.
  * @return The codes of `DCT_Allreduce_init`, `DCT_Start` and `DCT_Wait`.
  */

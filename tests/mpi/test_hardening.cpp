@@ -12,6 +12,7 @@
 
 #include "allreduce.hpp"
 #include "common.hpp"
+#include "runtime.hpp"
 
 namespace dct::test {
 namespace {
@@ -492,6 +493,44 @@ TEST(Hardening, TestDoesNotWaitForPeers) {
   EXPECT_EQ(dense_recv, std::vector<float>(10, static_cast<float>(size())));
   DCT_Request_free(&compressed);
   DCT_Request_free(&dense);
+}
+
+// --- the drop-in's states are bounded -------------------------------------------------------
+
+// 40,000 distinct receive buffers used to keep 40,000 states (755 MB per rank) and as many
+// duplicated communicators; now at most DCT_DROP_IN_LIMIT, sharing one communicator.
+TEST(Hardening, DropInStatesStayBounded) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  setenv("DCT_DROP_IN_LIMIT", "8", 1);
+  constexpr std::size_t n = 64, buffers = 300;
+  std::vector<float> send = gradient<float>(n, 0), recv(n * buffers);
+  for (std::size_t b = 0; b < buffers; ++b)
+    ASSERT_EQ(DCT_Allreduce(send.data(), recv.data() + b * n, n, MPI_FLOAT, MPI_SUM, comm),
+              DCT_SUCCESS)
+        << DCT_Get_last_error();
+  unsetenv("DCT_DROP_IN_LIMIT");
+  const auto context = detail::find_comm_context(comm);
+  EXPECT_EQ(context->drop_in.size(), 8u);
+  EXPECT_EQ(context->drop_in.evicted(), static_cast<long long>(buffers - 8));
+  // The most recent states live on (their status is there); an evicted one says so.
+  DCT_Status status;
+  EXPECT_EQ(DCT_Allreduce_status(recv.data() + (buffers - 1) * n, n, MPI_FLOAT, comm, &status),
+            DCT_SUCCESS);
+  EXPECT_EQ(status.calls, 1);
+  EXPECT_EQ(DCT_Allreduce_status(recv.data(), n, MPI_FLOAT, comm, &status), DCT_ERR_ARG);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("evicted"), std::string::npos);
+  // A state in use is kept: reusing one buffer keeps its residual and counter.
+  for (int call = 0; call < 3; ++call) {
+    ASSERT_EQ(DCT_Allreduce(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+    ASSERT_EQ(
+        DCT_Allreduce(send.data(), recv.data() + n * (10 + call), n, MPI_FLOAT, MPI_SUM, comm),
+        DCT_SUCCESS);
+  }
+  EXPECT_EQ(DCT_Allreduce_status(recv.data(), n, MPI_FLOAT, comm, &status), DCT_SUCCESS);
+  EXPECT_EQ(status.calls, 3);
+  EXPECT_EQ(context->drop_in.size(), 8u);
+  MPI_Comm_free(&comm);
 }
 
 }  // namespace
