@@ -108,14 +108,23 @@ class CompressedEngine final : public AllreduceEngine {
             "dct_result_density < 1 is not supported with device buffers yet");
     residual_ = BackendArray<T>(*backend_, elements());
     backend_->fill_zero(residual_.data(), elements(), stream_);
-    // Calls in flight progress independently, so each request talks on its own communicator.
-    check_mpi(MPI_Comm_dup(AllreduceEngine::comm(), &own_comm_), "MPI_Comm_dup");
   }
 
   ~CompressedEngine() override {
     int finalized = 1;
     MPI_Finalized(&finalized);
-    if (!finalized && own_comm_ != MPI_COMM_NULL) MPI_Comm_free(&own_comm_);
+    if (!finalized && owns_comm_) MPI_Comm_free(&own_comm_);
+  }
+
+  void connect(bool own) override {
+    if (exact()) return;
+    if (!own) {
+      own_comm_ = context_->shared_comm();
+      return;
+    }
+    // Calls in flight progress independently, so each request talks on its own communicator.
+    check_mpi(MPI_Comm_dup(AllreduceEngine::comm(), &own_comm_), "MPI_Comm_dup");
+    owns_comm_ = true;
   }
 
   void start(const void *send, void *recv) override {
@@ -522,7 +531,8 @@ class CompressedEngine final : public AllreduceEngine {
   }
 
   MPI_Datatype datatype_;
-  MPI_Comm own_comm_ = MPI_COMM_NULL;
+  MPI_Comm own_comm_ = MPI_COMM_NULL;  // set by connect()
+  bool owns_comm_ = false;
   Backend *backend_;
   bool staged_;  // a GPU backend: the exchanges work on host copies
   BackendArray<T> residual_;

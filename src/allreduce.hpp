@@ -36,6 +36,11 @@ class AllreduceEngine {
  public:
   virtual ~AllreduceEngine();
 
+  /// Collective when `own`: the communicator the calls talk on, set up once every rank has
+  /// agreed to create the request (agreement.hpp). `own`: a private duplicate (persistent
+  /// requests, whose calls progress independently of each other); else the context's shared
+  /// communicator (drop-in states, whose calls complete inside one DCT_Allreduce).
+  virtual void connect(bool own) { static_cast<void>(own); }
   /// Compresses `send` (MPI_IN_PLACE: take it from `recv`) and posts the first exchange.
   /// Throws DCT_ERR_ACTIVE if already started; on any error the state is as before.
   virtual void start(const void *send, void *recv) = 0;

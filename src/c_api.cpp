@@ -2,9 +2,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
+#include "agreement.hpp"
 #include "allreduce.hpp"
 #include "alltoallv.hpp"
 #include "checkpoint.hpp"
@@ -20,9 +24,31 @@ namespace {
 
 thread_local std::string last_error;
 
+/// Held by the thread inside dct (dct.h: calls must not overlap); recursive, for DCT_Waitall's
+/// calls of DCT_Wait. Taken without waiting: a second thread is refused, never blocked, so it
+/// cannot deadlock against a thread that waits inside dct for other ranks.
+class EntryLock {
+ public:
+  explicit EntryLock(const char *function) : lock_(mutex(), std::try_to_lock) {
+    if (!lock_.owns_lock())
+      last_error = std::string(function) +
+                   ": another thread is inside dct; dct calls must not overlap (dct.h, Threads)";
+  }
+  bool entered() const { return lock_.owns_lock(); }
+
+ private:
+  static std::recursive_mutex &mutex() {
+    static std::recursive_mutex entry;
+    return entry;
+  }
+  std::unique_lock<std::recursive_mutex> lock_;
+};
+
 /// Runs `body`, turning every exception into a return code and the thread's last error.
 template <typename Body>
 int guarded(const char *function, Body &&body) noexcept {
+  const EntryLock entry(function);
+  if (!entry.entered()) return DCT_ERR_THREAD;
   try {
     last_error.clear();
     body();
@@ -67,6 +93,7 @@ const char *const error_strings[] = {
     "checkpoint checksum mismatch",
     "checkpoint file truncated or damaged",
     "checkpoint I/O failed",
+    "another thread is inside dct (calls must not overlap)",
 };
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
@@ -84,6 +111,52 @@ bool started(DCT_Request request) noexcept {
 void admit(const AllreduceArgs &args) {
   ensure_library_ready();
   args.validate();
+}
+
+/// What the ranks of one allreduce must share (docs/reliability.md): the settings that change
+/// what travels or how the ranks decide it. Densities of compressed requests may differ.
+Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &config) {
+  int type_bytes = args.compressed_element_size();
+  if (type_bytes == 0) check_mpi(MPI_Type_size(args.datatype, &type_bytes), "MPI_Type_size");
+  const bool compressed = args.compressed() && config.density < 1.0;
+  const bool modelled = compressed && config.algorithm == DCT_ALGORITHM_AUTO;
+  Fingerprint fingerprint;
+  fingerprint.add("count", static_cast<std::uint64_t>(args.count));
+  fingerprint.add("datatype size", static_cast<std::uint64_t>(type_bytes));
+  fingerprint.add("compressed datatype and op", std::uint64_t(args.compressed()));
+  fingerprint.add("dct_density 1 or below", std::uint64_t(compressed));
+  fingerprint.add("dct_momentum", args.compressed() ? config.momentum : 0.0);
+  fingerprint.add("dct_algorithm", std::uint64_t(compressed ? config.algorithm : 0));
+  fingerprint.add("dct_values", std::uint64_t(compressed ? int(config.values) : 0));
+  fingerprint.add("dct_tau_control", std::uint64_t(compressed ? int(config.tau_control) : 0));
+  fingerprint.add("dct_result_density", compressed ? config.result_density : 0.0);
+  fingerprint.add("dct_alpha_us", modelled ? config.network.alpha_us : 0.0);
+  fingerprint.add("dct_beta_gbps", modelled ? config.network.beta_gbps : 0.0);
+  return fingerprint;
+}
+
+/// The drop-in states' configuration on `context`: at the first compressed DCT_Allreduce on
+/// it (a call every rank makes) read from the environment and agreed on by every rank.
+std::shared_ptr<const Config> drop_in_config(CommContext &context, const AllreduceArgs &args) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(library_mutex());
+    if (context.drop_in_config) return context.drop_in_config;
+  }
+  auto config = std::make_shared<Config>();
+  std::exception_ptr local_error;
+  Fingerprint fingerprint;
+  try {
+    *config = Config::from(MPI_INFO_NULL);
+    fingerprint = allreduce_fingerprint(args, *config);
+  } catch (...) {
+    local_error = std::current_exception();
+    fingerprint = allreduce_fingerprint(args, Config{});  // same fields, values unused
+  }
+  agree(context.shared_comm(), context.rank(), local_error, fingerprint,
+        "DCT_Allreduce (DCT_* variables)");
+  std::lock_guard<std::recursive_mutex> lock(library_mutex());
+  context.drop_in_config = config;
+  return config;
 }
 
 }  // namespace
@@ -136,16 +209,30 @@ int DCT_Backend_compiled(int backend) {
 int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                        MPI_Op op, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
-    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+    ensure_library_ready();
+    // A bad communicator leaves no peers to agree with; every other refusal is agreed on.
+    std::shared_ptr<CommContext> context = comm_context(comm);
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
-    admit(args);
-    Config config = Config::from(info);
-    if (config.name.empty()) {
-      std::lock_guard<std::recursive_mutex> lock(library_mutex());
-      config.name = comm_context(comm)->next_default_name();
-    }
+    Fingerprint fingerprint;
+    std::exception_ptr local_error;
     auto persistent = std::make_unique<PersistentRequest>();
-    persistent->engine = make_allreduce_engine(args, config);
+    bool unnamed = false;
+    try {
+      require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+      args.validate();
+      Config config = Config::from(info);
+      fingerprint = allreduce_fingerprint(args, config);
+      unnamed = config.name.empty();
+      if (unnamed) config.name = context->default_name();
+      persistent->engine = make_allreduce_engine(args, config);
+    } catch (...) {
+      local_error = std::current_exception();
+      // The same fields as every other rank's; their values do not matter once one failed.
+      fingerprint = allreduce_fingerprint({nullptr, nullptr, 0, MPI_FLOAT, MPI_SUM, comm}, {});
+    }
+    agree(context->shared_comm(), context->rank(), local_error, fingerprint, __func__);
+    persistent->engine->connect(true);
+    if (unnamed) context->take_default_name();
     persistent->sendbuf = sendbuf;
     persistent->recvbuf = recvbuf;
     *request = RequestTable::instance().insert(std::move(persistent));
@@ -179,6 +266,8 @@ int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
 }
 
 int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
+  const EntryLock entry(__func__);  // the whole call, not each of its DCT_Wait calls
+  if (!entry.entered()) return DCT_ERR_THREAD;
   int first_error = DCT_SUCCESS;
   std::string first_message;
   const int checked = guarded(__func__, [&] {
@@ -236,16 +325,19 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
       return;
     }
     std::shared_ptr<CommContext> context = comm_context(comm);
+    const std::shared_ptr<const Config> config = drop_in_config(*context, args);
     const CommContext::DropInKey key{recvbuf, count, datatype};
     AllreduceEngine *engine = nullptr;
     {
       std::lock_guard<std::recursive_mutex> lock(library_mutex());
-      auto found = context->drop_in.find(key);
-      if (found == context->drop_in.end())
-        found =
-            context->drop_in.emplace(key, make_allreduce_engine(args, Config::from(MPI_INFO_NULL)))
-                .first;
-      engine = found->second.get();
+      engine = context->drop_in.find(key);
+      if (engine == nullptr) {
+        // Local: the drop-in states share the context's communicator (their calls complete
+        // inside this function), so a state new on one rank only needs nothing of the others.
+        std::unique_ptr<AllreduceEngine> created = make_allreduce_engine(args, *config);
+        created->connect(false);
+        engine = context->drop_in.insert(key, std::move(created), config->drop_in_limit);
+      }
     }
     engine->start(sendbuf, recvbuf);
     engine->wait(DCT_STATUS_IGNORE);
@@ -256,14 +348,29 @@ int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sd
                        void *recvbuf, const int recvcounts[], const int rdispls[],
                        MPI_Datatype datatype, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
-    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     ensure_library_ready();
+    // A bad communicator leaves no peers to agree with; every other refusal is agreed on.
+    std::shared_ptr<CommContext> context = comm_context(comm);
     const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,  recvbuf,
                              recvcounts, rdispls,    datatype, comm};
-    const Config config = Config::from(info);
-    validate_alltoallv(args, config);
+    Config config;
+    std::exception_ptr local_error;
     auto persistent = std::make_unique<PersistentRequest>();
-    persistent->engine = make_alltoallv_engine(args, config);
+    try {
+      require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+      config = Config::from(info);
+      validate_alltoallv(args, config);
+      persistent->engine = make_alltoallv_engine(args, config);
+    } catch (...) {
+      local_error = std::current_exception();
+    }
+    // What every message's header is checked against too (DCT_ERR_MISMATCH at DCT_Wait).
+    Fingerprint fingerprint;
+    fingerprint.add("datatype size", static_cast<std::uint64_t>(
+                                         local_error ? 0 : persistent->engine->element_size()));
+    fingerprint.add("dct_row_length", static_cast<std::uint64_t>(config.row_length));
+    fingerprint.add("dct_values", static_cast<std::uint64_t>(config.values));
+    agree(context->shared_comm(), context->rank(), local_error, fingerprint, __func__);
     persistent->sendbuf = sendbuf;
     persistent->recvbuf = recvbuf;
     *request = RequestTable::instance().insert(std::move(persistent));
@@ -308,9 +415,14 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
     std::shared_ptr<CommContext> context = find_comm_context(comm);
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
     const CommContext::DropInKey key{recvbuf, count, datatype};
-    require(context && context->drop_in.count(key) == 1, DCT_ERR_ARG,
-            "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)");
-    *status = context->drop_in.at(key)->last_status();
+    const AllreduceEngine *engine = context ? context->drop_in.find(key) : nullptr;
+    require(engine != nullptr, DCT_ERR_ARG,
+            "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)" +
+                (context && context->drop_in.evicted() > 0
+                     ? "; " + std::to_string(context->drop_in.evicted()) +
+                           " states were evicted on this communicator (DCT_DROP_IN_LIMIT)"
+                     : std::string()));
+    *status = engine->last_status();
   });
 }
 

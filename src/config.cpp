@@ -151,6 +151,10 @@ void parse_pmpi_min_count(Config &config, const std::string &value, const std::s
   config.pmpi_min_count = parse_integer(value, origin, 0, "an integer >= 0");
 }
 
+void parse_drop_in_limit(Config &config, const std::string &value, const std::string &origin) {
+  config.drop_in_limit = parse_integer(value, origin, 1, "an integer >= 1");
+}
+
 void parse_restart(Config &config, const std::string &value, const std::string &origin) {
   if (value != "strict" && value != "redistribute")
     bad_value(origin, value, "strict or redistribute");
@@ -281,7 +285,10 @@ const Knob knobs[] = {
     {"dct_table_columns", "DCT_TABLE_COLUMNS", parse_table_columns},
     {"dct_backward_error_bound", "DCT_BACKWARD_ERROR_BOUND", parse_backward_bound},
     {"dct_lossless", "DCT_LOSSLESS", parse_lossless},
-    // Read by libdct_pmpi from the environment only (nullptr: no MPI_Info key).
+    // DCT_Allreduce (the drop-in), environment only (nullptr: no MPI_Info key): the states
+    // kept per communicator.
+    {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit},
+    // Read by libdct_pmpi from the environment only.
     {nullptr, "DCT_PMPI", parse_pmpi},
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count},
     {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report},

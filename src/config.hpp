@@ -81,6 +81,8 @@ struct Config {
   MpSelect mp_select = MpSelect::exact;
   MpCompressor mp_compressor = MpCompressor::topk;
   ErrorBoundConfig error_bound;
+  /// Drop-in DCT_Allreduce states kept per communicator (environment only), LRU beyond.
+  long long drop_in_limit = 16384;
   /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
   bool redistribute_on_restart = false;
   /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.

@@ -9,7 +9,8 @@
 // started before them is complete: all ranks start calls in the same order, so they then
 // enter those blocking calls in the same order too, whatever order they wait in.
 //
-// dct calls are serialized by the application (MPI_THREAD_SERIALIZED discipline).
+// dct calls never overlap: c_api.cpp refuses a second thread (DCT_ERR_THREAD), so this list
+// needs no lock.
 #pragma once
 
 namespace dct::detail {

@@ -54,9 +54,12 @@ class ContextRegistry {
   }
 
   std::shared_ptr<CommContext> create(MPI_Comm user_comm) {
-    MPI_Comm private_comm = MPI_COMM_NULL;
+    MPI_Comm private_comm = MPI_COMM_NULL, shared_comm = MPI_COMM_NULL;
     check_mpi(MPI_Comm_dup(user_comm, &private_comm), "MPI_Comm_dup");
-    auto context = std::make_shared<CommContext>(user_comm, private_comm);
+    const int rc = MPI_Comm_dup(user_comm, &shared_comm);
+    if (rc != MPI_SUCCESS) MPI_Comm_free(&private_comm);
+    check_mpi(rc, "MPI_Comm_dup");
+    auto context = std::make_shared<CommContext>(user_comm, private_comm, shared_comm);
     auto holder = std::make_unique<std::shared_ptr<CommContext>>(context);
     check_mpi(MPI_Comm_set_attr(user_comm, context_keyval_, holder.get()), "MPI_Comm_set_attr");
     holder.release();  // now owned by the attribute; deleted by on_user_comm_free
@@ -110,9 +113,37 @@ void ensure_library_ready() {
   ContextRegistry::instance().start();
 }
 
-CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm)
-    : user_comm_(user_comm), comm_(private_comm) {
+DropInStates::DropInStates() = default;
+DropInStates::~DropInStates() = default;
+
+AllreduceEngine *DropInStates::find(const DropInKey &key) {
+  auto found = index_.find(key);
+  if (found == index_.end()) return nullptr;
+  order_.splice(order_.begin(), order_, found->second);
+  return found->second->second.get();
+}
+
+AllreduceEngine *DropInStates::insert(const DropInKey &key, std::unique_ptr<AllreduceEngine> engine,
+                                      long long limit) {
+  order_.emplace_front(key, std::move(engine));
+  index_.emplace(key, order_.begin());
+  while (static_cast<long long>(index_.size()) > limit) {
+    index_.erase(order_.back().first);
+    order_.pop_back();
+    ++evicted_;
+  }
+  return order_.front().second.get();
+}
+
+void DropInStates::clear() {
+  index_.clear();
+  order_.clear();
+}
+
+CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm)
+    : user_comm_(user_comm), comm_(private_comm), shared_comm_(shared_comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(shared_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -122,8 +153,10 @@ CommContext::~CommContext() {
 }
 
 void CommContext::release() {
-  if (comm_ != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm_);
-  comm_ = MPI_COMM_NULL;
+  for (MPI_Comm *comm : {&comm_, &shared_comm_}) {
+    if (*comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(comm);
+    *comm = MPI_COMM_NULL;
+  }
 }
 
 static void require_intracommunicator(MPI_Comm user_comm) {

@@ -8,15 +8,18 @@
 
 #include <mpi.h>
 
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace dct::detail {
 
 class AllreduceEngine;
+struct Config;
 
 /// Throws DCT_ERR_NOT_INITIALIZED unless MPI is initialized and not finalized; on the first
 /// call installs the finalize hook and starts the backend runtime.
@@ -26,28 +29,62 @@ void ensure_library_ready();
 /// a collective is in progress.
 std::recursive_mutex &library_mutex();
 
+using DropInKey = std::tuple<const void *, MPI_Count, MPI_Datatype>;
+
+/// The drop-in states of one communicator: at most `limit` (DCT_DROP_IN_LIMIT), the least
+/// recently used evicted first, its residual discarded (counted in `evicted`).
+class DropInStates {
+ public:
+  DropInStates();
+  ~DropInStates();
+  /// The state of `key`, now the most recently used; nullptr if there is none.
+  AllreduceEngine *find(const DropInKey &key);
+  /// Adds the state of `key` (not present), evicting the least recently used beyond `limit`.
+  AllreduceEngine *insert(const DropInKey &key, std::unique_ptr<AllreduceEngine> engine,
+                          long long limit);
+  void clear();
+  std::size_t size() const { return index_.size(); }
+  long long evicted() const { return evicted_; }
+
+ private:
+  using Entry = std::pair<DropInKey, std::unique_ptr<AllreduceEngine>>;
+  std::list<Entry> order_;  // most recently used first
+  std::map<DropInKey, std::list<Entry>::iterator> index_;
+  long long evicted_ = 0;
+};
+
 /// What dct keeps per user communicator: a private duplicate (its own tag space, errors
 /// returned rather than fatal) and the drop-in states of DCT_Allreduce.
 class CommContext {
  public:
-  using DropInKey = std::tuple<const void *, MPI_Count, MPI_Datatype>;
+  using DropInKey = detail::DropInKey;
 
-  CommContext(MPI_Comm user_comm, MPI_Comm private_comm);
+  CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm);
   ~CommContext();
   CommContext(const CommContext &) = delete;
   CommContext &operator=(const CommContext &) = delete;
 
   MPI_Comm comm() const { return comm_; }
+  /// A second duplicate, for traffic that completes inside one dct call and so never meets a
+  /// call in flight: the agreements of the collective inits (agreement.hpp). MPI_COMM_NULL
+  /// once released.
+  MPI_Comm shared_comm() const { return shared_comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  std::map<DropInKey, std::unique_ptr<AllreduceEngine>> drop_in;
+  DropInStates drop_in;
 
   /// Default name of the next persistent request on this communicator ("allreduce.N"): the
   /// same program creates the same names in every run, which is what checkpoints match.
-  std::string next_default_name() { return "allreduce." + std::to_string(persistent_created_++); }
+  /// `take_default_name` moves on to the next, once every rank created the request.
+  std::string default_name() const { return "allreduce." + std::to_string(persistent_created_); }
+  void take_default_name() { ++persistent_created_; }
 
-  /// Frees the private communicator (at the user's MPI_Comm_free or at MPI_Finalize); later
+  /// The configuration of the drop-in states (DCT_* variables), read and agreed on by every
+  /// rank at the first compressed DCT_Allreduce on this communicator; nullptr until then.
+  std::shared_ptr<const Config> drop_in_config;
+
+  /// Frees the private communicators (at the user's MPI_Comm_free or at MPI_Finalize); later
   /// collectives on this context fail with DCT_ERR_NOT_INITIALIZED.
   void release();
 
@@ -55,6 +92,7 @@ class CommContext {
   friend class ContextRegistry;
   MPI_Comm user_comm_;
   MPI_Comm comm_;
+  MPI_Comm shared_comm_;
   int rank_ = 0;
   int size_ = 1;
   bool attached_ = true;  // the user communicator still carries our attribute

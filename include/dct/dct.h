@@ -25,8 +25,16 @@
  *   partial sums depended on it (docs/reliability.md).
  * - No C++ exception crosses this interface.
  *
- * Threading: calls on different requests may come from different threads when MPI provides
- * `MPI_THREAD_MULTIPLE`; calls on the same request must be serialized by the caller.
+ * Threads: dct follows `MPI_THREAD_SERIALIZED`. Any thread may call dct (MPI must provide at
+ * least `MPI_THREAD_SERIALIZED` when more than one does), but no two calls may overlap in
+ * time, on the same request or on different ones, because every completion call progresses
+ * every call in flight. dct enforces it: a call that enters while another thread is inside
+ * dct returns `DCT_ERR_THREAD` at once and changes nothing, so the caller may retry; the
+ * thread inside is unaffected. `DCT_Get_last_error`, `DCT_Error_string`, `DCT_Get_version`,
+ * `DCT_Algorithm_name`, `DCT_Backend_name` and `DCT_Backend_compiled` may be called at any
+ * time from any thread. A `DCT_Wait` holds dct until its call completes: threads that share
+ * dct should poll with `DCT_Test`, which never waits for other ranks on compressed calls
+ * (see `DCT_Test` for density 1).
  */
 #ifndef DCT_H
 #define DCT_H
@@ -66,7 +74,8 @@ typedef enum {
   DCT_ERR_ACTIVE = 9,           /**< Request started and not yet completed (or not started). */
   DCT_ERR_MPI = 10,             /**< An MPI call failed; the message has MPI's error string. */
   DCT_ERR_PEER = 11,            /**< A peer's message failed validation; nothing was written. */
-  DCT_ERR_MISMATCH = 12,        /**< Ranks disagree on the collective's count or datatype. */
+  DCT_ERR_MISMATCH = 12,        /**< Ranks disagree on the collective's count, datatype or
+                                     configuration (every rank returns it). */
   DCT_ERR_NO_MEMORY = 13,       /**< Allocation failed. */
   DCT_ERR_NOT_INITIALIZED = 14, /**< MPI not initialized, or already finalized. */
   DCT_ERR_NOT_COMPILED = 15,    /**< The feature or backend was not compiled into this build. */
@@ -78,7 +87,8 @@ typedef enum {
   DCT_ERR_CKPT_CHECKSUM = 21,   /**< A rank's saved data does not match its checksum. */
   DCT_ERR_CKPT_TRUNCATED = 22,  /**< The file is HDF5 but cut short or damaged. */
   DCT_ERR_CKPT_IO = 23,         /**< Creating, writing or renaming the checkpoint failed. */
-  DCT_ERR_LASTCODE = 23         /**< Largest code, for range checks. */
+  DCT_ERR_THREAD = 24,          /**< Another thread is inside dct (calls must not overlap). */
+  DCT_ERR_LASTCODE = 24         /**< Largest code, for range checks. */
 } DCT_Error;
 /** @} */
 
@@ -265,6 +275,16 @@ typedef struct DCT_Request_s *DCT_Request;
  * compressed request duplicates `comm` for its own traffic). The buffers are bound to the request:
  * every `DCT_Start` reads `sendbuf` and writes `recvbuf`.
  *
+ * The ranks agree here (one small `MPI_Allreduce`) that every rank accepted its arguments and
+ * that they share what must match: `count`, the datatype's size, whether it is compressed,
+ * density 1 or below, `dct_momentum`, and for compressed requests `dct_algorithm`,
+ * `dct_values`, `dct_tau_control`, `dct_result_density` (and with `auto` the cost model's
+ * `dct_alpha_us`, `dct_beta_gbps`). Otherwise every rank returns the same code and creates
+ * nothing: the largest code a rank's own checks gave (`DCT_Get_last_error` names the rank),
+ * else `DCT_ERR_MISMATCH` naming the settings that differ. Other settings may differ between
+ * ranks (densities below 1, `dct_interval`, `dct_threshold`, `dct_backend`). Only a bad
+ * `comm` is refused on its rank alone (no peers to agree with).
+ *
  * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
  * @param recvbuf  Receives the (compressed) sum over all ranks; not `MPI_IN_PLACE`
  *                 (`DCT_ERR_BUFFER`, as MPI defines it for the send buffer only).
@@ -290,14 +310,17 @@ DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count 
  * Like MPI's nonblocking collectives, the exchange advances when the application calls into
  * dct: every `DCT_Test`, `DCT_Wait`, `DCT_Waitall` or `DCT_Allreduce` progresses *all* calls in
  * flight, so a code can start the allreduce of one layer's gradients, compute the next layer
- * and call `DCT_Test` now and then. Several requests may be in flight on one communicator;
- * every rank must start them in the same order (as MPI requires for collectives), and may
- * complete them in any order. At density 1 the call is `MPI_Allreduce` itself (for its exact
- * result bits) and runs, blocking, in the first completion call after every call started
- * before it is complete.
+ * and call `DCT_Test` now and then. Several requests may be in flight on one communicator and
+ * may be completed in any order. Compressed requests (density below 1) may also be started in
+ * any order: each talks on its own communicator. Density-1 and passed-through requests must
+ * be started in the same order on every rank, as MPI requires of `MPI_Start` on persistent
+ * collectives; like MPI, dct does not detect another order (requests of equal count and
+ * datatype then deliver each other's sums; docs/reliability.md says why). At density 1 the call is
+ * `MPI_Allreduce` itself (for its exact result bits) and runs, blocking, in the first completion
+ * call after every call started before it is complete.
  *
  * Between `DCT_Start` and completion the buffers belong to dct: do not touch them. dct calls
- * must be serialized across threads (`MPI_THREAD_SERIALIZED` discipline).
+ * must not overlap across threads (`DCT_ERR_THREAD`, see the top of this file).
  * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (already started),
  *         `DCT_ERR_MPI`, `DCT_ERR_NOT_INITIALIZED`.
  */
@@ -315,6 +338,12 @@ DCT_EXPORT int DCT_Wait(DCT_Request *request, DCT_Status *status);
 
 /**
  * @brief Progresses every call in flight once, and completes `request` if it is done.
+ *
+ * Never waits for other ranks on compressed calls: each posts or tests its nonblocking MPI
+ * operations once. A density-1 or passed-through call is `MPI_Allreduce` itself (for its
+ * exact result bits): once every call started before it is complete, the completion call
+ * that finds it runs that `MPI_Allreduce`, which returns when every rank has entered it;
+ * before that, `DCT_Test` returns `*flag = 0` without running it.
  * @param request The started request.
  * @param flag    Set to 1 if the call completed (its result is in `recvbuf`, the request is
  *                inactive and `status` is filled), else 0.
@@ -375,8 +404,15 @@ DCT_EXPORT int DCT_Request_set_stream(DCT_Request request, void *stream);
  *
  * The error-feedback state lives inside dct, one per (`comm`, `recvbuf`, `count`, `datatype`),
  * configured from the `DCT_*` environment variables, and is released when `comm` is freed or
- * at `MPI_Finalize`. A code that reduces into a new buffer every step should use a persistent
- * request instead, or its residuals would never be sent.
+ * at `MPI_Finalize`. The variables are read, and agreed on by every rank as by
+ * `DCT_Allreduce_init`, at the first compressed `DCT_Allreduce` on `comm`; later changes to
+ * them do not reach that communicator's states. Drop-in states are created on each rank
+ * alone (a rank may meet a new `recvbuf` where another reuses one) and share one private
+ * communicator per `comm`; a `count` or datatype that differs between ranks fails the call
+ * with `DCT_ERR_MISMATCH` on every rank. At most `DCT_DROP_IN_LIMIT` (default 16384) states
+ * are kept per `comm`: beyond, the least recently used is evicted and its residual discarded
+ * (docs/configuration.md). A code that reduces into a new buffer every step should
+ * use a persistent request instead, or its residuals would never be sent.
  * @return The codes of `DCT_Allreduce_init`, `DCT_Start` and `DCT_Wait`.
  */
 DCT_EXPORT int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count,

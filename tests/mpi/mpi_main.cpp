@@ -64,7 +64,12 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char **argv) {
+#ifdef DCT_TEST_THREAD_LEVEL  // programs whose tests call dct from several threads
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, DCT_TEST_THREAD_LEVEL, &provided);
+#else
   MPI_Init(&argc, &argv);
+#endif
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -2,10 +2,17 @@
 // call. Each test names the guarantee of docs/reliability.md it checks.
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <thread>
+#include <tuple>
 
 #include "allreduce.hpp"
 #include "common.hpp"
+#include "runtime.hpp"
 
 namespace dct::test {
 namespace {
@@ -183,6 +190,347 @@ TEST(Hardening, LongCheckpointPathNeverCrashes) {
         << length << ": " << DCT_Get_last_error();
   }
   DCT_Request_free(&request);
+}
+
+// --- configuration that differs between ranks --------------------------------------------
+
+/// Rank 0's code, on every rank, after checking that every rank returned it.
+int same_code_on_every_rank(int code) {
+  const int first = agreed(code);
+  EXPECT_TRUE(all_ranks(code == first)) << "rank " << rank() << " returned " << code;
+  return first;
+}
+
+/// DCT_Allreduce_init of 1000 floats with `pairs` on rank 0 and `others` on the other ranks;
+/// returns the code (the same on every rank) and frees a created request.
+int init_with(const std::vector<std::pair<std::string, std::string>> &pairs,
+              const std::vector<std::pair<std::string, std::string>> &others,
+              std::string *message = nullptr) {
+  static std::vector<float> send(1000, 1.0f), recv(1000);
+  MPI_Info info = make_info(rank() == 0 ? pairs : others);
+  DCT_Request request = DCT_REQUEST_NULL;
+  const int code = DCT_Allreduce_init(send.data(), recv.data(), 1000, MPI_FLOAT, MPI_SUM,
+                                      MPI_COMM_WORLD, info, &request);
+  MPI_Info_free(&info);
+  if (message) *message = DCT_Get_last_error();
+  if (code == DCT_SUCCESS) {
+    EXPECT_NE(request, DCT_REQUEST_NULL);
+    EXPECT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    DCT_Request_free(&request);
+  } else {
+    EXPECT_EQ(request, DCT_REQUEST_NULL);
+  }
+  return same_code_on_every_rank(code);
+}
+
+TEST(Hardening, DifferentConfigurationFailsAlikeOnEveryRank) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> rank0, others;
+    const char *named;  // in the message
+  };
+  const Case cases[] = {
+      // Used to deadlock (only the compressed ranks duplicated the communicator).
+      {{{"dct_density", "1"}}, {{"dct_density", "0.01"}}, "dct_density"},
+      // Used to abort with MPI_ERR_TRUNCATE, crash in MPI's progress or hang.
+      {{{"dct_algorithm", "split"}}, {{"dct_algorithm", "allgather"}}, "dct_algorithm"},
+      // Used to lose a peer's entry on one rank while the others returned DCT_ERR_PEER.
+      {{{"dct_values", "fp16"}}, {{"dct_values", "native"}}, "dct_values"},
+      {{{"dct_momentum", "0.9"}}, {}, "dct_momentum"},
+      {{{"dct_tau_control", "fixed"}}, {}, "dct_tau_control"},
+      {{{"dct_alpha_us", "50"}}, {}, "dct_alpha_us"},
+      {{{"dct_algorithm", "split"}, {"dct_result_density", "0.1"}},
+       {{"dct_algorithm", "split"}},
+       "dct_result_density"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.named);
+    std::string message;
+    EXPECT_EQ(init_with(c.rank0, c.others, &message), DCT_ERR_MISMATCH);
+    EXPECT_NE(message.find(c.named), std::string::npos) << message;
+  }
+  // Harmless differences keep working: densities of compressed requests, the schedule's
+  // interval, the threshold method, the backend.
+  EXPECT_EQ(init_with({{"dct_density", "0.05"}, {"dct_interval", "3"}},
+                      {{"dct_density", "0.01"}, {"dct_threshold", "sampled"}}),
+            DCT_SUCCESS);
+  // The same setting through the environment on one rank and MPI_Info on the others.
+  if (rank() == 0) setenv("DCT_VALUES", "bf16", 1);
+  EXPECT_EQ(init_with({}, {{"dct_values", "bf16"}}), DCT_SUCCESS);
+  EXPECT_EQ(init_with({}, {}), DCT_ERR_MISMATCH);
+  unsetenv("DCT_VALUES");
+}
+
+TEST(Hardening, ArgumentRefusedOnOneRankFailsOnEveryRank) {
+  // A bad value on one rank used to leave the others blocked in MPI_Comm_dup.
+  std::string message;
+  EXPECT_EQ(init_with({{"dct_density", "2"}}, {{"dct_density", "0.01"}}, &message), DCT_ERR_INFO);
+  EXPECT_NE(message.find(rank() == 0 ? "dct_density" : "rank 0"), std::string::npos) << message;
+  // A count that differs is a mismatch, found at init instead of at the first call.
+  std::vector<float> send(1000, 1.0f), recv(1000);
+  DCT_Request request = DCT_REQUEST_NULL;
+  const MPI_Count count = rank() == 0 ? 999 : 1000;
+  EXPECT_EQ(
+      same_code_on_every_rank(DCT_Allreduce_init(send.data(), recv.data(), count, MPI_FLOAT,
+                                                 MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &request)),
+      DCT_ERR_MISMATCH);
+  // A NULL request pointer on one rank.
+  EXPECT_EQ(same_code_on_every_rank(DCT_Allreduce_init(send.data(), recv.data(), 1000, MPI_FLOAT,
+                                                       MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                                       rank() == 0 ? nullptr : &request)),
+            DCT_ERR_ARG);
+  // Nothing was left behind: default names still count from where they were on every rank.
+  EXPECT_EQ(init_with({}, {}), DCT_SUCCESS);
+}
+
+TEST(Hardening, DropInConfigurationIsAgreedOnPerCommunicator) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  std::vector<float> send = gradient<float>(1000, 0), recv(1000);
+  setenv("DCT_ALGORITHM", rank() == 0 ? "split" : "allgather", 1);
+  EXPECT_EQ(same_code_on_every_rank(
+                DCT_Allreduce(send.data(), recv.data(), 1000, MPI_FLOAT, MPI_SUM, comm)),
+            DCT_ERR_MISMATCH);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_algorithm"), std::string::npos)
+      << DCT_Get_last_error();
+  unsetenv("DCT_ALGORITHM");
+  EXPECT_EQ(same_code_on_every_rank(
+                DCT_Allreduce(send.data(), recv.data(), 1000, MPI_FLOAT, MPI_SUM, comm)),
+            DCT_SUCCESS);
+  MPI_Comm_free(&comm);
+}
+
+TEST(Hardening, AlltoallvConfigurationIsAgreedOn) {
+  const int p = size();
+  constexpr int d = 8;
+  std::vector<int> counts(p, 2 * d), displs(p);
+  for (int j = 0; j < p; ++j) displs[j] = 2 * d * j;
+  std::vector<float> send(static_cast<std::size_t>(2 * d * p), 1.0f), recv(send.size());
+  for (const auto &[key, mine, theirs] :
+       {std::tuple<const char *, const char *, const char *>{"dct_values", "fp16", "native"},
+        {"dct_row_length", "4", "8"}}) {
+    SCOPED_TRACE(key);
+    MPI_Info info = make_info({{"dct_row_length", "8"}, {key, rank() == 0 ? mine : theirs}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    EXPECT_EQ(same_code_on_every_rank(DCT_Alltoallv_init(
+                  send.data(), counts.data(), displs.data(), recv.data(), counts.data(),
+                  displs.data(), MPI_FLOAT, MPI_COMM_WORLD, info, &request)),
+              DCT_ERR_MISMATCH);
+    EXPECT_EQ(request, DCT_REQUEST_NULL);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find(key), std::string::npos)
+        << DCT_Get_last_error();
+    MPI_Info_free(&info);
+  }
+}
+
+/// Compressed requests talk on their own communicators and progress without blocking, so
+/// ranks may start them in different orders; the sums stay each request's own.
+TEST(Hardening, CompressedRequestsStartedInDifferentOrders) {
+  constexpr std::size_t n = 512;
+  std::vector<float> send_a(n, 1.0f), send_b(n, 2.0f), recv_a(n), recv_b(n);
+  MPI_Info info = make_info({{"dct_density", "0.5"}});
+  DCT_Request a, b;
+  ASSERT_EQ(DCT_Allreduce_init(send_a.data(), recv_a.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               info, &a),
+            DCT_SUCCESS);
+  ASSERT_EQ(DCT_Allreduce_init(send_b.data(), recv_b.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               info, &b),
+            DCT_SUCCESS);
+  MPI_Info_free(&info);
+  DCT_Request first = rank() == 0 ? b : a, second = rank() == 0 ? a : b;
+  ASSERT_EQ(DCT_Start(&first), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Start(&second), DCT_SUCCESS);
+  DCT_Request both[] = {a, b};
+  ASSERT_EQ(DCT_Waitall(2, both, DCT_STATUSES_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+  // Density 0.5 of equal entries: the kept entries sum to p * value, the others are 0.
+  const float p = static_cast<float>(size());
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(recv_a[i] == 0.0f || recv_a[i] == p) << i << ": " << recv_a[i];
+    ASSERT_TRUE(recv_b[i] == 0.0f || recv_b[i] == 2 * p) << i << ": " << recv_b[i];
+  }
+  DCT_Request_free(&a);
+  DCT_Request_free(&b);
+}
+
+// --- threads ----------------------------------------------------------------------------
+
+/// Calls `call` until another thread is no longer inside dct; counts the refusals.
+template <typename Call>
+int retried(Call &&call, int &refused) {
+  for (;;) {
+    const int code = call();
+    if (code != DCT_ERR_THREAD) return code;
+    ++refused;
+    std::this_thread::yield();
+  }
+}
+
+// Two threads, each driving its own request. Used to crash 10 runs in 12 (the in-flight list
+// was shared and unlocked); now one thread's call is refused while the other is inside, the
+// refused call changes nothing, and every sum is exact.
+TEST(Hardening, ConcurrentCallsAreRefusedNotCrashed) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
+  constexpr int kThreads = 2, kCalls = 40;
+  constexpr std::size_t n = 2048;
+  // The expected sums, from the plain reference, before any thread runs.
+  std::vector<std::vector<std::vector<float>>> expected(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    ReferenceDct<float> reference(n, 0.01, 1);
+    for (int call = 0; call < kCalls; ++call)
+      expected[t].push_back(
+          sum_in_rank_order(reference.step(gradient<float>(n, call, 100 * (t + 1)))));
+  }
+  std::vector<std::vector<float>> send(kThreads, std::vector<float>(n)),
+      recv(kThreads, std::vector<float>(n));
+  DCT_Request requests[kThreads];
+  MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_algorithm", "allgather"}});
+  for (int t = 0; t < kThreads; ++t)
+    ASSERT_EQ(DCT_Allreduce_init(send[t].data(), recv[t].data(), n, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &requests[t]),
+              DCT_SUCCESS);
+  MPI_Info_free(&info);
+
+  std::atomic<int> refusals{0};
+  auto drive = [&](int t) {
+    int refused = 0;
+    for (int call = 0; call < kCalls; ++call) {
+      overwrite(send[t], gradient<float>(n, call, 100 * (t + 1)));
+      ASSERT_EQ(retried([&] { return DCT_Start(&requests[t]); }, refused), DCT_SUCCESS);
+      int flag = 0;
+      while (!flag) {
+        ASSERT_EQ(
+            retried([&] { return DCT_Test(&requests[t], &flag, DCT_STATUS_IGNORE); }, refused),
+            DCT_SUCCESS);
+      }
+      ASSERT_TRUE(same_bits(recv[t], expected[t][static_cast<std::size_t>(call)]))
+          << "thread " << t << ", call " << call;
+    }
+    refusals += refused;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(drive, t);
+  for (std::thread &thread : threads) thread.join();
+  for (DCT_Request &request : requests) EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+  // The refusal is real: a second thread entering while one is inside gets the code.
+  std::printf("[rank %d] %d calls refused with DCT_ERR_THREAD\n", rank(), refusals.load());
+}
+
+TEST(Hardening, ConcurrentEntryIsRefusedWithThreadError) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
+  // A thread blocked in DCT_Wait (its peers have not started) holds dct; another thread's
+  // calls are refused at once, and after the wait they work.
+  std::vector<float> send(100, 1.0f), recv(100);
+  DCT_Request request;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), 100, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &request),
+            DCT_SUCCESS);
+  std::atomic<bool> waiting{false};
+  std::thread waiter;
+  if (rank() == 0) {
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    waiter = std::thread([&] {
+      waiting = true;
+      EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    });
+    while (!waiting) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int flag = 0;
+    EXPECT_EQ(DCT_Test(&request, &flag, DCT_STATUS_IGNORE), DCT_ERR_THREAD);
+    EXPECT_EQ(flag, 0);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find("another thread"), std::string::npos);
+    DCT_Request other = DCT_REQUEST_NULL;
+    EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), 100, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                 MPI_INFO_NULL, &other),
+              DCT_ERR_THREAD);
+    EXPECT_EQ(other, DCT_REQUEST_NULL);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0 refused while waiting; now let its call complete
+  if (rank() != 0) {
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  } else {
+    waiter.join();
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
+// DCT_Test never waits for other ranks on a compressed call, nor on a density-1 call queued
+// behind one (dct.h, DCT_Test).
+TEST(Hardening, TestDoesNotWaitForPeers) {
+  std::vector<float> send(1000, 1.0f), recv(1000), dense_send(10, 1.0f), dense_recv(10);
+  MPI_Info exact = make_info({{"dct_density", "1"}});
+  DCT_Request compressed, dense;
+  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), 1000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &compressed),
+            DCT_SUCCESS);
+  ASSERT_EQ(DCT_Allreduce_init(dense_send.data(), dense_recv.data(), 10, MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD, exact, &dense),
+            DCT_SUCCESS);
+  MPI_Info_free(&exact);
+  if (rank() == 0) {
+    // The peers start only after rank 0's tests returned (they wait in the barrier below).
+    ASSERT_EQ(DCT_Start(&compressed), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Start(&dense), DCT_SUCCESS);
+    for (DCT_Request *request : {&compressed, &dense}) {
+      int flag = 1;
+      const auto begin = std::chrono::steady_clock::now();
+      EXPECT_EQ(DCT_Test(request, &flag, DCT_STATUS_IGNORE), DCT_SUCCESS);
+      EXPECT_EQ(flag, 0);
+      EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(DCT_Start(&compressed), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Start(&dense), DCT_SUCCESS);
+  }
+  DCT_Request both[] = {compressed, dense};
+  EXPECT_EQ(DCT_Waitall(2, both, DCT_STATUSES_IGNORE), DCT_SUCCESS);
+  EXPECT_EQ(dense_recv, std::vector<float>(10, static_cast<float>(size())));
+  DCT_Request_free(&compressed);
+  DCT_Request_free(&dense);
+}
+
+// --- the drop-in's states are bounded -------------------------------------------------------
+
+// 40,000 distinct receive buffers used to keep 40,000 states (755 MB per rank) and as many
+// duplicated communicators; now at most DCT_DROP_IN_LIMIT, sharing one communicator.
+TEST(Hardening, DropInStatesStayBounded) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  setenv("DCT_DROP_IN_LIMIT", "8", 1);
+  constexpr std::size_t n = 64, buffers = 300;
+  std::vector<float> send = gradient<float>(n, 0), recv(n * buffers);
+  for (std::size_t b = 0; b < buffers; ++b)
+    ASSERT_EQ(DCT_Allreduce(send.data(), recv.data() + b * n, n, MPI_FLOAT, MPI_SUM, comm),
+              DCT_SUCCESS)
+        << DCT_Get_last_error();
+  unsetenv("DCT_DROP_IN_LIMIT");
+  const auto context = detail::find_comm_context(comm);
+  EXPECT_EQ(context->drop_in.size(), 8u);
+  EXPECT_EQ(context->drop_in.evicted(), static_cast<long long>(buffers - 8));
+  // The most recent states live on (their status is there); an evicted one says so.
+  DCT_Status status;
+  EXPECT_EQ(DCT_Allreduce_status(recv.data() + (buffers - 1) * n, n, MPI_FLOAT, comm, &status),
+            DCT_SUCCESS);
+  EXPECT_EQ(status.calls, 1);
+  EXPECT_EQ(DCT_Allreduce_status(recv.data(), n, MPI_FLOAT, comm, &status), DCT_ERR_ARG);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("evicted"), std::string::npos);
+  // A state in use is kept: reusing one buffer keeps its residual and counter.
+  for (int call = 0; call < 3; ++call) {
+    ASSERT_EQ(DCT_Allreduce(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+    ASSERT_EQ(
+        DCT_Allreduce(send.data(), recv.data() + n * (10 + call), n, MPI_FLOAT, MPI_SUM, comm),
+        DCT_SUCCESS);
+  }
+  EXPECT_EQ(DCT_Allreduce_status(recv.data(), n, MPI_FLOAT, comm, &status), DCT_SUCCESS);
+  EXPECT_EQ(status.calls, 3);
+  EXPECT_EQ(context->drop_in.size(), 8u);
+  MPI_Comm_free(&comm);
 }
 
 }  // namespace
