@@ -322,7 +322,11 @@ TEST(Checkpoint, LongPathAfterOtherFilesIsRefusedOrWorks) {
   EXPECT_TRUE(saved == DCT_SUCCESS || saved == DCT_ERR_CKPT_IO) << why;
   const int loaded = DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str());
   if (saved == DCT_ERR_CKPT_IO) {
+#if defined(OMPI_MAJOR_VERSION)  // refused by dct before Open MPI's lockedfile sees the name
     EXPECT_NE(why.find("OMPI_MCA_sharedfp"), std::string::npos) << why;
+#else  // other MPIs: the file system refuses the 300-character name (NAME_MAX is 255)
+    EXPECT_NE(why.find("cannot create"), std::string::npos) << why;
+#endif
     EXPECT_TRUE(loaded == DCT_ERR_CKPT_IO || loaded == DCT_ERR_CKPT_NOT_FOUND);
   } else {
     EXPECT_EQ(loaded, DCT_SUCCESS) << DCT_Get_last_error();
