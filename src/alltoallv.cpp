@@ -383,10 +383,7 @@ class BackwardEngine final : public MpEngine {
                  forward.state()) {}
 
   void start(const void *send, void *recv) override {
-    require(!state_->forward_active, DCT_ERR_ACTIVE,
-            "the forward request is started: complete it before its backward");
-    require(state_->forward_calls > 0, DCT_ERR_ACTIVE,
-            "backward before the forward request completed a call: no masks yet");
+    require_backward_ready(state_->forward_active, state_->forward_calls);
     begin_call();
     send_ = static_cast<const T *>(send);
     recv_ = static_cast<T *>(recv);
@@ -510,6 +507,13 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args
   if (element_size(args.datatype) == 4)
     return std::make_unique<ForwardEngine<float>>(context, args, config, count);
   return std::make_unique<ForwardEngine<double>>(context, args, config, count);
+}
+
+void require_backward_ready(bool forward_active, std::int64_t forward_calls) {
+  require(!forward_active, DCT_ERR_ACTIVE,
+          "the forward request is started: complete it before its backward");
+  require(forward_calls > 0, DCT_ERR_ACTIVE,
+          "backward before the forward request completed a call");
 }
 
 MPI_Count check_backward_args(const AlltoallvArgs &args, const Layout &f, int ranks,

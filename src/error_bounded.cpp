@@ -61,12 +61,7 @@ class ErrorBoundedEngine final : public AllreduceEngine {
   }
 
   void start(const void *send, void *recv) override {
-    if (backward_) {
-      require(!pair_->forward_active, DCT_ERR_ACTIVE,
-              "the forward request is started: complete it before its backward");
-      require(pair_->forward_calls > 0, DCT_ERR_ACTIVE,
-              "backward before the forward request completed a call");
-    }
+    if (backward_) require_backward_ready(pair_->forward_active, pair_->forward_calls);
     begin_call();
     send_ = static_cast<const T *>(send);
     recv_ = static_cast<T *>(recv);
