@@ -248,6 +248,7 @@ class CompressedEngine final : public AllreduceEngine {
         copy_entries_to_host();
       }
     }
+    quantise_signs();
     status_.tau = adaptive() ? call_tau_ : static_cast<double>(tau_);
     status_.nnz_sent = static_cast<MPI_Count>(kept_);
     status_.density = n > 0 ? double(kept_) / double(n) : 0.0;
@@ -361,8 +362,52 @@ class CompressedEngine final : public AllreduceEngine {
     }
   }
 
-  // Puts this call's sent entries back into the residual (there: acc - sent, exactly).
+  // dct_values=sign: the kept entries travel as +-m, m the mean magnitude of the finite kept
+  // values (EF-SignSGD's scaled sign, the m that minimises the block's squared error), and
+  // acc - (+-m) goes back into the residual for error feedback to send later. val_ keeps acc
+  // (undo_compress restores it); the exchange reads sign_values_. A non-finite kept value
+  // makes m non-finite (NaN before Inf), so the sum is non-finite on every rank as with the
+  // other codings, and that entry leaves the residual as sent.
+  void quantise_signs() {
+    if (config_.values != ValueCoding::sign || kept_ == 0) return;
+    const T *val = host_val();
+    double sum = 0;
+    std::size_t finite = 0;
+    bool nan = false, inf = false;
+    for (std::size_t i = 0; i < kept_; ++i) {
+      if (std::isfinite(val[i])) {
+        sum += std::fabs(double(val[i]));
+        ++finite;
+      } else {
+        nan = nan || std::isnan(val[i]);
+        inf = inf || std::isinf(val[i]);
+      }
+    }
+    const T mean = finite > 0 ? static_cast<T>(sum / double(finite)) : T(0);
+    const T wire = nan   ? std::numeric_limits<T>::quiet_NaN()
+                   : inf ? std::numeric_limits<T>::infinity()
+                         : mean;
+    sign_values_.resize(kept_);
+    sign_error_.resize(kept_);
+    for (std::size_t i = 0; i < kept_; ++i) {
+      sign_values_[i] = std::signbit(val[i]) ? -wire : wire;
+      const T sent = std::signbit(val[i]) ? -mean : mean;
+      sign_error_[i] = std::isfinite(val[i]) ? val[i] - sent : T(0);
+    }
+    const T *error = sign_error_.data();
+    if (staged_) {
+      if (sign_error_device_.size() < kept_) sign_error_device_ = BackendArray<T>(*backend_, kept_);
+      backend_->copy(sign_error_device_.data(), error, kept_ * sizeof(T), stream_);
+      error = sign_error_device_.data();
+    }
+    backend_->scatter_add(idx_.data(), error, kept_, residual_.data(), stream_);
+  }
+
+  // Puts this call's sent entries back into the residual (there: acc - sent, exactly; with
+  // dct_values=sign the residual there is set to acc, which val_ still holds).
   void undo_compress() {
+    if (kept_ > 0 && config_.values == ValueCoding::sign)
+      backend_->scatter_zero(idx_.data(), kept_, residual_.data(), stream_);
     if (kept_ > 0)
       backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
     kept_ = 0;
@@ -392,6 +437,9 @@ class CompressedEngine final : public AllreduceEngine {
     return tampered_idx_.data();
   }
   const T *host_val() const { return staged_ ? val_host_.data() : val_.data(); }
+  const T *outgoing_val() const {
+    return config_.values == ValueCoding::sign ? sign_values_.data() : host_val();
+  }
   T *host_result() {
     if (!staged_) return recv_;
     if (result_host_.size() < elements())
@@ -471,7 +519,8 @@ class CompressedEngine final : public AllreduceEngine {
       ExchangeSize size;
       size.ranks = ranks;
       size.count = double(count_);
-      size.value_bytes = static_cast<int>(value_bytes(config_.values, sizeof(T)));
+      size.value_bytes = static_cast<int>(sizeof(T));
+      size.own_value_bytes = value_bytes_per_entry(config_.values, sizeof(T));
       size.total_kept = total_kept;
       size.union_hint = union_hint_;
       size.result_budget = config_.result_density < 1.0 ? config_.result_density * size.count : 0;
@@ -492,7 +541,7 @@ class CompressedEngine final : public AllreduceEngine {
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
-                         kept_per_rank_, outgoing_idx(),   host_val(),       host_result()};
+                         kept_per_rank_, outgoing_idx(),   outgoing_val(),   host_result()};
     input.values = config_.values;
     input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
@@ -549,7 +598,9 @@ class CompressedEngine final : public AllreduceEngine {
   std::vector<WireIndex> tampered_idx_;         // testing::tamper_allreduce_indices only
   BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
   BackendArray<T> dropped_device_val_;
-  BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory
+  std::vector<T> sign_values_, sign_error_;  // dct_values=sign: what travels, what stays
+  BackendArray<T> sign_error_device_;        // sign_error_ on the device (staged_)
+  BackendArray<WireIndex> idx_;              // kept entries, in the backend's memory
   BackendArray<T> val_;
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;

@@ -484,6 +484,9 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
   require(config.row_length >= 1, DCT_ERR_INFO,
           "dct_row_length (the row length d) is required: an integer >= 1");
   require(config.row_length <= INT_MAX, DCT_ERR_INFO, "dct_row_length exceeds INT_MAX");
+  require(config.values != ValueCoding::sign, DCT_ERR_INFO,
+          "dct_values=sign needs error feedback, which DCT-MP does not have (its dropped "
+          "entries are not sent later): use native, fp16 or bf16");
   check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, config.row_length, "sendcounts",
              "sdispls", "sendbuf");
   check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, config.row_length, "recvcounts",

@@ -87,13 +87,14 @@ void parse_backend(Config &config, const std::string &value, const std::string &
 }
 
 void parse_values(Config &config, const std::string &value, const std::string &origin) {
-  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+  for (ValueCoding coding :
+       {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16, ValueCoding::sign}) {
     if (value == value_coding_name(coding)) {
       config.values = coding;
       return;
     }
   }
-  bad_value(origin, value, "one of native, fp16, bf16");
+  bad_value(origin, value, "one of native, fp16, bf16, sign");
 }
 
 void parse_threshold(Config &config, const std::string &value, const std::string &origin) {
@@ -348,6 +349,8 @@ const char *value_coding_name(ValueCoding coding) {
       return "fp16";
     case ValueCoding::bf16:
       return "bf16";
+    case ValueCoding::sign:
+      return "sign";
     default:
       return "native";
   }

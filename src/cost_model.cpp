@@ -50,22 +50,26 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
   const double dense = size.count * size.value_bytes;
   const double kept = size.total_kept / p;
   // Charged at one rank's list density for every algorithm: merged lists are denser and code
-  // a little shorter per entry, which the model leaves out.
-  const double entry = size.value_bytes + index_bytes_per_entry(size.count, kept);
+  // a little shorter per entry, which the model leaves out. A rank's own entries travel as
+  // dct_values says (allgather, split's first stage); sums in the tensor's type.
+  const double index = index_bytes_per_entry(size.count, kept);
+  const double own_entry =
+      (size.own_value_bytes > 0 ? size.own_value_bytes : size.value_bytes) + index;
+  const double entry = size.value_bytes + index;  // partial sums
   const double merged = size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
 
   switch (algorithm) {
     case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)
       return 2 * rounds * alpha + 2 * share * dense * per_byte;
     case DCT_ALGORITHM_ALLGATHER:  // every rank receives every other rank's list
-      return rounds * alpha + share * size.total_kept * entry * per_byte;
+      return rounds * alpha + share * size.total_kept * own_entry * per_byte;
     case DCT_ALGORITHM_SPLIT: {
       // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
       // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
       const double kept_sums =
           size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
       const double gathered = std::min(kept_sums * entry, dense);
-      return (3 * rounds + (p - 1)) * alpha + share * (kept * entry + gathered) * per_byte;
+      return (3 * rounds + (p - 1)) * alpha + share * (kept * own_entry + gathered) * per_byte;
     }
     case DCT_ALGORITHM_RECURSIVE_DOUBLING: {
       // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is

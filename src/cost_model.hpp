@@ -16,8 +16,11 @@ namespace dct::detail {
 
 struct ExchangeSize {
   int ranks = 1;
-  double count = 0;       ///< n, elements of the tensor
-  int value_bytes = 4;    ///< 4 (float) or 8 (double)
+  double count = 0;     ///< n, elements of the tensor
+  int value_bytes = 4;  ///< of the tensor's type: 4 (float) or 8 (double)
+  /// Wire bytes of each value a rank sends of its own entries (dct_values: 2 for fp16/bf16,
+  /// 1/8 for sign; <= 0: value_bytes). Partial sums travel as value_bytes.
+  double own_value_bytes = 0;
   double total_kept = 0;  ///< sum over ranks of the entries each sends
   /// Nonzeros of the sum, if known from an earlier call (split/recursive doubling measure it);
   /// <= 0: estimated as if the ranks chose their entries independently.

@@ -17,12 +17,27 @@
 
 namespace dct::detail {
 
-/// How values travel on the wire: the tensor's own type, or a 16-bit float.
-enum class ValueCoding : std::uint8_t { native = 0, fp16 = 1, bf16 = 2 };
+/// How values travel on the wire: the tensor's own type, a 16-bit float, or (`sign`, DCT-DP
+/// only) one sign bit per entry and one magnitude per block, the scaled sign of EF-SignSGD.
+enum class ValueCoding : std::uint8_t { native = 0, fp16 = 1, bf16 = 2, sign = 3 };
 
-/// Bytes of one value on the wire.
+/// Bytes of one value on the wire, for the codings with a whole number of them (not `sign`,
+/// whose blocks size their values with values_bytes).
 inline std::size_t value_bytes(ValueCoding coding, std::size_t native_bytes) {
-  return coding == ValueCoding::native ? native_bytes : 2;
+  return coding == ValueCoding::native || coding == ValueCoding::sign ? native_bytes : 2;
+}
+
+/// Bytes of the values of a block of `entries`: `sign` sends one magnitude (the tensor's type)
+/// and one bit per entry; the others value_bytes per entry.
+inline std::size_t values_bytes(ValueCoding coding, std::size_t entries, std::size_t native_bytes) {
+  if (coding != ValueCoding::sign) return entries * value_bytes(coding, native_bytes);
+  return entries > 0 ? native_bytes + (entries + 7) / 8 : 0;
+}
+
+/// Wire bytes per entry that the cost model charges for a rank's own values (the magnitude
+/// of a `sign` block is left out: one per message).
+inline double value_bytes_per_entry(ValueCoding coding, std::size_t native_bytes) {
+  return coding == ValueCoding::sign ? 0.125 : double(value_bytes(coding, native_bytes));
 }
 
 namespace f16 {
@@ -103,13 +118,14 @@ DCT_HOST_DEVICE inline T decode_value16(std::uint16_t bits, ValueCoding coding) 
   return static_cast<T>(coding == ValueCoding::bf16 ? f16::from_bf16(bits) : f16::from_fp16(bits));
 }
 
-/// `value` as the receiver will see it after the wire: identity for native, else rounded to
-/// 16 bits. The sender keeps `value - wire_value(value)` in its residual, so nothing is lost
-/// (the difference is exact for finite values that do not overflow the 16-bit range; values
+/// `value` as the receiver will see it after the wire: identity for native (and sign), else
+/// rounded to 16 bits. The sender keeps `value - wire_value(value)` in its residual, so nothing is
+/// lost (the difference is exact for finite values that do not overflow the 16-bit range; values
 /// that do are sent as the largest finite 16-bit value and the rest stays in the residual).
 template <typename T>
 DCT_HOST_DEVICE inline T wire_value(T value, ValueCoding coding) {
-  if (coding == ValueCoding::native) return value;
+  // `sign` is quantised per block after the selection (sign_quantise), not per value.
+  if (coding == ValueCoding::native || coding == ValueCoding::sign) return value;
   if (value != value || value - value != T(0)) return value;  // NaN, Inf: sent as they are
   T rounded = decode_value16<T>(encode_value16(value, coding), coding);
   if (rounded - rounded != T(0)) {  // finite value rounded to Inf: saturate

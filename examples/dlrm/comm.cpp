@@ -20,6 +20,63 @@ int64_t ring_bytes(int64_t bytes, int ranks) {
   return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;
 }
 
+int Comm::add_gradient(float *grad, int count) {
+  if (sealed_) throw std::logic_error("Comm::add_gradient after the first start");
+  const bool fits = !buckets_.empty() && bucket_elements_ > 0 &&
+                    buckets_.back().elements + count <= bucket_elements_;
+  if (!fits) buckets_.emplace_back();
+  Bucket &bucket = buckets_.back();
+  bucket.members.push_back({grad, count, bucket.elements});
+  bucket.elements += count;
+  where_.emplace_back(int(buckets_.size()) - 1, int(bucket.members.size()) - 1);
+  return int(where_.size()) - 1;
+}
+
+void Comm::seal() {
+  if (sealed_) return;
+  for (Bucket &bucket : buckets_) {
+    float *data = bucket.members.front().grad;
+    if (bucket.members.size() > 1) {  // one member: summed in place, no copy
+      bucket.buffer.assign(size_t(bucket.elements), 0.0f);
+      data = bucket.buffer.data();
+    }
+    bucket.sum = add_sum(data, int(bucket.elements));
+  }
+  sealed_ = true;
+}
+
+std::vector<int64_t> Comm::sum_counts() {
+  seal();
+  std::vector<int64_t> counts;
+  for (const Bucket &bucket : buckets_) counts.push_back(bucket.elements);
+  return counts;
+}
+
+void Comm::start(int id) {
+  seal();
+  const auto [b, m] = where_.at(size_t(id));
+  Bucket &bucket = buckets_[size_t(b)];
+  const Member &member = bucket.members[size_t(m)];
+  if (!bucket.buffer.empty())
+    std::copy(member.grad, member.grad + member.count, &bucket.buffer[size_t(member.offset)]);
+  if (++bucket.ready < int(bucket.members.size())) return;
+  bucket.started = true;
+  start_sum(bucket.sum);
+}
+
+void Comm::wait_all() {
+  wait_sums();
+  for (Bucket &bucket : buckets_) {
+    if (bucket.started && !bucket.buffer.empty())
+      for (const Member &member : bucket.members) {
+        const float *sum = &bucket.buffer[size_t(member.offset)];
+        std::copy(sum, sum + member.count, member.grad);
+      }
+    bucket.ready = 0;
+    bucket.started = false;
+  }
+}
+
 namespace {
 
 /// Adds the time of one communication call to the stats, also when it throws.
@@ -61,13 +118,13 @@ class DenseComm : public Comm {
  public:
   explicit DenseComm(MPI_Comm comm) : Comm(comm), ranks_(comm_size(comm)) {}
 
-  int add_gradient(float *grad, int count) override {
+  int add_sum(float *grad, int count) override {
     grads_.push_back({grad, count});
     return int(grads_.size()) - 1;
   }
   // Blocking at start: MPI_Iallreduce may add in another order, and the dct run at density 1
   // (which is MPI_Allreduce) must give the same bits.
-  void start(int id) override {
+  void start_sum(int id) override {
     Timed timed(stats_);
     const Grad &g = grads_.at(size_t(id));
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, g.data, g.count, MPI_FLOAT, MPI_SUM, comm_),
@@ -77,7 +134,7 @@ class DenseComm : public Comm {
     stats_.dp_dense_bytes += bytes;
     stats_.dp_density.add(1.0);
   }
-  void wait_all() override {}
+  void wait_sums() override {}
 
   void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
                      int rows_per_rank, int d) override {
@@ -139,12 +196,13 @@ class DctComm : public Comm {
   DctComm(MPI_Comm comm, const DctOptions &options, bool error_bounded)
       : Comm(comm), options_(options), error_bounded_(error_bounded) {}
 
-  int add_gradient(float *grad, int count) override {
+  int add_sum(float *grad, int count) override {
     Info info;
     info.set("dct_density", options_.density);
     info.set("dct_interval", options_.interval);
     info.set("dct_values", options_.values);
     info.set("dct_algorithm", options_.algorithm);
+    info.set("dct_result_density", options_.result_density);
     info.set("dct_momentum", options_.momentum);
     requests_.emplace_back(static_cast<const float *>(nullptr), grad, size_t(count), comm_,
                            info.get());
@@ -152,12 +210,12 @@ class DctComm : public Comm {
     statuses_.emplace_back();
     return int(requests_.size()) - 1;
   }
-  void start(int id) override {
+  void start_sum(int id) override {
     Timed timed(stats_);
     requests_.at(size_t(id)).start();
   }
   bool applies_momentum() const override { return !options_.momentum.empty(); }
-  void wait_all() override {
+  void wait_sums() override {
     Timed timed(stats_);
     dct::check(DCT_Waitall(int(handles_.size()), handles_.data(), statuses_.data()));
     for (const DCT_Status &s : statuses_) {
@@ -174,7 +232,7 @@ class DctComm : public Comm {
     Info info;
     info.set("dct_row_length", std::to_string(d));
     info.set("dct_keep", options_.keep);
-    info.set("dct_values", options_.values);
+    info.set("dct_values", options_.mp_values.empty() ? options_.values : options_.mp_values);
     info.set("dct_interval", options_.interval);
     info.set("dct_mp_select", options_.mp_select);
     if (error_bounded_) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dlrm {
@@ -40,6 +41,8 @@ struct CommStats {
 /** @brief The knobs of the dct and eb modes; an empty string leaves the library's default. */
 struct DctOptions {
   std::string density, keep, values, interval, mp_select, algorithm;
+  std::string result_density;  ///< dct_result_density of DCT-DP (split's second selection)
+  std::string mp_values;       ///< dct_values of DCT-MP when it differs from `values`
   /** dct_momentum of the data-parallel requests: the library then applies the momentum. */
   std::string momentum;
   /** @brief eb mode (error-bounded embedding all-to-all): dct_error_bound,
@@ -53,18 +56,29 @@ struct DctOptions {
  * @brief One communication strategy. Data parallel: every gradient buffer is registered once
  * (`add_gradient`, in the same order on every rank), started as soon as it is complete
  * (`start`), and all of them completed by `wait_all`; the buffer then holds the sum over
- * ranks. Model parallel: one pair of alltoallv shapes bound once (`bind_alltoall`), run every
- * step by `forward` and `backward`.
+ * ranks. Gradients registered one after the other are summed together in *buckets* of up to
+ * `bucket_elements` floats (PyTorch DDP's gradient buckets): a bucket's sum starts when its
+ * last gradient is complete, as one request, so that a compressed sum selects its entries
+ * over the whole bucket. Model parallel: one pair of alltoallv shapes bound once
+ * (`bind_alltoall`), run every step by `forward` and `backward`.
  */
 class Comm {
  public:
   virtual ~Comm() = default;
+  /**
+   * @brief Bucket capacity in floats, before the first `add_gradient`: 0 (the default) sums
+   * every gradient on its own; a gradient larger than the capacity gets a bucket of its own.
+   */
+  void set_bucket_elements(int64_t elements) { bucket_elements_ = elements; }
   /** @brief Registers a gradient of `count` floats, summed over ranks in place; returns its id. */
-  virtual int add_gradient(float *grad, int count) = 0;
-  /** @brief Starts the sum of gradient `id` (its buffer then belongs to the strategy). */
-  virtual void start(int id) = 0;
+  int add_gradient(float *grad, int count);
+  /** @brief Marks gradient `id` complete (its buffer then belongs to the strategy until
+   * `wait_all`); starts its bucket's sum when it was the bucket's last. */
+  void start(int id);
   /** @brief Completes every started sum. */
-  virtual void wait_all() = 0;
+  void wait_all();
+  /** @brief Element counts of the data-parallel sums (one per bucket), in start order. */
+  std::vector<int64_t> sum_counts();
   /**
    * @brief Binds the model-parallel exchange: `rows[j]` rows of `d` floats to and from every
    * rank j (blocks of equal shape both ways, contiguous in rank order). The forward sends
@@ -89,8 +103,36 @@ class Comm {
 
  protected:
   explicit Comm(MPI_Comm comm) : comm_(comm) {}
+  /** @brief Registers one sum over ranks of `count` floats in place; returns its id. */
+  virtual int add_sum(float *data, int count) = 0;
+  /** @brief Starts sum `id`. */
+  virtual void start_sum(int id) = 0;
+  /** @brief Completes every started sum. */
+  virtual void wait_sums() = 0;
+
   MPI_Comm comm_;
   CommStats stats_;
+
+ private:
+  struct Member {
+    float *grad;
+    int count;
+    int64_t offset;  ///< In its bucket.
+  };
+  struct Bucket {
+    std::vector<Member> members;
+    int64_t elements = 0;
+    std::vector<float> buffer;  ///< Unused (empty) when the bucket has one member.
+    int sum = -1;               ///< The strategy's id, once registered.
+    int ready = 0;              ///< Members started this step.
+    bool started = false;
+  };
+  /// Registers the buckets with the strategy (at the first start: sizes are then final).
+  void seal();
+  int64_t bucket_elements_ = 0;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<int, int>> where_;  ///< Gradient id -> (bucket, member).
+  bool sealed_ = false;
 };
 
 /** @brief `dense` (MPI), `dct` (DCT-DP + DCT-MP top-k) or `eb` (DCT-DP + the error-bounded

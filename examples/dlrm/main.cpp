@@ -130,7 +130,11 @@ int run(int argc, char **argv, int rank, int ranks) {
       ->check(in_unit_interval);
   app.add_option("--keep", config.dct.keep, "dct_keep of DCT-MP (library default 0.05)")
       ->check(in_unit_interval);
-  app.add_option("--values", config.dct.values, "dct_values: how kept values travel")
+  app.add_option("--values", config.dct.values,
+                 "dct_values: how kept values travel (DCT-DP, and DCT-MP unless --mp-values; "
+                 "sign is DCT-DP's only)")
+      ->check(CLI::IsMember({"native", "fp16", "bf16", "sign"}));
+  app.add_option("--mp-values", config.dct.mp_values, "dct_values of DCT-MP")
       ->check(CLI::IsMember({"native", "fp16", "bf16"}));
   app.add_option("--interval", interval,
                  "dct_interval: calls between threshold estimates (library default 1000)")
@@ -139,6 +143,15 @@ int run(int argc, char **argv, int rank, int ranks) {
       ->check(CLI::IsMember({"exact", "laplace", "threshold"}));
   app.add_option("--algorithm", config.dct.algorithm, "dct_algorithm of DCT-DP")
       ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}));
+  app.add_option("--result-density", config.dct.result_density,
+                 "dct_result_density of DCT-DP: the sum keeps about this fraction (split)");
+  double bucket_mb = 0.0;
+  app.add_option("--bucket-mb", bucket_mb,
+                 "gradient buckets of up to this many MB (PyTorch DDP's bucket_cap_mb): "
+                 "consecutive layers summed as one request, so dct selects over the bucket; "
+                 "0: one request per layer")
+      ->check(CLI::Range(0.0, 1024.0))
+      ->capture_default_str();
   bool momentum_correction = false;
   app.add_flag("--momentum-correction", momentum_correction,
                "dct mode: the library applies the MLPs' momentum before compressing "
@@ -165,6 +178,7 @@ int run(int argc, char **argv, int rank, int ranks) {
     return help ? 0 : kExitUsage;
   }
   config.model.emb_lr = emb_lr > 0 ? emb_lr : config.model.lr;
+  config.bucket_elements = int64_t(bucket_mb * 1e6 / sizeof(float));
   if (momentum_correction) config.dct.momentum = std::to_string(config.model.momentum);
   if (interval > 0) config.dct.interval = std::to_string(interval);
   config.dct.table_columns = std::to_string(config.model.emb_dim);
@@ -233,6 +247,9 @@ int run(int argc, char **argv, int rank, int ranks) {
                      {"mp_select", config.dct.mp_select},
                      {"algorithm", config.dct.algorithm},
                      {"momentum_correction", momentum_correction},
+                     {"bucket_mb", bucket_mb},
+                     {"result_density", config.dct.result_density},
+                     {"mp_values", config.dct.mp_values},
                      {"error_bound", config.dct.error_bound},
                      {"error_bound_schedule", config.dct.error_bound_schedule},
                      {"lossless", config.dct.lossless},

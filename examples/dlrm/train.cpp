@@ -98,12 +98,14 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   const int steps = train.count / global_batch;  // the last partial global batch is dropped
   std::unique_ptr<Model> model = make_model(config.model, train, test, comm);
   std::unique_ptr<Comm> strategy = make_comm(mode, comm, config.dct);
+  strategy->set_bucket_elements(config.bucket_elements);
   model->bind(*strategy);
 
   json run;
   run["mode"] = mode;
   run["steps_per_epoch"] = steps;
   run["dp_layer_counts"] = model->dp_layer_counts();
+  run["dp_sum_counts"] = strategy->sum_counts();
   run["epochs"] = json::array();
   double first_batch_loss = 0.0, total_wall = 0.0;
   int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0, fwd_sent = 0;

@@ -22,6 +22,8 @@ struct RunConfig {
   ModelConfig model;
   DctOptions dct;
   int epochs = 5;
+  /** Gradient bucket capacity in floats (Comm::set_bucket_elements; 0: one sum per layer). */
+  int64_t bucket_elements = 0;
   bool verbose = true;  ///< Rank 0 prints every epoch.
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 #include "elias_fano.hpp"
@@ -65,13 +66,20 @@ void encode_block(const BlockFormat &format, const WireIndex *idx, const T *val,
   const std::size_t entries = format.entries;
   if (format.coding == ValueCoding::native) {
     if (entries > 0) std::memcpy(out, val, entries * sizeof(T));
+  } else if (format.coding == ValueCoding::sign) {
+    if (entries > 0) {
+      const T magnitude = std::signbit(val[0]) ? -val[0] : val[0];
+      std::memcpy(out, &magnitude, sizeof(T));
+      for (std::size_t j = 0; j < entries; ++j)
+        if (std::signbit(val[j])) out[sizeof(T) + j / 8] |= std::byte(1u << (j % 8));
+    }
   } else {
     for (std::size_t j = 0; j < entries; ++j) {
       const std::uint16_t bits = encode_value16(val[j], format.coding);
       std::memcpy(out + 2 * j, &bits, 2);
     }
   }
-  std::byte *indices = out + entries * format.value_bytes;
+  std::byte *indices = out + format.values_bytes();
   if (format.indices == IndexCoding::elias_fano) {
     elias_fano::encode(elias_fano::layout(entries, format.range), idx, begin, indices);
   } else if (format.indices == IndexCoding::bitmap) {
@@ -92,7 +100,7 @@ bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in
                   std::uint64_t begin, WireIndex *idx, T *val) {
   if (in_bytes < format.bytes()) return false;
   const std::size_t entries = format.entries;
-  const std::byte *indices = in + entries * format.value_bytes;
+  const std::byte *indices = in + format.values_bytes();
   if (format.indices == IndexCoding::elias_fano) {
     if (!elias_fano::decode(elias_fano::layout(entries, format.range), indices, format.range, begin,
                             idx))
@@ -124,6 +132,16 @@ bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in
   }
   if (format.coding == ValueCoding::native) {
     if (entries > 0) std::memcpy(val, in, entries * sizeof(T));
+  } else if (format.coding == ValueCoding::sign) {
+    if (entries == 0) return true;
+    T magnitude;
+    std::memcpy(&magnitude, in, sizeof(T));
+    if (std::signbit(magnitude)) return false;
+    const std::byte *signs = in + sizeof(T);
+    if (entries % 8 != 0 && (std::to_integer<unsigned>(signs[entries / 8]) >> (entries % 8)) != 0)
+      return false;  // bits past the last entry
+    for (std::size_t j = 0; j < entries; ++j)
+      val[j] = (std::to_integer<unsigned>(signs[j / 8]) >> (j % 8)) & 1u ? -magnitude : magnitude;
   } else {
     for (std::size_t j = 0; j < entries; ++j) {
       std::uint16_t bits;

@@ -150,20 +150,22 @@ enum class IndexCoding : std::uint8_t {
 
 /// How one sparse block travels: `entries` (index, value) pairs whose indices lie in a range
 /// [begin, begin + range): [values][indices], padded to whole units. Values as `coding` says
-/// (the sender already rounded them: wire_value); indices in the smallest of the three
-/// IndexCoding forms for this (entries, range): Elias–Fano almost always, a bitmap above about
-/// a quarter of the range, plain offsets only where Elias–Fano would need more than 32 bits.
-/// Sender and receiver derive the format from what both know (entries, range, coding): no
-/// header.
+/// (the sender already rounded them: wire_value; for `sign` every value is +-m, sent as m in
+/// the tensor's type and one bit per entry, 1 = negative, padding bits zero); indices in the
+/// smallest of the three IndexCoding forms for this (entries, range): Elias–Fano almost always, a
+/// bitmap above about a quarter of the range, plain offsets only where Elias–Fano would need more
+/// than 32 bits. Sender and receiver derive the format from what both know (entries, range,
+/// coding): no header.
 struct BlockFormat {
   std::size_t entries = 0;
   std::size_t range = 0;
   ValueCoding coding = ValueCoding::native;
-  std::size_t value_bytes = 0;  ///< per entry
+  std::size_t native_bytes = 0;  ///< of one element of the tensor's type
   IndexCoding indices = IndexCoding::offsets;
 
+  std::size_t values_bytes() const { return detail::values_bytes(coding, entries, native_bytes); }
   std::size_t index_bytes() const;
-  std::size_t bytes() const { return entries * value_bytes + index_bytes(); }
+  std::size_t bytes() const { return values_bytes() + index_bytes(); }
   std::size_t units() const { return (bytes() + kUnitBytes - 1) / kUnitBytes; }
 };
 
@@ -176,7 +178,7 @@ BlockFormat block_format(std::size_t entries, std::size_t range, ValueCoding cod
   format.entries = entries;
   format.range = range;
   format.coding = coding;
-  format.value_bytes = value_bytes(coding, sizeof(T));
+  format.native_bytes = sizeof(T);
   if (entries > 0) {  // the smallest; ties go to the simpler coding
     std::size_t best = index_bytes(IndexCoding::offsets, entries, range);
     for (IndexCoding candidate : {IndexCoding::bitmap, IndexCoding::elias_fano}) {

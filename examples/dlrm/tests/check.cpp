@@ -65,8 +65,15 @@ void bytes(const json &doc) {
   for (const json &run : doc["runs"]) {
     const std::string mode = run["mode"];
     const int64_t steps = run["steps_per_epoch"];
-    int64_t dp_step = 0;  // per rank and step: one ring allreduce per layer
-    for (const json &count : run["dp_layer_counts"]) dp_step += ring(int64_t(count) * 4, p);
+    int64_t dp_step = 0;  // per rank and step: one ring allreduce per sum (layer or bucket)
+    int64_t layers = 0, sums = 0;
+    for (const json &count : run["dp_layer_counts"]) layers += int64_t(count);
+    for (const json &count : run["dp_sum_counts"]) {
+      dp_step += ring(int64_t(count) * 4, p);
+      sums += int64_t(count);
+    }
+    expect(sums == layers, mode + ": the buckets hold " + std::to_string(sums) +
+                               " parameters, the layers " + std::to_string(layers));
     // forward + backward, to the P-1 other ranks, batch rows of d floats each
     const int64_t mp_step = dlrm ? 2 * (p - 1) * batch * d * 4 : 0;
     int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0;
@@ -76,7 +83,7 @@ void bytes(const json &doc) {
       const int64_t ms = e["mp_bytes_sent"], md = e["mp_dense_bytes"];
       expect(dd == steps * p * dp_step,
              where + "DP dense bytes " + std::to_string(dd) +
-                 " != steps x ranks x sum of ring(layer) = " + std::to_string(steps * p * dp_step));
+                 " != steps x ranks x sum of ring(sum) = " + std::to_string(steps * p * dp_step));
       expect(md == steps * p * mp_step, where + "MP dense bytes " + std::to_string(md) +
                                             " != " + std::to_string(steps * p * mp_step));
       expect(close(e["dp_ratio"], double(dd) / double(ds)), where + "dp_ratio is not dense/sent");
