@@ -25,7 +25,7 @@ std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, 
 /// One request as a checkpoint holds it.
 struct SavedRequest {
   std::string name;
-  std::string kind;  // "allreduce"
+  std::string kind;  // RequestEngine::kind(): "allreduce" (the only kind that keeps state)
   std::int64_t count = 0;
   int element_size = 0;  // 4: float, 8: double
   bool has_residual = false;

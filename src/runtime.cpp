@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "allreduce.hpp"
 #include "error.hpp"
 #include "kernels.hpp"
+#include "request_engine.hpp"
 
 namespace dct::detail {
 
@@ -116,15 +116,15 @@ void ensure_library_ready() {
 DropInStates::DropInStates() = default;
 DropInStates::~DropInStates() = default;
 
-AllreduceEngine *DropInStates::find(const DropInKey &key) {
+RequestEngine *DropInStates::find(const DropInKey &key) {
   auto found = index_.find(key);
   if (found == index_.end()) return nullptr;
   order_.splice(order_.begin(), order_, found->second);
   return found->second->second.get();
 }
 
-AllreduceEngine *DropInStates::insert(const DropInKey &key, std::unique_ptr<AllreduceEngine> engine,
-                                      long long limit) {
+RequestEngine *DropInStates::insert(const DropInKey &key, std::unique_ptr<RequestEngine> engine,
+                                    long long limit) {
   order_.emplace_front(key, std::move(engine));
   index_.emplace(key, order_.begin());
   while (static_cast<long long>(index_.size()) > limit) {

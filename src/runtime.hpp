@@ -18,7 +18,7 @@
 
 namespace dct::detail {
 
-class AllreduceEngine;
+class RequestEngine;
 struct Config;
 
 /// Throws DCT_ERR_NOT_INITIALIZED unless MPI is initialized and not finalized; on the first
@@ -38,16 +38,16 @@ class DropInStates {
   DropInStates();
   ~DropInStates();
   /// The state of `key`, now the most recently used; nullptr if there is none.
-  AllreduceEngine *find(const DropInKey &key);
+  RequestEngine *find(const DropInKey &key);
   /// Adds the state of `key` (not present), evicting the least recently used beyond `limit`.
-  AllreduceEngine *insert(const DropInKey &key, std::unique_ptr<AllreduceEngine> engine,
-                          long long limit);
+  RequestEngine *insert(const DropInKey &key, std::unique_ptr<RequestEngine> engine,
+                        long long limit);
   void clear();
   std::size_t size() const { return index_.size(); }
   long long evicted() const { return evicted_; }
 
  private:
-  using Entry = std::pair<DropInKey, std::unique_ptr<AllreduceEngine>>;
+  using Entry = std::pair<DropInKey, std::unique_ptr<RequestEngine>>;
   std::list<Entry> order_;  // most recently used first
   std::map<DropInKey, std::list<Entry>::iterator> index_;
   long long evicted_ = 0;
