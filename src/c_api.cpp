@@ -326,21 +326,9 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
     }
     std::shared_ptr<CommContext> context = comm_context(comm);
     const std::shared_ptr<const Config> config = drop_in_config(*context, args);
-    const CommContext::DropInKey key{recvbuf, count, datatype};
-    RequestEngine *engine = nullptr;
-    {
-      std::lock_guard<std::recursive_mutex> lock(library_mutex());
-      engine = context->drop_in.find(key);
-      if (engine == nullptr) {
-        // Local: the drop-in states share the context's communicator (their calls complete
-        // inside this function), so a state new on one rank only needs nothing of the others.
-        std::unique_ptr<RequestEngine> created = make_allreduce_engine(args, *config);
-        created->connect(false);
-        engine = context->drop_in.insert(key, std::move(created), config->drop_in_limit);
-      }
-    }
-    engine->start(sendbuf, recvbuf);
-    engine->wait(DCT_STATUS_IGNORE);
+    RequestEngine &engine = context->drop_in.acquire(args, *config);
+    engine.start(sendbuf, recvbuf);
+    engine.wait(DCT_STATUS_IGNORE);
   });
 }
 
@@ -414,7 +402,7 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
     require(status != nullptr, DCT_ERR_ARG, "status is NULL");
     std::shared_ptr<CommContext> context = find_comm_context(comm);
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
-    const CommContext::DropInKey key{recvbuf, count, datatype};
+    const DropInKey key{recvbuf, count, datatype};
     const RequestEngine *engine = context ? context->drop_in.find(key) : nullptr;
     require(engine != nullptr, DCT_ERR_ARG,
             "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)" +

@@ -113,33 +113,6 @@ void ensure_library_ready() {
   ContextRegistry::instance().start();
 }
 
-DropInStates::DropInStates() = default;
-DropInStates::~DropInStates() = default;
-
-RequestEngine *DropInStates::find(const DropInKey &key) {
-  auto found = index_.find(key);
-  if (found == index_.end()) return nullptr;
-  order_.splice(order_.begin(), order_, found->second);
-  return found->second->second.get();
-}
-
-RequestEngine *DropInStates::insert(const DropInKey &key, std::unique_ptr<RequestEngine> engine,
-                                    long long limit) {
-  order_.emplace_front(key, std::move(engine));
-  index_.emplace(key, order_.begin());
-  while (static_cast<long long>(index_.size()) > limit) {
-    index_.erase(order_.back().first);
-    order_.pop_back();
-    ++evicted_;
-  }
-  return order_.front().second.get();
-}
-
-void DropInStates::clear() {
-  index_.clear();
-  order_.clear();
-}
-
 CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm)
     : user_comm_(user_comm), comm_(private_comm), shared_comm_(shared_comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
