@@ -19,11 +19,10 @@
 #include "progress.hpp"
 #include "request_engine.hpp"
 #include "tau_control.hpp"
+#include "test_hooks.hpp"
 #include "threshold.hpp"
 
 namespace dct::detail {
-
-void (*testing::tamper_allreduce_indices)(WireIndex *, std::size_t) = nullptr;
 
 namespace {
 
@@ -390,12 +389,18 @@ class CompressedEngine final : public RequestEngine {
   // The entries as the exchanges read them: in host memory.
   const WireIndex *host_idx() const { return staged_ ? idx_host_.data() : idx_.data(); }
   const WireIndex *outgoing_idx() {
-    if (testing::tamper_allreduce_indices == nullptr) return host_idx();
-    tampered_idx_.assign(host_idx(), host_idx() + kept_);
-    testing::tamper_allreduce_indices(tampered_idx_.data(), kept_);
-    return tampered_idx_.data();
+#ifdef DCT_TESTING
+    if (testing::tamper_allreduce_indices != nullptr) {
+      tampered_idx_.assign(host_idx(), host_idx() + kept_);
+      testing::tamper_allreduce_indices(tampered_idx_.data(), kept_);
+      return tampered_idx_.data();
+    }
+#endif
+    return host_idx();
   }
-  const T *host_val() const { return staged_ ? val_host_.data() : val_.data(); }
+  const T *host_val() const {
+    return staged_ ? val_host_.data() : val_.data();
+  }
   T *host_result() {
     if (!staged_) return recv_;
     if (result_host_.size() < elements())
@@ -551,7 +556,9 @@ class CompressedEngine final : public RequestEngine {
   std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
   std::vector<WireIndex> dropped_idx_;
   std::vector<T> dropped_val_;
-  std::vector<WireIndex> tampered_idx_;         // testing::tamper_allreduce_indices only
+#ifdef DCT_TESTING
+  std::vector<WireIndex> tampered_idx_;  // testing::tamper_allreduce_indices only
+#endif
   BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
   BackendArray<T> dropped_device_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory

@@ -31,13 +31,6 @@ struct AllreduceArgs {
   bool compressed() const;
 };
 
-namespace testing {
-/// Test hook (tests only): when set, every compressed call hands it a copy of this rank's
-/// outgoing entry indices, and the exchange sends that copy: a message corrupted on its way,
-/// while the request's own lists stay intact.
-extern void (*tamper_allreduce_indices)(WireIndex *idx, std::size_t entries);
-}  // namespace testing
-
 /// The engine for `args` (already validated): compressed for float/double sums, MPI's own
 /// allreduce for everything else.
 std::unique_ptr<RequestEngine> make_allreduce_engine(const AllreduceArgs &args,

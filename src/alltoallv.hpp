@@ -80,12 +80,6 @@ std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
 std::unique_ptr<RequestEngine> make_alltoallv_backward(const RequestEngine &forward,
                                                        const AlltoallvArgs &args);
 
-namespace testing {
-/// Test-only hook (nullptr in production): called on every forward message this rank is about
-/// to send, after encoding, so that tests can damage one and watch the receiver reject it.
-extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
-}  // namespace testing
-
 /// Whether `engine` is a DCT-MP request (forward or backward): it keeps no residual.
 bool is_alltoallv(const RequestEngine &engine);
 

@@ -22,6 +22,7 @@
 #include "request_engine.hpp"
 #include "request_table.hpp"
 #include "runtime.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::detail {
 namespace {
@@ -395,9 +396,9 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1, false,
                    &crc, transfer.get());
   }
-  // Fault injection for the crash-safety test only: this rank dies with the file half-written.
-  if (const char *crash = std::getenv("DCT_TEST_CRASH_IN_CHECKPOINT_SAVE"))
-    if (std::atoi(crash) == rank) std::_Exit(42);
+#ifdef DCT_TESTING
+  testing::crash_in_checkpoint_save(rank);  // dies here, the file half-written
+#endif
   requests.close(DCT_ERR_CKPT_IO, "closing group requests failed");
   file.close(DCT_ERR_CKPT_IO, "closing " + path + " failed");
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "internal_api.hpp"
+
 namespace dct::detail {
 
 /// Collective over `comm`; the semantics are DCT_Checkpoint_save's and DCT_Checkpoint_load's.
@@ -39,7 +41,7 @@ struct SavedRequest {
 
 /// Read access to a checkpoint. Opening validates the file (throws DCT_ERR_CKPT_NOT_FOUND,
 /// _FORMAT, _TRUNCATED, _VERSION) and reads every request's metadata.
-class CheckpointReader {
+class DCT_INTERNAL_API CheckpointReader {
  public:
   /// `comm`: the ranks opening the file together with MPI-IO, or MPI_COMM_SELF for one process.
   CheckpointReader(const std::string &path, MPI_Comm comm);

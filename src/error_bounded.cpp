@@ -12,6 +12,7 @@
 #include "error.hpp"
 #include "error_bounded_codec.hpp"
 #include "exchange/exchange.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::detail {
 namespace {
@@ -244,9 +245,11 @@ class ErrorBoundedEngine final : public RequestEngine {
         bytes[j] = eb::pack(coder, ws_, reinterpret_cast<std::byte *>(out_.data() + total_units));
         out_units[j] = MessageUnits::of(bytes[j]);
         out_.resize(total_units + out_units[j]);
+#ifdef DCT_TESTING
         if (!backward_ && testing::tamper_forward_message != nullptr)
           testing::tamper_forward_message(
               int(j), reinterpret_cast<std::byte *>(out_.data() + total_units), bytes[j]);
+#endif
       }
       total_units += out_units[j];
       std::int64_t *h = &header_out[j * kHeaderWords];

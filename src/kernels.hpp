@@ -23,6 +23,7 @@
 
 #include "dct/dct.h"
 #include "float16.hpp"
+#include "internal_api.hpp"
 
 namespace dct::detail {
 
@@ -167,9 +168,9 @@ class BackendArray {
 namespace kernels {
 
 /// The compiled backends; nullptr when not compiled (the stubs in backends/*/stub.cpp).
-Backend *kokkos_backend();
-Backend *cuda_backend();
-Backend *hip_backend();
+DCT_INTERNAL_API Backend *kokkos_backend();
+DCT_INTERNAL_API Backend *cuda_backend();
+DCT_INTERNAL_API Backend *hip_backend();
 
 /// The backend that runs the kernels for `buffer`: `requested` if not DCT_BACKEND_AUTO (throws
 /// DCT_ERR_NOT_COMPILED if it was not compiled), else the GPU backend that owns the pointer,
@@ -178,9 +179,9 @@ Backend *hip_backend();
 Backend &backend_for(const void *buffer, DCT_Backend requested);
 
 /// Makes sure the host backend's runtime (Kokkos) is up; returns true if this call started it.
-bool initialize_runtime();
+DCT_INTERNAL_API bool initialize_runtime();
 /// Shuts down what initialize_runtime started; no-op if the application owns the runtime.
-void finalize_runtime();
+DCT_INTERNAL_API void finalize_runtime();
 
 }  // namespace kernels
 }  // namespace dct::detail

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "internal_api.hpp"
 #include "kernels.hpp"
 
 namespace dct::detail {
@@ -19,9 +20,10 @@ namespace dct::detail {
 /// (relative, 4 standard deviations of a sample quantile) for any distribution of |acc|
 /// without ties.
 template <typename T>
-T sampled_kth_largest_abs(Backend &backend, const T *send, const T *residual, std::size_t n,
-                          std::size_t k, std::size_t m, std::uint64_t seed, std::vector<T> &scratch,
-                          Stream stream);
+DCT_INTERNAL_API T sampled_kth_largest_abs(Backend &backend, const T *send, const T *residual,
+                                           std::size_t n, std::size_t k, std::size_t m,
+                                           std::uint64_t seed, std::vector<T> &scratch,
+                                           Stream stream);
 
 /// tau for a call, as dct_threshold says: the exact k-th largest |acc|, or with `sampled` the
 /// estimate from `sample` entries, used only where the sample is under 1/32 of the tensor: a
