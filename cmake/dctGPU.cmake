@@ -5,9 +5,9 @@
 # Included by the top-level CMakeLists.txt after find_package(MPI). Sets:
 #   DCT_HAVE_CUDA, DCT_HAVE_HIP   0/1, for dct_config.h and dctConfig.cmake
 #   DCT_GPU_SOURCES               sources for dct_objects (the stubs of the backends that are OFF)
-#   DCT_GPU_LINK                  link items for dct, dct_pmpi and (INTERFACE) dct_objects'
-#                                 consumers: the backends' object files and their runtimes
-#   DCT_GPU_DEPENDS               targets dct_objects must wait for (the hipcc command)
+#   DCT_GPU_LINK                  link items for dct, dct_pmpi and (PUBLIC) dct_testing: the
+#                                 backends' object files and their runtimes
+#   DCT_GPU_DEPENDS               targets the library's objects wait for (the hipcc command)
 
 set(DCT_GPU_SOURCES)
 set(DCT_GPU_LINK)

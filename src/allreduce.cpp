@@ -17,11 +17,12 @@
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
 #include "progress.hpp"
+#include "request_engine.hpp"
 #include "tau_control.hpp"
+#include "test_hooks.hpp"
+#include "threshold.hpp"
 
 namespace dct::detail {
-
-void (*testing::tamper_allreduce_indices)(WireIndex *, std::size_t) = nullptr;
 
 namespace {
 
@@ -47,10 +48,10 @@ int type_size(MPI_Datatype datatype) {
 }
 
 /// Everything that is not a float/double sum: MPI's allreduce, unchanged.
-class PassthroughEngine final : public AllreduceEngine {
+class PassthroughEngine final : public RequestEngine {
  public:
   PassthroughEngine(std::shared_ptr<CommContext> context, const AllreduceArgs &args)
-      : AllreduceEngine(std::move(context), args.count, type_size(args.datatype), Config{}),
+      : RequestEngine(std::move(context), args.count, type_size(args.datatype), Config{}),
         datatype_(args.datatype),
         op_(args.op) {}
 
@@ -64,6 +65,7 @@ class PassthroughEngine final : public AllreduceEngine {
   bool blocking() const override { return true; }
   const void *residual() const override { return nullptr; }
   double tau() const override { return 0.0; }
+  const char *kind() const override { return "allreduce"; }
   bool checkpointed() const override { return false; }
   void restore(const void *, double, MPI_Count) override {}
 
@@ -87,11 +89,11 @@ class PassthroughEngine final : public AllreduceEngine {
 
 /// DCT-DP for one float or double tensor.
 template <typename T>
-class CompressedEngine final : public AllreduceEngine {
+class CompressedEngine final : public RequestEngine {
  public:
   CompressedEngine(std::shared_ptr<CommContext> context, const AllreduceArgs &args,
                    const Config &config)
-      : AllreduceEngine(std::move(context), args.count, sizeof(T), config),
+      : RequestEngine(std::move(context), args.count, sizeof(T), config),
         datatype_(args.datatype),
         backend_(&kernels::backend_for(args.recvbuf, config.backend)),
         staged_(backend_->kind() != DCT_BACKEND_KOKKOS) {
@@ -123,7 +125,7 @@ class CompressedEngine final : public AllreduceEngine {
       return;
     }
     // Calls in flight progress independently, so each request talks on its own communicator.
-    check_mpi(MPI_Comm_dup(AllreduceEngine::comm(), &own_comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(RequestEngine::comm(), &own_comm_), "MPI_Comm_dup");
     owns_comm_ = true;
   }
 
@@ -160,6 +162,7 @@ class CompressedEngine final : public AllreduceEngine {
     return residual_host_.data();
   }
   double tau() const override { return static_cast<double>(tau_); }
+  const char *kind() const override { return "allreduce"; }
   bool checkpointed() const override { return true; }
   void restore(const void *residual, double tau, MPI_Count calls) override {
     if (!exact() && elements() > 0)
@@ -177,7 +180,7 @@ class CompressedEngine final : public AllreduceEngine {
   bool exact() const { return config_.density >= 1.0; }
   std::size_t elements() const { return static_cast<std::size_t>(count_); }
   MPI_Comm comm() const {
-    AllreduceEngine::comm();  // throws once the user's communicator or MPI is gone
+    RequestEngine::comm();  // throws once the user's communicator or MPI is gone
     return own_comm_;
   }
 
@@ -328,7 +331,7 @@ class CompressedEngine final : public AllreduceEngine {
   // reads: `send`, or nullptr once it is in the residual.
   const T *reestimate(const T *send, std::size_t k) {
     const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(totals_.calls);
-    tau_ = kernels::estimate_threshold(
+    tau_ = estimate_threshold(
         *backend_, send, residual_.data(), elements(), k, config_.sampled_threshold,
         static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
     status_.tau_reestimated = 1;
@@ -431,12 +434,18 @@ class CompressedEngine final : public AllreduceEngine {
   // The entries as the exchanges read them: in host memory.
   const WireIndex *host_idx() const { return staged_ ? idx_host_.data() : idx_.data(); }
   const WireIndex *outgoing_idx() {
-    if (testing::tamper_allreduce_indices == nullptr) return host_idx();
-    tampered_idx_.assign(host_idx(), host_idx() + kept_);
-    testing::tamper_allreduce_indices(tampered_idx_.data(), kept_);
-    return tampered_idx_.data();
+#ifdef DCT_TESTING
+    if (testing::tamper_allreduce_indices != nullptr) {
+      tampered_idx_.assign(host_idx(), host_idx() + kept_);
+      testing::tamper_allreduce_indices(tampered_idx_.data(), kept_);
+      return tampered_idx_.data();
+    }
+#endif
+    return host_idx();
   }
-  const T *host_val() const { return staged_ ? val_host_.data() : val_.data(); }
+  const T *host_val() const {
+    return staged_ ? val_host_.data() : val_.data();
+  }
   const T *outgoing_val() const {
     return config_.values == ValueCoding::sign ? sign_values_.data() : host_val();
   }
@@ -459,7 +468,7 @@ class CompressedEngine final : public AllreduceEngine {
       backend_->copy(recv, send_, bytes, stream_);
       send = MPI_IN_PLACE;
     }
-    allreduce_in_chunks(send, recv, count_, datatype_, sizeof(T), MPI_SUM, AllreduceEngine::comm());
+    allreduce_in_chunks(send, recv, count_, datatype_, sizeof(T), MPI_SUM, RequestEngine::comm());
     if (!direct) backend_->copy(recv_, recv, bytes, stream_);
     status_.algorithm = DCT_ALGORITHM_DENSE;
     status_.nnz_sent = status_.nnz_received = count_;
@@ -542,6 +551,7 @@ class CompressedEngine final : public AllreduceEngine {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
                          kept_per_rank_, outgoing_idx(),   outgoing_val(),   host_result()};
+    input.host = kernels::kokkos_backend();
     input.values = config_.values;
     input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
@@ -595,7 +605,9 @@ class CompressedEngine final : public AllreduceEngine {
   std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
   std::vector<WireIndex> dropped_idx_;
   std::vector<T> dropped_val_;
-  std::vector<WireIndex> tampered_idx_;         // testing::tamper_allreduce_indices only
+#ifdef DCT_TESTING
+  std::vector<WireIndex> tampered_idx_;  // testing::tamper_allreduce_indices only
+#endif
   BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
   BackendArray<T> dropped_device_val_;
   std::vector<T> sign_values_, sign_error_;  // dct_values=sign: what travels, what stays
@@ -655,81 +667,8 @@ void AllreduceArgs::validate() const {
   }
 }
 
-MPI_Comm AllreduceEngine::comm() const {
-  require(context_->comm() != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED,
-          "MPI was finalized; this request can only be freed");
-  return context_->comm();
-}
-
-void AllreduceEngine::begin_call() {
-  require(!active_, DCT_ERR_ACTIVE, "request already started: complete it with DCT_Wait");
-  status_ = DCT_Status{};
-  status_.count = count_;
-  status_.dense_bytes = wire::ring_bytes(count_ * element_size_, context_->size());
-}
-
-void AllreduceEngine::set_stream(Stream stream) {
-  require(!active_, DCT_ERR_ACTIVE, "cannot change the stream of a started request");
-  stream_ = stream;
-}
-
-AllreduceEngine::~AllreduceEngine() {
-  remove_in_flight(this);
-}
-
-void AllreduceEngine::launch() {
-  active_ = true;
-  complete_ = false;
-  error_ = nullptr;
-  add_in_flight(this);
-}
-
-bool AllreduceEngine::progress(bool block) noexcept {
-  if (complete_) return true;
-  try {
-    complete_ = advance(block);
-  } catch (...) {
-    error_ = std::current_exception();
-    complete_ = true;
-    try {
-      abandon();
-    } catch (...) {
-    }
-  }
-  return complete_;
-}
-
-void AllreduceEngine::wait(DCT_Status *status) {
-  require(active_, DCT_ERR_ACTIVE, "request was not started");
-  progress_in_flight(this, true);
-  active_ = false;
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  finish_call(status);
-}
-
-bool AllreduceEngine::test(DCT_Status *status) {
-  require(active_, DCT_ERR_ACTIVE, "request was not started");
-  if (!progress_in_flight(this, false)) return false;
-  active_ = false;
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  finish_call(status);
-  return true;
-}
-
-void AllreduceEngine::finish_call(DCT_Status *status) {
-  totals_.calls += 1;
-  totals_.total_bytes_sent += status_.bytes_sent;
-  totals_.total_dense_bytes += status_.dense_bytes;
-  status_.calls = totals_.calls;
-  status_.total_bytes_sent = totals_.total_bytes_sent;
-  status_.total_dense_bytes = totals_.total_dense_bytes;
-  status_.compression_ratio =
-      status_.bytes_sent > 0 ? double(status_.dense_bytes) / double(status_.bytes_sent) : 0.0;
-  if (status) *status = status_;
-}
-
-std::unique_ptr<AllreduceEngine> make_allreduce_engine(const AllreduceArgs &args,
-                                                       const Config &config) {
+std::unique_ptr<RequestEngine> make_allreduce_engine(const AllreduceArgs &args,
+                                                     const Config &config) {
   std::shared_ptr<CommContext> context = comm_context(args.comm);
   if (!args.compressed()) return std::make_unique<PassthroughEngine>(context, args);
   if (args.compressed_element_size() == 4)

@@ -8,16 +8,16 @@
 #include <utility>
 #include <vector>
 
+#include "allreduce.hpp"
 #include "error.hpp"
 #include "error_bounded.hpp"
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
 #include "row_codec.hpp"
 #include "tau_control.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::detail {
-
-void (*testing::tamper_forward_message)(int, std::byte *, std::size_t) = nullptr;
 
 MessageUnits::MessageUnits(const std::vector<std::size_t> &units)
     : counts(units.size()), displs(units.size()) {
@@ -63,11 +63,11 @@ std::size_t units_of(std::size_t bytes) {
 }
 
 /// What forward and backward requests have in common: shape, layout, engine plumbing.
-class MpEngine : public AllreduceEngine {
+class MpEngine : public RequestEngine {
  public:
   MpEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,
            const Config &config, Layout layout, std::shared_ptr<MaskState> state)
-      : AllreduceEngine(std::move(context), count, element_size, config),
+      : RequestEngine(std::move(context), count, element_size, config),
         layout_(std::move(layout)),
         state_(std::move(state)) {
     format_.d = static_cast<std::size_t>(config.row_length);
@@ -129,6 +129,8 @@ class ForwardEngine final : public MpEngine {
                 const Config &config, MPI_Count count)
       : MpEngine(std::move(context), count, sizeof(T), config, Layout(args, context_size(args)),
                  std::make_shared<MaskState>()) {}
+
+  const char *kind() const override { return "alltoallv"; }
 
   void start(const void *send, void *recv) override {
     begin_call();
@@ -295,9 +297,11 @@ class ForwardEngine final : public MpEngine {
     for (std::size_t j = 0; j < p; ++j)
       mp::encode_forward(send_ + layout_.sdispls[j], sent[j], format_, out_shapes[j],
                          config_.values, out_layout.at(out, j));
+#ifdef DCT_TESTING
     if (testing::tamper_forward_message != nullptr)
       for (std::size_t j = 0; j < p; ++j)
         testing::tamper_forward_message(int(j), out_layout.at(out, j), out_shapes[j].bytes);
+#endif
 
     check_mpi(MPI_Alltoall(header_out.data(), kHeaderWords, MPI_INT64_T, header_in.data(),
                            kHeaderWords, MPI_INT64_T, comm()),
@@ -381,6 +385,8 @@ class BackwardEngine final : public MpEngine {
   BackwardEngine(const MpEngine &forward, Layout layout, MPI_Count count)
       : MpEngine(forward.shared_context(), count, sizeof(T), forward.config(), std::move(layout),
                  forward.state()) {}
+
+  const char *kind() const override { return "alltoallv_backward"; }
 
   void start(const void *send, void *recv) override {
     require_backward_ready(state_->forward_active, state_->forward_calls);
@@ -500,8 +506,8 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
   if (config.mp_compressor == MpCompressor::error_bounded) validate_error_bounded(config);
 }
 
-std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args,
-                                                       const Config &config) {
+std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
+                                                     const Config &config) {
   std::shared_ptr<CommContext> context = comm_context(args.comm);
   MPI_Count count = 0;
   for (int j = 0; j < context->size(); ++j) count += args.sendcounts[j];
@@ -541,8 +547,8 @@ MPI_Count check_backward_args(const AlltoallvArgs &args, const Layout &f, int ra
   return count;
 }
 
-std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
-                                                         const AlltoallvArgs &args) {
+std::unique_ptr<RequestEngine> make_alltoallv_backward(const RequestEngine &forward,
+                                                       const AlltoallvArgs &args) {
   if (auto backward = make_error_bounded_backward(forward, args)) return backward;
   const auto *mp = dynamic_cast<const MpEngine *>(&forward);
   const bool is_forward = dynamic_cast<const ForwardEngine<float> *>(&forward) != nullptr ||
@@ -557,7 +563,7 @@ std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &
   return std::make_unique<BackwardEngine<double>>(*mp, std::move(layout), count);
 }
 
-bool is_alltoallv(const AllreduceEngine &engine) {
+bool is_alltoallv(const RequestEngine &engine) {
   return dynamic_cast<const MpEngine *>(&engine) != nullptr || is_error_bounded(engine);
 }
 

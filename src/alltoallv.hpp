@@ -1,6 +1,7 @@
 // DCT-MP: the compressed alltoallv of model-parallel activations (forward) and of their
-// gradients (backward, reusing the forward's masks). Both are persistent requests on the same
-// engine base as the allreduce, so DCT_Start/Wait/Test/Waitall/Request_free work unchanged.
+// gradients (backward, reusing the forward's masks). Both are persistent requests on the
+// request lifecycle every kind shares (RequestEngine), so DCT_Start/Wait/Test/Waitall/
+// Request_free work unchanged.
 //
 // A call is one blocking exchange: it runs, in start order, in the first completion call
 // (DCT_Wait, DCT_Test, DCT_Waitall) once every call started before it is complete (see
@@ -14,8 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include "allreduce.hpp"
 #include "config.hpp"
+#include "request_engine.hpp"
 
 namespace dct::detail {
 
@@ -69,23 +70,17 @@ void require_backward_ready(bool forward_active, std::int64_t forward_calls);
 void validate_alltoallv(const AlltoallvArgs &args, const Config &config);
 
 /// A forward request (collective: may duplicate `comm` on first use). `args` validated.
-std::unique_ptr<AllreduceEngine> make_alltoallv_engine(const AlltoallvArgs &args,
-                                                       const Config &config);
+std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
+                                                     const Config &config);
 
 /// The backward request paired with `forward`: `args.comm` and `args.datatype` are ignored
 /// (the forward's are used). Throws DCT_ERR_REQUEST if `forward` is not a DCT-MP forward
 /// request, DCT_ERR_COUNT if the shapes are not the forward's reversed, DCT_ERR_BUFFER,
 /// DCT_ERR_ARG as the forward's validation.
-std::unique_ptr<AllreduceEngine> make_alltoallv_backward(const AllreduceEngine &forward,
-                                                         const AlltoallvArgs &args);
-
-namespace testing {
-/// Test-only hook (nullptr in production): called on every forward message this rank is about
-/// to send, after encoding, so that tests can damage one and watch the receiver reject it.
-extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
-}  // namespace testing
+std::unique_ptr<RequestEngine> make_alltoallv_backward(const RequestEngine &forward,
+                                                       const AlltoallvArgs &args);
 
 /// Whether `engine` is a DCT-MP request (forward or backward): it keeps no residual.
-bool is_alltoallv(const AllreduceEngine &engine);
+bool is_alltoallv(const RequestEngine &engine);
 
 }  // namespace dct::detail

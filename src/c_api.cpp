@@ -253,7 +253,7 @@ int DCT_Wait(DCT_Request *request, DCT_Status *status) {
 int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
   return guarded(__func__, [&] {
     require(flag != nullptr, DCT_ERR_ARG, "flag is NULL");
-    AllreduceEngine &engine = *RequestTable::instance().find(request).engine;
+    RequestEngine &engine = *RequestTable::instance().find(request).engine;
     *flag = 0;
     const bool started = engine.active();
     try {
@@ -299,7 +299,7 @@ int DCT_Request_free(DCT_Request *request) {
 int DCT_Request_get_residual(DCT_Request request, void *residual) {
   return guarded(__func__, [&] {
     require(residual != nullptr, DCT_ERR_ARG, "residual is NULL");
-    const AllreduceEngine &engine = *RequestTable::instance().find(&request).engine;
+    const RequestEngine &engine = *RequestTable::instance().find(&request).engine;
     require(!engine.active(), DCT_ERR_ACTIVE, "request is started: complete it first");
     const std::size_t bytes = static_cast<std::size_t>(engine.count()) * engine.element_size();
     if (engine.residual() != nullptr)
@@ -326,21 +326,9 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
     }
     std::shared_ptr<CommContext> context = comm_context(comm);
     const std::shared_ptr<const Config> config = drop_in_config(*context, args);
-    const CommContext::DropInKey key{recvbuf, count, datatype};
-    AllreduceEngine *engine = nullptr;
-    {
-      std::lock_guard<std::recursive_mutex> lock(library_mutex());
-      engine = context->drop_in.find(key);
-      if (engine == nullptr) {
-        // Local: the drop-in states share the context's communicator (their calls complete
-        // inside this function), so a state new on one rank only needs nothing of the others.
-        std::unique_ptr<AllreduceEngine> created = make_allreduce_engine(args, *config);
-        created->connect(false);
-        engine = context->drop_in.insert(key, std::move(created), config->drop_in_limit);
-      }
-    }
-    engine->start(sendbuf, recvbuf);
-    engine->wait(DCT_STATUS_IGNORE);
+    RequestEngine &engine = context->drop_in.acquire(args, *config);
+    engine.start(sendbuf, recvbuf);
+    engine.wait(DCT_STATUS_IGNORE);
   });
 }
 
@@ -383,7 +371,7 @@ int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const 
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     ensure_library_ready();
-    const AllreduceEngine &engine = *RequestTable::instance().find(&forward).engine;
+    const RequestEngine &engine = *RequestTable::instance().find(&forward).engine;
     const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,           recvbuf,
                              recvcounts, rdispls,    MPI_DATATYPE_NULL, MPI_COMM_NULL};
     auto persistent = std::make_unique<PersistentRequest>();
@@ -414,8 +402,8 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
     require(status != nullptr, DCT_ERR_ARG, "status is NULL");
     std::shared_ptr<CommContext> context = find_comm_context(comm);
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
-    const CommContext::DropInKey key{recvbuf, count, datatype};
-    const AllreduceEngine *engine = context ? context->drop_in.find(key) : nullptr;
+    const DropInKey key{recvbuf, count, datatype};
+    const RequestEngine *engine = context ? context->drop_in.find(key) : nullptr;
     require(engine != nullptr, DCT_ERR_ARG,
             "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)" +
                 (context && context->drop_in.evicted() > 0

@@ -17,11 +17,12 @@
 #include <functional>
 #include <new>
 
-#include "allreduce.hpp"
 #include "config.hpp"
 #include "error.hpp"
+#include "request_engine.hpp"
 #include "request_table.hpp"
 #include "runtime.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::detail {
 namespace {
@@ -213,13 +214,12 @@ void run_agreed(MPI_Comm comm, const std::function<void()> &body) {
   fail(worst[0], "rank " + std::to_string(worst[1]) + ": " + message);
 }
 
-std::vector<AllreduceEngine *> live_engines(const CommContext *context) {
-  std::vector<AllreduceEngine *> engines;
+std::vector<RequestEngine *> live_engines(const CommContext *context) {
+  std::vector<RequestEngine *> engines;
   for (PersistentRequest *request : RequestTable::instance().on_context(context))
     if (request->engine->checkpointed()) engines.push_back(request->engine.get());
-  std::sort(engines.begin(), engines.end(), [](const AllreduceEngine *a, const AllreduceEngine *b) {
-    return a->name() < b->name();
-  });
+  std::sort(engines.begin(), engines.end(),
+            [](const RequestEngine *a, const RequestEngine *b) { return a->name() < b->name(); });
   for (std::size_t i = 0; i < engines.size(); ++i) {
     const std::string &name = engines[i]->name();
     require(name.find('/') == std::string::npos && name != "." && name != "..", DCT_ERR_ARG,
@@ -232,7 +232,7 @@ std::vector<AllreduceEngine *> live_engines(const CommContext *context) {
   return engines;
 }
 
-bool has_residual(const AllreduceEngine &engine) {
+bool has_residual(const RequestEngine &engine) {
   return engine.residual() != nullptr && engine.count() > 0;
 }
 
@@ -253,12 +253,12 @@ Collective open_collective(MPI_Comm user_comm) {
 
 /// The live requests, checked on every rank and the same on every rank: the collective HDF5
 /// calls that follow need every rank to handle the same requests in the same order.
-std::vector<AllreduceEngine *> agreed_engines(const Collective &c) {
-  std::vector<AllreduceEngine *> engines;
+std::vector<RequestEngine *> agreed_engines(const Collective &c) {
+  std::vector<RequestEngine *> engines;
   std::string manifest;
   run_agreed(c.comm, [&] {
     engines = live_engines(c.context.get());
-    for (const AllreduceEngine *e : engines)
+    for (const RequestEngine *e : engines)
       manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
                   std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
   });
@@ -346,7 +346,7 @@ std::string directory_of(const std::string &path) {
 }
 
 void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
-                const std::vector<AllreduceEngine *> &engines) {
+                const std::vector<RequestEngine *> &engines) {
   QuietHdf5 quiet;
   Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
@@ -364,13 +364,13 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
            "H5Pset_dxpl_mpio failed");
   Handle requests(H5Gcreate2(file.get(), kRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                   H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
-  for (const AllreduceEngine *engine : engines) {
+  for (const RequestEngine *engine : engines) {
     Handle group(
         H5Gcreate2(requests.get(), engine->name().c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
         H5Gclose, DCT_ERR_CKPT_IO, "cannot create group for " + engine->name());
     const Config &config = engine->config();
     const bool residual = has_residual(*engine);
-    write_attribute(group.get(), "kind", std::string("allreduce"));
+    write_attribute(group.get(), "kind", std::string(engine->kind()));
     write_attribute(group.get(), "count", static_cast<std::int64_t>(engine->count()));
     write_attribute(group.get(), "element_size", static_cast<std::int64_t>(engine->element_size()));
     write_attribute(group.get(), "datatype",
@@ -396,9 +396,9 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1, false,
                    &crc, transfer.get());
   }
-  // Fault injection for the crash-safety test only: this rank dies with the file half-written.
-  if (const char *crash = std::getenv("DCT_TEST_CRASH_IN_CHECKPOINT_SAVE"))
-    if (std::atoi(crash) == rank) std::_Exit(42);
+#ifdef DCT_TESTING
+  testing::crash_in_checkpoint_save(rank);  // dies here, the file half-written
+#endif
   requests.close(DCT_ERR_CKPT_IO, "closing group requests failed");
   file.close(DCT_ERR_CKPT_IO, "closing " + path + " failed");
 }
@@ -431,9 +431,9 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
   agree_on_path(comm, path);
-  const std::vector<AllreduceEngine *> engines = agreed_engines(c);
+  const std::vector<RequestEngine *> engines = agreed_engines(c);
   run_agreed(comm, [&] {
-    for (const AllreduceEngine *engine : engines)
+    for (const RequestEngine *engine : engines)
       require(engine->config().momentum == 0.0, DCT_ERR_ARG,
               "request '" + engine->name() +
                   "' uses dct_momentum, whose velocity checkpoints do not hold yet");
@@ -489,7 +489,7 @@ class StagingBuffer {
 
 /// What a load will install into one engine, prepared before anything is touched.
 struct PendingState {
-  AllreduceEngine *engine;
+  RequestEngine *engine;
   const SavedRequest *saved;
   std::vector<int> rows;  // saved ranks whose residuals this rank takes
   std::unique_ptr<StagingBuffer> residual;
@@ -506,13 +506,15 @@ std::vector<int> rows_for(int rank, int ranks, int saved_ranks, bool redistribut
 }
 
 /// Checks `engine` against the checkpoint's metadata (no data is read).
-PendingState plan(const CheckpointReader &reader, AllreduceEngine *engine, int rank, int ranks,
+PendingState plan(const CheckpointReader &reader, RequestEngine *engine, int rank, int ranks,
                   bool redistribute) {
   const SavedRequest *saved = reader.find(engine->name());
   require(saved != nullptr, DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() + "' is not in the checkpoint");
-  require(saved->kind == "allreduce" && saved->count == engine->count() &&
-              saved->element_size == engine->element_size(),
+  require(saved->kind == engine->kind(), DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() + "' is an " + engine->kind() +
+              " request, the checkpoint holds an " + saved->kind + " one");
+  require(saved->count == engine->count() && saved->element_size == engine->element_size(),
           DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() + "' has " + std::to_string(engine->count()) +
               " elements of " + std::to_string(engine->element_size()) +
@@ -562,7 +564,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   agree_on_path(comm, path);
   bool redistribute = false;
   run_agreed(comm, [&] { redistribute = Config::from(MPI_INFO_NULL).redistribute_on_restart; });
-  const std::vector<AllreduceEngine *> engines = agreed_engines(c);
+  const std::vector<RequestEngine *> engines = agreed_engines(c);
   // Rank 0 looks first, so that a missing or foreign file never reaches collective HDF5 calls.
   run_agreed(comm, [&] {
     if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);
@@ -576,7 +578,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
             "the checkpoint was saved on " + std::to_string(reader->ranks()) +
                 " ranks and this job has " + std::to_string(ranks) +
                 ": set DCT_RESTART=redistribute to restart on another rank count");
-    for (AllreduceEngine *engine : engines)
+    for (RequestEngine *engine : engines)
       pending.push_back(plan(*reader, engine, rank, ranks, redistribute));
   });
   run_agreed(comm, [&] {

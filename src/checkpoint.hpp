@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "internal_api.hpp"
+
 namespace dct::detail {
 
 /// Collective over `comm`; the semantics are DCT_Checkpoint_save's and DCT_Checkpoint_load's.
@@ -25,7 +27,7 @@ std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, 
 /// One request as a checkpoint holds it.
 struct SavedRequest {
   std::string name;
-  std::string kind;  // "allreduce"
+  std::string kind;  // RequestEngine::kind(): "allreduce" (the only kind that keeps state)
   std::int64_t count = 0;
   int element_size = 0;  // 4: float, 8: double
   bool has_residual = false;
@@ -39,7 +41,7 @@ struct SavedRequest {
 
 /// Read access to a checkpoint. Opening validates the file (throws DCT_ERR_CKPT_NOT_FOUND,
 /// _FORMAT, _TRUNCATED, _VERSION) and reads every request's metadata.
-class CheckpointReader {
+class DCT_INTERNAL_API CheckpointReader {
  public:
   /// `comm`: the ranks opening the file together with MPI-IO, or MPI_COMM_SELF for one process.
   CheckpointReader(const std::string &path, MPI_Comm comm);

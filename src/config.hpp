@@ -10,6 +10,7 @@
 
 #include "dct/dct.h"
 #include "float16.hpp"
+#include "internal_api.hpp"
 
 namespace dct::detail {
 
@@ -92,7 +93,7 @@ struct Config {
 
   /// Defaults, overridden by DCT_* environment variables, overridden by `info` (may be
   /// MPI_INFO_NULL). Throws DCT_ERR_INFO naming the key or variable and the bad value.
-  static Config from(MPI_Info info);
+  DCT_INTERNAL_API static Config from(MPI_Info info);
 };
 
 /// The spelling of the dct_algorithm key's values; "unknown" for anything else.
@@ -100,6 +101,6 @@ const char *algorithm_name(int algorithm);
 /// The spelling of the dct_backend key's values; "unknown" for anything else.
 const char *backend_name(int backend);
 /// The spelling of the dct_values key's values.
-const char *value_coding_name(ValueCoding coding);
+DCT_INTERNAL_API const char *value_coding_name(ValueCoding coding);
 
 }  // namespace dct::detail

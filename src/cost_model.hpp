@@ -11,6 +11,7 @@
 
 #include "config.hpp"
 #include "dct/dct.h"
+#include "internal_api.hpp"
 
 namespace dct::detail {
 
@@ -30,12 +31,13 @@ struct ExchangeSize {
 };
 
 /// Predicted seconds of one call of `algorithm` (allgather, split, recursive_doubling, dense).
-double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
-                         const NetworkModel &network);
+DCT_INTERNAL_API double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
+                                          const NetworkModel &network);
 
 /// The algorithm with the smallest predicted time; ties go to the first of dense, allgather,
 /// split, recursive_doubling.
-DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &network);
+DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
+                                                  const NetworkModel &network);
 
 /// The modelled speed-up of sending a message through a lossless coder rather than as it is
 /// (Feng et al., SC'24): 1 / (1/ratio + B (1/compress + 1/decompress)), with B the model's

@@ -7,10 +7,12 @@
 #include <utility>
 #include <vector>
 
+#include "allreduce.hpp"
 #include "cost_model.hpp"
 #include "error.hpp"
 #include "error_bounded_codec.hpp"
 #include "exchange/exchange.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::detail {
 namespace {
@@ -44,11 +46,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 template <typename T>
-class ErrorBoundedEngine final : public AllreduceEngine {
+class ErrorBoundedEngine final : public RequestEngine {
  public:
   ErrorBoundedEngine(std::shared_ptr<CommContext> context, MPI_Count count, const Config &config,
                      AlltoallvLayout layout, std::shared_ptr<PairState> pair, bool backward)
-      : AllreduceEngine(std::move(context), count, sizeof(T), config),
+      : RequestEngine(std::move(context), count, sizeof(T), config),
         layout_(std::move(layout)),
         pair_(std::move(pair)),
         backward_(backward),
@@ -72,6 +74,7 @@ class ErrorBoundedEngine final : public AllreduceEngine {
   bool blocking() const override { return true; }
   const void *residual() const override { return nullptr; }
   double tau() const override { return 0.0; }
+  const char *kind() const override { return backward_ ? "alltoallv_backward" : "alltoallv"; }
   bool checkpointed() const override { return false; }
   void restore(const void *, double, MPI_Count) override {}
 
@@ -242,9 +245,11 @@ class ErrorBoundedEngine final : public AllreduceEngine {
         bytes[j] = eb::pack(coder, ws_, reinterpret_cast<std::byte *>(out_.data() + total_units));
         out_units[j] = MessageUnits::of(bytes[j]);
         out_.resize(total_units + out_units[j]);
+#ifdef DCT_TESTING
         if (!backward_ && testing::tamper_forward_message != nullptr)
           testing::tamper_forward_message(
               int(j), reinterpret_cast<std::byte *>(out_.data() + total_units), bytes[j]);
+#endif
       }
       total_units += out_units[j];
       std::int64_t *h = &header_out[j * kHeaderWords];
@@ -344,13 +349,13 @@ class ErrorBoundedEngine final : public AllreduceEngine {
 };
 
 template <typename T>
-const ErrorBoundedEngine<T> *as(const AllreduceEngine &engine) {
+const ErrorBoundedEngine<T> *as(const RequestEngine &engine) {
   return dynamic_cast<const ErrorBoundedEngine<T> *>(&engine);
 }
 
 template <typename T>
-std::unique_ptr<AllreduceEngine> backward_of(const ErrorBoundedEngine<T> &forward,
-                                             const AlltoallvArgs &args) {
+std::unique_ptr<RequestEngine> backward_of(const ErrorBoundedEngine<T> &forward,
+                                           const AlltoallvArgs &args) {
   require(!forward.backward(), DCT_ERR_REQUEST,
           "forward is a backward request, not a request of DCT_Alltoallv_init");
   const int ranks = forward.shared_context()->size();
@@ -376,9 +381,9 @@ void validate_error_bounded(const Config &config) {
               std::to_string(tables) + " tables (give 1 or " + std::to_string(tables) + ")");
 }
 
-std::unique_ptr<AllreduceEngine> make_error_bounded_engine(std::shared_ptr<CommContext> context,
-                                                           const AlltoallvArgs &args,
-                                                           const Config &config, MPI_Count count) {
+std::unique_ptr<RequestEngine> make_error_bounded_engine(std::shared_ptr<CommContext> context,
+                                                         const AlltoallvArgs &args,
+                                                         const Config &config, MPI_Count count) {
   AlltoallvLayout layout(args, context->size());
   auto pair = std::make_shared<PairState>();
   if (AllreduceArgs{nullptr, nullptr, 0, args.datatype, MPI_SUM, MPI_COMM_NULL}
@@ -389,14 +394,14 @@ std::unique_ptr<AllreduceEngine> make_error_bounded_engine(std::shared_ptr<CommC
                                                       std::move(layout), pair, false);
 }
 
-std::unique_ptr<AllreduceEngine> make_error_bounded_backward(const AllreduceEngine &forward,
-                                                             const AlltoallvArgs &args) {
+std::unique_ptr<RequestEngine> make_error_bounded_backward(const RequestEngine &forward,
+                                                           const AlltoallvArgs &args) {
   if (!is_error_bounded(forward)) return nullptr;
   if (const auto *f = as<float>(forward)) return backward_of(*f, args);
   return backward_of(*as<double>(forward), args);
 }
 
-bool is_error_bounded(const AllreduceEngine &engine) {
+bool is_error_bounded(const RequestEngine &engine) {
   return as<float>(engine) != nullptr || as<double>(engine) != nullptr;
 }
 

@@ -24,7 +24,6 @@
 
 #include <memory>
 
-#include "allreduce.hpp"
 #include "alltoallv.hpp"
 #include "config.hpp"
 #include "runtime.hpp"
@@ -38,14 +37,14 @@ constexpr double kSurvivingRows = 0.99;
 void validate_error_bounded(const Config &config);
 
 /// The forward request (`args` validated, `count` the elements this rank sends).
-std::unique_ptr<AllreduceEngine> make_error_bounded_engine(std::shared_ptr<CommContext> context,
-                                                           const AlltoallvArgs &args,
-                                                           const Config &config, MPI_Count count);
+std::unique_ptr<RequestEngine> make_error_bounded_engine(std::shared_ptr<CommContext> context,
+                                                         const AlltoallvArgs &args,
+                                                         const Config &config, MPI_Count count);
 
 /// The backward of `forward` if it is an error-bounded forward request, else nullptr.
-std::unique_ptr<AllreduceEngine> make_error_bounded_backward(const AllreduceEngine &forward,
-                                                             const AlltoallvArgs &args);
+std::unique_ptr<RequestEngine> make_error_bounded_backward(const RequestEngine &forward,
+                                                           const AlltoallvArgs &args);
 
-bool is_error_bounded(const AllreduceEngine &engine);
+bool is_error_bounded(const RequestEngine &engine);
 
 }  // namespace dct::detail

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "internal_api.hpp"
+
 namespace dct::detail::eb {
 
 /// The lossless stage of one message.
@@ -42,8 +44,8 @@ constexpr std::uint32_t kMaxLevels = 65535;
 
 /// The largest message the encoder writes for `rows` rows of `d` values of `value_bytes`
 /// bytes in `tables` tables (a receiver never accepts more).
-std::size_t max_message_bytes(std::size_t rows, std::size_t d, std::size_t tables,
-                              std::size_t value_bytes);
+DCT_INTERNAL_API std::size_t max_message_bytes(std::size_t rows, std::size_t d, std::size_t tables,
+                                               std::size_t value_bytes);
 
 /// The table layout of a row: `tables` blocks of `d / tables` columns.
 struct Tables {
@@ -61,7 +63,7 @@ struct QuantizeReport {
 
 /// Reusable state of one side of a request: the body being built or read, the coders'
 /// contexts (created once).
-class Workspace {
+class DCT_INTERNAL_API Workspace {
  public:
   Workspace();
   ~Workspace();
@@ -87,21 +89,21 @@ class Workspace {
 /// Quantises `nrows` rows of `tables.d` values (row-major) into `ws.body` and `ws.headers`,
 /// table t with the relative bound `bounds[t]` (>= 0; 0: exactly).
 template <typename T>
-QuantizeReport quantize(const T *rows, std::size_t nrows, const Tables &tables,
-                        const double *bounds, Workspace &ws);
+DCT_INTERNAL_API QuantizeReport quantize(const T *rows, std::size_t nrows, const Tables &tables,
+                                         const double *bounds, Workspace &ws);
 
 /// Writes the message of the last quantize() to `out` (capacity: max_message_bytes), the body
 /// compressed by `coder` if that makes it smaller (else as it is); returns the bytes written
 /// and sets `coder` to what was used.
-std::size_t pack(Coder &coder, Workspace &ws, std::byte *out);
+DCT_INTERNAL_API std::size_t pack(Coder &coder, Workspace &ws, std::byte *out);
 
 /// Reads one message of `bytes` bytes holding `nrows` rows with `tables` into `rows`,
 /// validating everything first (header values, sizes, the decompressor's result, every code
 /// below its table's levels, the outlier counts); returns "" or why the message is invalid.
 /// `rows` is written only when the message is valid.
 template <typename T>
-std::string decode(const std::byte *message, std::size_t bytes, std::size_t nrows,
-                   const Tables &tables, T *rows, Workspace &ws);
+DCT_INTERNAL_API std::string decode(const std::byte *message, std::size_t bytes, std::size_t nrows,
+                                    const Tables &tables, T *rows, Workspace &ws);
 
 /// The table-wise sensitivity statistic: of the distinct rows of one table block (columns
 /// [first, first + columns) of `nrows` rows), how many stay distinct once quantised with the

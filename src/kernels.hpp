@@ -1,4 +1,5 @@
-// The compression kernel interface. One implementation per backend directory:
+// The compression kernel interface, and only it: what every backend implements and how a
+// call picks its backend. One implementation per backend directory:
 // backends/kokkos/ (Kokkos' default host execution space), backends/cuda/ (native CUDA + CUB)
 // and backends/hip/ (native HIP + rocPRIM), the last two compiled from one source tree
 // (backends/common/cuda_hip/). A backend that was not compiled is a stub whose accessor
@@ -8,6 +9,10 @@
 // !(|acc| < tau) && acc != 0. Zeros carry nothing, and NaN/Inf are always sent so that they
 // reach the result as they would through MPI_Allreduce.
 //
+// What the library decides with these kernels (when a sampled threshold pays, for instance)
+// lives with the callers: threshold.hpp, allreduce.cpp. The exchanges, which work on host
+// buffers, run their kernels through the host backend handed to them (SparseInput::host).
+//
 // Private header of src/: include it from library sources only.
 #pragma once
 
@@ -15,10 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 #include "dct/dct.h"
 #include "float16.hpp"
+#include "internal_api.hpp"
 
 namespace dct::detail {
 
@@ -163,9 +168,9 @@ class BackendArray {
 namespace kernels {
 
 /// The compiled backends; nullptr when not compiled (the stubs in backends/*/stub.cpp).
-Backend *kokkos_backend();
-Backend *cuda_backend();
-Backend *hip_backend();
+DCT_INTERNAL_API Backend *kokkos_backend();
+DCT_INTERNAL_API Backend *cuda_backend();
+DCT_INTERNAL_API Backend *hip_backend();
 
 /// The backend that runs the kernels for `buffer`: `requested` if not DCT_BACKEND_AUTO (throws
 /// DCT_ERR_NOT_COMPILED if it was not compiled), else the GPU backend that owns the pointer,
@@ -173,47 +178,10 @@ Backend *hip_backend();
 /// memory or the reverse.
 Backend &backend_for(const void *buffer, DCT_Backend requested);
 
-/// The k-th largest |acc| estimated from the m entries at sample_position(j, m, n, seed): the
-/// ceil(k m / n)-th largest among them (NaN ranked as +Inf), O(m). `scratch` is host memory,
-/// resized to m. The achieved density is within 4 sqrt((1 - p) / (p m)) of p = k / n
-/// (relative, 4 standard deviations of a sample quantile) for any distribution of |acc|
-/// without ties.
-template <typename T>
-T sampled_kth_largest_abs(Backend &backend, const T *send, const T *residual, std::size_t n,
-                          std::size_t k, std::size_t m, std::uint64_t seed, std::vector<T> &scratch,
-                          Stream stream);
-
-/// tau for a call, as dct_threshold says: the exact k-th largest |acc|, or with `sampled` the
-/// estimate from `sample` entries, used only where the sample is under 1/32 of the tensor: a
-/// sampled entry (a random gather, then a selection among the sample) costs about 25 times an
-/// entry of the exact selection's streaming pass on the host (measured: 65536 samples 0.73 ms,
-/// the exact selection over 1 Mi floats 0.45 ms), so for smaller tensors exact is also faster.
-template <typename T>
-T estimate_threshold(Backend &backend, const T *send, const T *residual, std::size_t n,
-                     std::size_t k, bool sampled, std::size_t sample, std::uint64_t seed,
-                     std::vector<T> &scratch, Stream stream) {
-  if (!sampled || sample >= n / 32) return backend.kth_largest_abs(send, residual, n, k, stream);
-  return sampled_kth_largest_abs(backend, send, residual, n, k, sample, seed, scratch, stream);
-}
-
 /// Makes sure the host backend's runtime (Kokkos) is up; returns true if this call started it.
-bool initialize_runtime();
+DCT_INTERNAL_API bool initialize_runtime();
 /// Shuts down what initialize_runtime started; no-op if the application owns the runtime.
-void finalize_runtime();
-
-/// Host-memory conveniences for the exchanges (which work on host buffers): the Kokkos backend.
-template <typename T>
-void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out) {
-  kokkos_backend()->scatter_add(idx, val, m, out, nullptr);
-}
-template <typename T>
-void fill_zero(T *out, std::size_t n) {
-  kokkos_backend()->fill_zero(out, n, nullptr);
-}
-template <typename T>
-T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k) {
-  return kokkos_backend()->kth_largest_abs(send, residual, n, k, nullptr);
-}
+DCT_INTERNAL_API void finalize_runtime();
 
 }  // namespace kernels
 }  // namespace dct::detail

@@ -15,13 +15,13 @@
 
 namespace dct::detail {
 
-class AllreduceEngine;
+class RequestEngine;
 
-void add_in_flight(AllreduceEngine *engine);
-void remove_in_flight(AllreduceEngine *engine);
+void add_in_flight(RequestEngine *engine);
+void remove_in_flight(RequestEngine *engine);
 
 /// Progresses every call in flight until `target` is complete (`wait`), or once (test).
 /// Returns whether `target` is complete.
-bool progress_in_flight(AllreduceEngine *target, bool wait);
+bool progress_in_flight(RequestEngine *target, bool wait);
 
 }  // namespace dct::detail

@@ -7,13 +7,13 @@
 #include <memory>
 #include <vector>
 
-#include "allreduce.hpp"
 #include "dct/dct.h"
+#include "request_engine.hpp"
 
 namespace dct::detail {
 
 struct PersistentRequest {
-  std::unique_ptr<AllreduceEngine> engine;
+  std::unique_ptr<RequestEngine> engine;
   const void *sendbuf = nullptr;
   void *recvbuf = nullptr;
 };

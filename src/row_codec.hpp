@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "float16.hpp"
+#include "internal_api.hpp"
 
 namespace dct::detail::mp {
 
@@ -61,20 +62,20 @@ struct MessageShape {
 };
 
 /// The shape of the forward message carrying `masks` (uniform when all rows keep the same).
-MessageShape forward_shape(const RowMasks &masks, const RowFormat &format);
+DCT_INTERNAL_API MessageShape forward_shape(const RowMasks &masks, const RowFormat &format);
 
 /// Writes the forward message of `masks` over the dense rows `rows` (row-major, d columns)
 /// to `out` (forward_shape(...).bytes bytes).
 template <typename T>
-void encode_forward(const T *rows, const RowMasks &masks, const RowFormat &format,
-                    const MessageShape &shape, ValueCoding coding, std::byte *out);
+DCT_INTERNAL_API void encode_forward(const T *rows, const RowMasks &masks, const RowFormat &format,
+                                     const MessageShape &shape, ValueCoding coding, std::byte *out);
 
 /// Reads the masks of a forward message into `masks`, validating everything: every count
 /// <= d and their sum == nnz, indices < d and strictly increasing, bitmap popcounts equal the
 /// counts with no bit past d, and exactly `shape.bytes` bytes consumed. Returns "" or why the
 /// message is invalid (then `masks` is unspecified).
-std::string decode_masks(const std::byte *message, const MessageShape &shape,
-                         const RowFormat &format, RowMasks &masks);
+DCT_INTERNAL_API std::string decode_masks(const std::byte *message, const MessageShape &shape,
+                                          const RowFormat &format, RowMasks &masks);
 
 /// Writes the kept values of `masks` from the dense rows `rows` to `out` (the values part of
 /// a message: masks.kept() values of format.value_bytes each).
@@ -84,15 +85,16 @@ void gather_values(const T *rows, const RowMasks &masks, const RowFormat &format
 
 /// Writes dense rows: zeros everywhere, then the values at `values` at the kept columns.
 template <typename T>
-void scatter_values(const std::byte *values, const RowMasks &masks, const RowFormat &format,
-                    ValueCoding coding, T *rows);
+DCT_INTERNAL_API void scatter_values(const std::byte *values, const RowMasks &masks,
+                                     const RowFormat &format, ValueCoding coding, T *rows);
 
 // --- Selection ----------------------------------------------------------------------------
 
 /// Appends to `masks` the k columns of largest |x| of each of `nrows` rows; on equal |x| the
 /// lower column wins; NaN counts as larger than every number.
 template <typename T>
-void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks);
+DCT_INTERNAL_API void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k,
+                                   RowMasks &masks);
 
 /// Appends to `masks` the columns with |x| >= tau and x != 0 (NaN always) of each row.
 template <typename T>
@@ -100,6 +102,6 @@ void select_above(const T *rows, std::size_t nrows, std::size_t d, double tau, R
 
 /// The number of entries exact selection keeps per row: ceil(keep * d), at least 1, computed
 /// so that products like 0.1 * 30 that land a rounding error above an integer give it.
-std::size_t kept_per_row(double keep, std::size_t d);
+DCT_INTERNAL_API std::size_t kept_per_row(double keep, std::size_t d);
 
 }  // namespace dct::detail::mp

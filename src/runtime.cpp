@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "allreduce.hpp"
 #include "error.hpp"
 #include "kernels.hpp"
+#include "request_engine.hpp"
 
 namespace dct::detail {
 
@@ -111,33 +111,6 @@ void ensure_library_ready() {
           "MPI is not initialized or already finalized: call dct between MPI_Init and "
           "MPI_Finalize");
   ContextRegistry::instance().start();
-}
-
-DropInStates::DropInStates() = default;
-DropInStates::~DropInStates() = default;
-
-AllreduceEngine *DropInStates::find(const DropInKey &key) {
-  auto found = index_.find(key);
-  if (found == index_.end()) return nullptr;
-  order_.splice(order_.begin(), order_, found->second);
-  return found->second->second.get();
-}
-
-AllreduceEngine *DropInStates::insert(const DropInKey &key, std::unique_ptr<AllreduceEngine> engine,
-                                      long long limit) {
-  order_.emplace_front(key, std::move(engine));
-  index_.emplace(key, order_.begin());
-  while (static_cast<long long>(index_.size()) > limit) {
-    index_.erase(order_.back().first);
-    order_.pop_back();
-    ++evicted_;
-  }
-  return order_.front().second.get();
-}
-
-void DropInStates::clear() {
-  index_.clear();
-  order_.clear();
 }
 
 CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm)

@@ -8,17 +8,14 @@
 
 #include <mpi.h>
 
-#include <list>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
-#include <utility>
+
+#include "drop_in.hpp"
 
 namespace dct::detail {
 
-class AllreduceEngine;
 struct Config;
 
 /// Throws DCT_ERR_NOT_INITIALIZED unless MPI is initialized and not finalized; on the first
@@ -29,36 +26,10 @@ void ensure_library_ready();
 /// a collective is in progress.
 std::recursive_mutex &library_mutex();
 
-using DropInKey = std::tuple<const void *, MPI_Count, MPI_Datatype>;
-
-/// The drop-in states of one communicator: at most `limit` (DCT_DROP_IN_LIMIT), the least
-/// recently used evicted first, its residual discarded (counted in `evicted`).
-class DropInStates {
- public:
-  DropInStates();
-  ~DropInStates();
-  /// The state of `key`, now the most recently used; nullptr if there is none.
-  AllreduceEngine *find(const DropInKey &key);
-  /// Adds the state of `key` (not present), evicting the least recently used beyond `limit`.
-  AllreduceEngine *insert(const DropInKey &key, std::unique_ptr<AllreduceEngine> engine,
-                          long long limit);
-  void clear();
-  std::size_t size() const { return index_.size(); }
-  long long evicted() const { return evicted_; }
-
- private:
-  using Entry = std::pair<DropInKey, std::unique_ptr<AllreduceEngine>>;
-  std::list<Entry> order_;  // most recently used first
-  std::map<DropInKey, std::list<Entry>::iterator> index_;
-  long long evicted_ = 0;
-};
-
 /// What dct keeps per user communicator: a private duplicate (its own tag space, errors
 /// returned rather than fatal) and the drop-in states of DCT_Allreduce.
 class CommContext {
  public:
-  using DropInKey = detail::DropInKey;
-
   CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm);
   ~CommContext();
   CommContext(const CommContext &) = delete;

@@ -33,6 +33,7 @@
 
 #include "config.hpp"
 #include "kernels.hpp"
+#include "threshold.hpp"
 
 namespace dct::bench {
 namespace {
@@ -103,14 +104,13 @@ void run(const KernelOptions &o, Backend &backend, long long bytes) {
   std::vector<T> scratch;
   const std::size_t m = std::min(o.sample, n);
   const double sampled_s = best_time(o.seconds, [&] {
-    kernels::estimate_threshold(backend, send.data(), residual.data(), n, k, true, m, 7, scratch,
-                                nullptr);
+    estimate_threshold(backend, send.data(), residual.data(), n, k, true, m, 7, scratch, nullptr);
   });
   // Accuracy of the sampled estimate: achieved density / target, mean and worst of 8 seeds.
   double achieved = 0, worst = 0;
   for (std::uint64_t seed = 1; seed <= 8; ++seed) {
-    const T estimate = kernels::estimate_threshold(backend, send.data(), residual.data(), n, k,
-                                                   true, m, seed, scratch, nullptr);
+    const T estimate = estimate_threshold(backend, send.data(), residual.data(), n, k, true, m,
+                                          seed, scratch, nullptr);
     std::size_t above = 0;
     for (std::size_t i = 0; i < n; ++i)
       above += keep_entry(T(send_host[i] + residual_host[i]), estimate);

@@ -519,7 +519,7 @@ then has no histogram), or count the histogram with the fixed part. Not rerun fo
 ## What is simulated
 
 The library's own code, unchanged: `hpc/sim/CMakeLists.txt` compiles dct's sources (the
-`dct_objects` list of the top-level CMakeLists.txt, HDF5 and Fortran off) with `smpicxx` into
+release object libraries of the top-level CMakeLists.txt, HDF5 and Fortran off) with `smpicxx` into
 the simulator binary together with the driver `hpc/sim/sim_allreduce.cpp`. Under SMPI every
 rank is a thread of one process; `smpi/privatization:dlopen` gives each rank its own copy of the
 binary (so dct's request table and runtime registry are per rank) and

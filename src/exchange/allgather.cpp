@@ -80,11 +80,11 @@ class AllgatherExchange final : public SparseExchange<T> {
       first += entries;
     }
     this->finish();
-    kernels::fill_zero(in_.result, in_.count);
+    in_.host->fill_zero(in_.result, in_.count, nullptr);
     first = 0;
     for (int r = 0; r < in_.ranks; ++r) {  // one list at a time: scatter_add wants distinct indices
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      kernels::scatter_add(idx_.data() + first, val_.data() + first, entries, in_.result);
+      in_.host->scatter_add(idx_.data() + first, val_.data() + first, entries, in_.result, nullptr);
       first += entries;
     }
   }

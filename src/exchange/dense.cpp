@@ -44,9 +44,9 @@ class DenseExchange final : public SparseExchange<T> {
 
   void post_reduce_scatter() {
     const std::size_t ranks = static_cast<std::size_t>(in_.ranks);
-    kernels::fill_zero(in_.result, in_.count);
-    kernels::scatter_add(in_.idx, in_.val, static_cast<std::size_t>(in_.kept[in_.rank]),
-                         in_.result);
+    in_.host->fill_zero(in_.result, in_.count, nullptr);
+    in_.host->scatter_add(in_.idx, in_.val, static_cast<std::size_t>(in_.kept[in_.rank]),
+                          in_.result, nullptr);
     chunks_.clear();
     std::size_t block_total = 0;
     for (std::size_t offset = 0; offset < in_.count; offset += INT_MAX) {

@@ -159,7 +159,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
         }
         sum_.resize(in_.count);
         if (in_.count > 0) std::memcpy(sum_.data(), theirs, in_.count * sizeof(T));
-        kernels::scatter_add(idx.data(), val.data(), idx.size(), sum_.data());
+        in_.host->scatter_add(idx.data(), val.data(), idx.size(), sum_.data(), nullptr);
         dense_ = true;
         return;
       }
@@ -184,14 +184,14 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       return;
     }
     if (dense_) {
-      kernels::scatter_add(idx, val, entries, sum_.data());
+      in_.host->scatter_add(idx, val, entries, sum_.data(), nullptr);
       return;
     }
     merge_sparse(idx, val, entries);
     if (!wire::sparse_is_smaller<T>(idx_.size(), in_.count)) {
       sum_.resize(in_.count);
-      kernels::fill_zero(sum_.data(), in_.count);
-      kernels::scatter_add(idx_.data(), val_.data(), idx_.size(), sum_.data());
+      in_.host->fill_zero(sum_.data(), in_.count, nullptr);
+      in_.host->scatter_add(idx_.data(), val_.data(), idx_.size(), sum_.data(), nullptr);
       idx_.clear();
       val_.clear();
       dense_ = true;
@@ -226,8 +226,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     if (dense_) {
       if (in_.count > 0) std::memcpy(in_.result, sum_.data(), in_.count * sizeof(T));
     } else {
-      kernels::fill_zero(in_.result, in_.count);
-      kernels::scatter_add(idx_.data(), val_.data(), idx_.size(), in_.result);
+      in_.host->fill_zero(in_.result, in_.count, nullptr);
+      in_.host->scatter_add(idx_.data(), val_.data(), idx_.size(), in_.result, nullptr);
       traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());
     }
   }

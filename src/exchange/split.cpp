@@ -237,7 +237,8 @@ class SplitExchange final : public SparseExchange<T> {
     if (nonzeros <= budget) return nonzeros;
     const T tau = budget == 0
                       ? std::numeric_limits<T>::infinity()
-                      : kernels::kth_largest_abs<T>(nullptr, owned_.data(), owned_.size(), budget);
+                      : in_.host->kth_largest_abs(static_cast<const T *>(nullptr), owned_.data(),
+                                                  owned_.size(), budget, nullptr);
     for (std::size_t i = 0; i < owned_.size(); ++i) {
       if (owned_[i] == T(0) || keep_entry(owned_[i], tau)) continue;
       in_.residual[first + i] += owned_[i];
@@ -319,9 +320,9 @@ class SplitExchange final : public SparseExchange<T> {
         continue;
       }
       const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
-      kernels::fill_zero(out, length(r));
-      kernels::scatter_add(decoded_idx_.data() + first, decoded_val_.data() + first, nnz,
-                           in_.result);
+      in_.host->fill_zero(out, length(r), nullptr);
+      in_.host->scatter_add(decoded_idx_.data() + first, decoded_val_.data() + first, nnz,
+                            in_.result, nullptr);
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
       first += nnz;
     }

@@ -57,7 +57,7 @@ struct Job {
   }
 };
 
-const dct::detail::AllreduceEngine &engine(DCT_Request r) {
+const dct::detail::RequestEngine &engine(DCT_Request r) {
   return *dct::detail::RequestTable::instance().find(&r).engine;
 }
 

@@ -423,7 +423,7 @@ TEST(AlgorithmErrors, CountMismatchFailsOnEveryRankForEveryAlgorithm) {
               DCT_ERR_MISMATCH);
     EXPECT_EQ(recv, std::vector<float>(n, -3.0f));
     const auto context = detail::find_comm_context(comm);
-    const detail::CommContext::DropInKey key{recv.data(), MPI_Count(n), MPI_FLOAT};
+    const detail::DropInKey key{recv.data(), MPI_Count(n), MPI_FLOAT};
     const float *residual = static_cast<const float *>(context->drop_in.find(key)->residual());
     EXPECT_EQ(std::vector<float>(residual, residual + n), send);
     MPI_Comm_free(&comm);

@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "dct/dct.hpp"
 #include "float16.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::test {
 namespace {

@@ -86,7 +86,7 @@ struct Snapshot {
         a_calls(engine(m.a).calls()),
         b_calls(engine(m.b).calls()) {}
 
-  static const detail::AllreduceEngine &engine(DCT_Request r) {
+  static const detail::RequestEngine &engine(DCT_Request r) {
     return *detail::RequestTable::instance().find(&r).engine;
   }
   bool operator==(const Snapshot &o) const {

@@ -7,6 +7,7 @@
 #include "alltoallv.hpp"
 #include "common.hpp"
 #include "dct/dct.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::test {
 namespace {

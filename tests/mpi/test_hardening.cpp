@@ -13,6 +13,7 @@
 #include "allreduce.hpp"
 #include "common.hpp"
 #include "runtime.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::test {
 namespace {

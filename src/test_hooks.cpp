@@ -1,0 +1,16 @@
+// Compiled into dct_testing only (see test_hooks.hpp).
+#include "test_hooks.hpp"
+
+#include <cstdlib>
+
+namespace dct::detail::testing {
+
+void (*tamper_allreduce_indices)(WireIndex *, std::size_t) = nullptr;
+void (*tamper_forward_message)(int, std::byte *, std::size_t) = nullptr;
+
+void crash_in_checkpoint_save(int rank) {
+  if (const char *crash = std::getenv("DCT_TEST_CRASH_IN_CHECKPOINT_SAVE"))
+    if (std::atoi(crash) == rank) std::_Exit(42);
+}
+
+}  // namespace dct::detail::testing
