@@ -234,6 +234,12 @@ typedef struct DCT_Request_s *DCT_Request;
  *   stays in the sender's residual, so error feedback still conserves every input exactly;
  *   values beyond the 16-bit range are sent as its largest finite value and the rest waits.
  *   Partial sums (split's second stage, `recursive_doubling`) travel in the tensor's type.
+ *   `sign` (DCT-DP only; `DCT_ERR_INFO` on `DCT_Alltoallv_init`): the scaled sign of
+ *   EF-SignSGD. Each rank's kept entries travel as +-m, m the mean magnitude of its finite
+ *   kept values: one bit per entry and one m per block, about 2.5x more entries than fp16 for
+ *   the same bytes; `acc - (+-m)` stays in the residual (conservation to one rounding per
+ *   kept entry). A non-finite kept value makes m NaN or Inf, so that the sum is non-finite on
+ *   every rank as with the other codings. Best with `dct_momentum` (docs/performance.md).
  *   Indices travel in the smallest of three codings for the block's (entries, range), which
  *   both sides know, so no header says which: Elias-Fano (about 2 + log2(1 / density) bits
  *   per entry: 8.6 at density 0.01), a bitmap of the range (above about a quarter of it), or

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "allreduce.hpp"
 #include "common.hpp"
@@ -137,6 +138,74 @@ TYPED_TEST(Algorithms, SixteenBitValuesConserveEveryInputExactly) {
       expect_conservation<T>(request, delivered, inputs);
       EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
     }
+  }
+}
+
+// dct_values=sign: every algorithm delivers the same sum on every rank; each rank's kept
+// entries travel as +-m, m the mean magnitude of its kept values, and acc - (+-m) stays in its
+// residual, so conservation holds to one rounding per entry; allgather's blocks carry one
+// magnitude and one bit per entry.
+TYPED_TEST(Algorithms, SignValuesCarryOneMagnitudePerRankAndConserveTheRest) {
+  using T = TypeParam;
+  for (const char *algorithm : kAlgorithms) {
+    SCOPED_TRACE(std::string(algorithm) + " with sign");
+    MPI_Info info =
+        make_info({{"dct_density", "0.05"}, {"dct_values", "sign"}, {"dct_algorithm", algorithm}});
+    std::vector<T> send(kCount), recv(kCount);
+    DCT_Request request;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    std::vector<double> delivered(kCount, 0.0), inputs(kCount, 0.0);
+    double scale = 0;
+    for (int call = 0; call < 6; ++call) {
+      overwrite(send, dyadic_gradient<T>(kCount, call));
+      for (std::size_t i = 0; i < kCount; ++i) {
+        inputs[i] += double(send[i]);
+        scale = std::max(scale, std::fabs(inputs[i]));
+      }
+      DCT_Status status;
+      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+      for (std::size_t i = 0; i < kCount; ++i) delivered[i] += double(recv[i]);
+      std::vector<T> first(recv);
+      MPI_Bcast(first.data(), int(kCount * sizeof(T)), MPI_BYTE, 0, MPI_COMM_WORLD);
+      EXPECT_TRUE(all_ranks(same_bits(recv, first))) << "call " << call;
+      if (size() == 1) {  // the sum is this rank's block: one magnitude
+        T magnitude = T(0);
+        for (T v : recv)
+          if (v != T(0)) {
+            if (magnitude == T(0)) magnitude = std::fabs(v);
+            EXPECT_EQ(std::fabs(v), magnitude) << "call " << call;
+          }
+        EXPECT_GT(magnitude, T(0));
+      }
+      if (status.algorithm == DCT_ALGORITHM_ALLGATHER && size() > 1 && status.nnz_sent > 0) {
+        const MPI_Count nnz = status.nnz_sent;
+        // [magnitude][one bit per entry][indices], padded to 8 bytes; the indices in the
+        // smallest coding (sparse_block_bytes with 0-byte values is the padded index bytes)
+        int low = 0;
+        while ((MPI_Count(kCount) >> (low + 1)) >= nnz) ++low;
+        const MPI_Count elias_fano =
+            (nnz * low + nnz + ((MPI_Count(kCount) - 1) >> low) + 1 + 7) / 8;
+        const MPI_Count indices = std::min({4 * nnz, (MPI_Count(kCount) + 7) / 8, elias_fano});
+        const MPI_Count exact = (MPI_Count(sizeof(T)) + (nnz + 7) / 8 + indices + 7) / 8 * 8;
+        EXPECT_EQ(status.bytes_sent, (size() - 1) * (kHeaderBytes + exact));
+      }
+      expect_bytes_balance(status);
+    }
+    // Conservation to rounding: every input is delivered or held in some rank's residual.
+    const std::vector<T> residual = residual_of<T>(request, kCount);
+    std::vector<double> held(residual.begin(), residual.end()), all_held(kCount),
+        all_inputs(kCount);
+    MPI_Allreduce(held.data(), all_held.data(), int(kCount), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(inputs.data(), all_inputs.data(), int(kCount), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+    const double tolerance = 64 * size() * std::numeric_limits<T>::epsilon() * (scale + 1);
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_NEAR(delivered[i] + all_held[i], all_inputs[i], tolerance) << "element " << i;
+    EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
   }
 }
 

@@ -485,6 +485,9 @@ TEST(AlltoallvBadInput, InitArguments) {
   MPI_Info_set(info, "dct_mp_select", "exact");
   MPI_Info_set(info, "dct_values", "fp8");
   EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, info), DCT_ERR_INFO);
+  MPI_Info_set(info, "dct_values", "sign");  // needs error feedback, which DCT-MP has not
+  EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, info), DCT_ERR_INFO);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("error feedback"), std::string::npos);
   MPI_Info_set(info, "dct_values", "fp16");
   MPI_Info_set(info, "dct_backend", "cuda");  // DCT-MP runs on the host only
   EXPECT_EQ(init(good, send.data(), recv.data(), MPI_FLOAT, info), DCT_ERR_NOT_COMPILED);
