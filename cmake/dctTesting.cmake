@@ -23,11 +23,16 @@ if(DCT_SANITIZE)
 endif()
 set(DCT_MPI_TEST_RANKS 1 2 3 4 CACHE STRING "Rank counts every MPI test runs at")
 
-# dct_add_mpi_test(<name> <target> [ARGS args...] [RANKS n...])
-# Registers `target` once per rank count as <name>.np<N>; a test that deadlocks fails at its
-# TIMEOUT instead of blocking CI.
+# Test labels, so that a subset runs alone (`ctest -L unit`): unit (no mpiexec, seconds),
+# mpi (under mpiexec), bench (the tools' smoke runs), gpu (the GPU backends' code, emulated on
+# the host or on a device), slow (tens of seconds on 2 cores, or more ranks than CI's 4 cores:
+# `ctest -LE slow` skips them). Other labels name a subsystem (install, pmpi, netem, slurm).
+
+# dct_add_mpi_test(<name> <target> [ARGS args...] [RANKS n...] [LABELS label...])
+# Registers `target` once per rank count as <name>.np<N>, labelled mpi, the given labels, and
+# slow above 4 ranks; a test that deadlocks fails at its TIMEOUT instead of blocking CI.
 function(dct_add_mpi_test name target)
-  cmake_parse_arguments(ARG "" "" "ARGS;RANKS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "ARGS;RANKS;LABELS" ${ARGN})
   if(NOT ARG_RANKS)
     set(ARG_RANKS ${DCT_MPI_TEST_RANKS})
   endif()
@@ -35,7 +40,11 @@ function(dct_add_mpi_test name target)
     add_test(NAME ${name}.np${np}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
                      $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARG_ARGS})
+    set(labels mpi ${ARG_LABELS})
+    if(np GREATER 4)
+      list(APPEND labels slow)
+    endif()
     set_tests_properties(${name}.np${np} PROPERTIES
-      ENVIRONMENT "${DCT_MPI_TEST_ENVIRONMENT}" TIMEOUT 300 PROCESSORS ${np} LABELS mpi)
+      ENVIRONMENT "${DCT_MPI_TEST_ENVIRONMENT}" TIMEOUT 300 PROCESSORS ${np} LABELS "${labels}")
   endforeach()
 endfunction()

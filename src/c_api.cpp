@@ -18,6 +18,7 @@
 #include "kernels.hpp"
 #include "request_table.hpp"
 #include "runtime.hpp"
+#include "status.hpp"
 
 namespace dct::detail {
 namespace {
@@ -159,6 +160,20 @@ std::shared_ptr<const Config> drop_in_config(CommContext &context, const Allredu
   return config;
 }
 
+/// A new MPI_Info holding `values` (keys with empty values are left out: MPI_Info_set refuses
+/// them); the caller frees it.
+MPI_Info info_of(const std::vector<std::pair<std::string, std::string>> &values) {
+  MPI_Info info = MPI_INFO_NULL;
+  check_mpi(MPI_Info_create(&info), "MPI_Info_create");
+  for (const auto &[key, value] : values) {
+    if (value.empty()) continue;
+    const int code = MPI_Info_set(info, key.c_str(), value.c_str());
+    if (code != MPI_SUCCESS) MPI_Info_free(&info);
+    check_mpi(code, "MPI_Info_set");
+  }
+  return info;
+}
+
 }  // namespace
 }  // namespace dct::detail
 
@@ -193,17 +208,23 @@ const char *DCT_Backend_name(int backend) {
   return backend_name(backend);
 }
 
-int DCT_Backend_compiled(int backend) {
-  switch (backend) {
-    case DCT_BACKEND_AUTO:
-    case DCT_BACKEND_KOKKOS:
-      return 1;
-    case DCT_BACKEND_CUDA:
-      return kernels::cuda_backend() != nullptr;
-    case DCT_BACKEND_HIP:
-      return kernels::hip_backend() != nullptr;
-  }
-  return 0;
+int DCT_Backend_compiled(int backend, int *compiled) {
+  return guarded(__func__, [&] {
+    require(compiled != nullptr, DCT_ERR_ARG, "compiled is NULL");
+    switch (backend) {
+      case DCT_BACKEND_AUTO:
+      case DCT_BACKEND_KOKKOS:
+        *compiled = 1;
+        return;
+      case DCT_BACKEND_CUDA:
+        *compiled = kernels::cuda_backend() != nullptr;
+        return;
+      case DCT_BACKEND_HIP:
+        *compiled = kernels::hip_backend() != nullptr;
+        return;
+    }
+    fail(DCT_ERR_ARG, "backend " + std::to_string(backend) + " is not a DCT_Backend");
+  });
 }
 
 int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
@@ -247,21 +268,29 @@ int DCT_Start(DCT_Request *request) {
 }
 
 int DCT_Wait(DCT_Request *request, DCT_Status *status) {
-  return guarded(__func__, [&] { RequestTable::instance().find(request).engine->wait(status); });
+  return guarded(__func__, [&] {
+    if (status) check_status(status, "status");
+    DCT_Status full;
+    RequestTable::instance().find(request).engine->wait(status ? &full : nullptr);
+    if (status) deliver_status(full, status);
+  });
 }
 
 int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
   return guarded(__func__, [&] {
     require(flag != nullptr, DCT_ERR_ARG, "flag is NULL");
+    if (status) check_status(status, "status");
     RequestEngine &engine = *RequestTable::instance().find(request).engine;
     *flag = 0;
     const bool started = engine.active();
+    DCT_Status full;
     try {
-      *flag = engine.test(status) ? 1 : 0;
+      *flag = engine.test(status ? &full : nullptr) ? 1 : 0;
     } catch (...) {
       if (started && !engine.active()) *flag = 1;  // the call completed with an error
       throw;
     }
+    if (status && *flag) deliver_status(full, status);
   });
 }
 
@@ -270,15 +299,24 @@ int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
   if (!entry.entered()) return DCT_ERR_THREAD;
   int first_error = DCT_SUCCESS;
   std::string first_message;
+  // The caller's layout gives the array's stride (dct.h: DCT_Status is versioned).
+  const std::size_t stride = count > 0 && statuses ? statuses[0].size : 0;
   const int checked = guarded(__func__, [&] {
     require(count >= 0, DCT_ERR_ARG, "count is negative");
     require(count == 0 || requests != nullptr, DCT_ERR_ARG, "requests is NULL");
+    for (int i = 0; i < count && statuses; ++i) {
+      const std::string what = "statuses[" + std::to_string(i) + "]";
+      check_status(status_at(statuses, stride, i), what);
+      require(status_at(statuses, stride, i)->size == stride, DCT_ERR_ARG,
+              what + ".size differs from statuses[0].size");
+    }
   });
   if (checked != DCT_SUCCESS) return checked;
   for (int i = 0; i < count; ++i) {
-    if (statuses) statuses[i] = DCT_Status{};
+    DCT_Status *status = statuses ? status_at(statuses, stride, i) : DCT_STATUS_IGNORE;
+    if (status) deliver_status(DCT_Status{}, status);
     if (requests[i] == DCT_REQUEST_NULL || !started(requests[i])) continue;
-    const int code = DCT_Wait(&requests[i], statuses ? &statuses[i] : DCT_STATUS_IGNORE);
+    const int code = DCT_Wait(&requests[i], status);
     if (code != DCT_SUCCESS && first_error == DCT_SUCCESS) {
       first_error = code;
       first_message = "request " + std::to_string(i) + ": " + last_error;
@@ -306,6 +344,31 @@ int DCT_Request_get_residual(DCT_Request request, void *residual) {
       std::memcpy(residual, engine.residual(), bytes);
     else
       std::memset(residual, 0, bytes);
+  });
+}
+
+int DCT_Request_get_info(DCT_Request request, MPI_Info *info_used) {
+  return guarded(__func__, [&] {
+    require(info_used != nullptr, DCT_ERR_ARG, "info_used is NULL");
+    ensure_library_ready();
+    const RequestEngine &engine = *RequestTable::instance().find(&request).engine;
+    const unsigned use = is_alltoallv(engine) ? KnobUse::alltoallv : KnobUse::allreduce;
+    *info_used = info_of(engine.config().in_force(use));
+  });
+}
+
+int DCT_Comm_get_info(MPI_Comm comm, MPI_Info *info_used) {
+  return guarded(__func__, [&] {
+    require(info_used != nullptr, DCT_ERR_ARG, "info_used is NULL");
+    const std::shared_ptr<CommContext> context = find_comm_context(comm);
+    std::shared_ptr<const Config> config;
+    {
+      std::lock_guard<std::recursive_mutex> lock(library_mutex());
+      if (context) config = context->drop_in_config;
+    }
+    // Before the first compressed DCT_Allreduce on comm: what it would read now.
+    if (!config) config = std::make_shared<const Config>(Config::from(MPI_INFO_NULL));
+    *info_used = info_of(config->in_force(KnobUse::drop_in));
   });
 }
 
@@ -400,6 +463,7 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
                          DCT_Status *status) {
   return guarded(__func__, [&] {
     require(status != nullptr, DCT_ERR_ARG, "status is NULL");
+    check_status(status, "status");
     std::shared_ptr<CommContext> context = find_comm_context(comm);
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
     const DropInKey key{recvbuf, count, datatype};
@@ -410,7 +474,7 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
                      ? "; " + std::to_string(context->drop_in.evicted()) +
                            " states were evicted on this communicator (DCT_DROP_IN_LIMIT)"
                      : std::string()));
-    *status = engine->last_status();
+    deliver_status(engine->last_status(), status);
   });
 }
 

@@ -562,8 +562,6 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
   agree_on_path(comm, path);
-  bool redistribute = false;
-  run_agreed(comm, [&] { redistribute = Config::from(MPI_INFO_NULL).redistribute_on_restart; });
   const std::vector<RequestEngine *> engines = agreed_engines(c);
   // Rank 0 looks first, so that a missing or foreign file never reaches collective HDF5 calls.
   run_agreed(comm, [&] {
@@ -572,12 +570,19 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   run_agreed(comm, [&] { avoid_lockedfile_overflow(path, ranks); });
   std::unique_ptr<CheckpointReader> reader;
   std::vector<PendingState> pending;
+  bool redistribute = false;  // the same ranks map to themselves either way
   run_agreed(comm, [&] {
     reader = std::make_unique<CheckpointReader>(path, comm);
-    require(redistribute || reader->ranks() == ranks, DCT_ERR_CKPT_MISMATCH,
-            "the checkpoint was saved on " + std::to_string(reader->ranks()) +
-                " ranks and this job has " + std::to_string(ranks) +
-                ": set DCT_RESTART=redistribute to restart on another rank count");
+    redistribute = reader->ranks() != ranks;
+    // Each request's own dct_restart (from its info, else DCT_RESTART at its init) decides.
+    for (const RequestEngine *engine : engines)
+      require(!redistribute || engine->config().redistribute_on_restart, DCT_ERR_CKPT_MISMATCH,
+              "the checkpoint was saved on " + std::to_string(reader->ranks()) +
+                  " ranks and this job has " + std::to_string(ranks) + ": request '" +
+                  engine->name() +
+                  "' has dct_restart=strict (set dct_restart=redistribute in its MPI_Info, or "
+                  "DCT_RESTART=redistribute before creating it, to restart on another rank "
+                  "count)");
     for (RequestEngine *engine : engines)
       pending.push_back(plan(*reader, engine, rank, ranks, redistribute));
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -18,7 +19,25 @@ struct Knob {
   const char *info_key;  // nullptr: environment only
   const char *env_var;   // nullptr: no environment default
   void (*apply)(Config &config, const std::string &value, const std::string &origin);
+  std::string (*show)(const Config &config);  // the value in force, as the key spells it
+  unsigned uses;                              // KnobUse bits: where the key has an effect
 };
+
+/// The shortest decimal that reads back as `x` (what the read-back shows).
+std::string number(double x) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, x);
+    if (std::strtod(text, nullptr) == x) break;
+  }
+  return text;
+}
+
+std::string numbers(const std::vector<double> &xs) {
+  std::string list;
+  for (double x : xs) list += (list.empty() ? "" : ",") + number(x);
+  return list;
+}
 
 [[noreturn]] void bad_value(const std::string &origin, const std::string &value,
                             const char *expected) {
@@ -162,6 +181,25 @@ void parse_restart(Config &config, const std::string &value, const std::string &
   config.redistribute_on_restart = value == "redistribute";
 }
 
+const char *mp_select_name(MpSelect select) {
+  return select == MpSelect::exact     ? "exact"
+         : select == MpSelect::laplace ? "laplace"
+                                       : "threshold";
+}
+
+const char *lossless_name(LosslessChoice choice) {
+  switch (choice) {
+    case LosslessChoice::none:
+      return "none";
+    case LosslessChoice::lz4:
+      return "lz4";
+    case LosslessChoice::zstd:
+      return "zstd";
+    default:
+      return "auto";
+  }
+}
+
 void parse_row_length(Config &config, const std::string &value, const std::string &origin) {
   config.row_length = parse_integer(value, origin, 1, "an integer >= 1");
 }
@@ -261,38 +299,91 @@ void parse_lossless(Config &config, const std::string &value, const std::string 
 
 // The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
 // docs/configuration.md documents the same table for users.
+constexpr unsigned kDp = KnobUse::allreduce | KnobUse::drop_in;  // every DCT-DP state
+constexpr unsigned kAll = kDp | KnobUse::alltoallv;
+
+// The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here,
+// with how DCT_Request_get_info shows its value and which collectives it acts on.
+// docs/configuration.md documents the same table for users.
 const Knob knobs[] = {
-    {"dct_density", "DCT_DENSITY", parse_density},
-    {"dct_interval", "DCT_INTERVAL", parse_interval},
-    {"dct_tau_control", "DCT_TAU_CONTROL", parse_tau_control},
-    {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density},
-    {"dct_momentum", "DCT_MOMENTUM", parse_momentum},
-    {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm},
-    {"dct_backend", "DCT_BACKEND", parse_backend},
-    {"dct_values", "DCT_VALUES", parse_values},
-    {"dct_threshold", "DCT_THRESHOLD", parse_threshold},
-    {"dct_sample_size", "DCT_SAMPLE_SIZE", parse_sample_size},
-    {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha},
-    {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta},
-    {"dct_name", nullptr, parse_name},
-    {"dct_restart", "DCT_RESTART", parse_restart},
+    {"dct_density", "DCT_DENSITY", parse_density, [](const Config &c) { return number(c.density); },
+     kDp},
+    {"dct_interval", "DCT_INTERVAL", parse_interval,
+     [](const Config &c) { return std::to_string(c.interval); }, kAll},
+    {"dct_tau_control", "DCT_TAU_CONTROL", parse_tau_control,
+     [](const Config &c) {
+       return std::string(c.tau_control == TauControl::adaptive ? "adaptive" : "fixed");
+     },
+     kAll},
+    {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density,
+     [](const Config &c) { return number(c.result_density); }, kDp},
+    {"dct_momentum", "DCT_MOMENTUM", parse_momentum,
+     [](const Config &c) { return number(c.momentum); }, kDp},
+    {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm,
+     [](const Config &c) { return std::string(algorithm_name(c.algorithm)); }, kDp},
+    {"dct_backend", "DCT_BACKEND", parse_backend,
+     [](const Config &c) { return std::string(backend_name(c.backend)); }, kAll},
+    {"dct_values", "DCT_VALUES", parse_values,
+     [](const Config &c) { return std::string(value_coding_name(c.values)); }, kAll},
+    {"dct_threshold", "DCT_THRESHOLD", parse_threshold,
+     [](const Config &c) { return std::string(c.sampled_threshold ? "sampled" : "exact"); }, kDp},
+    {"dct_sample_size", "DCT_SAMPLE_SIZE", parse_sample_size,
+     [](const Config &c) { return std::to_string(c.sample_size); }, kDp},
+    {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha,
+     [](const Config &c) { return number(c.network.alpha_us); }, kDp},
+    {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta,
+     [](const Config &c) { return number(c.network.beta_gbps); }, kAll},
+    {"dct_name", nullptr, parse_name, [](const Config &c) { return c.name; },
+     KnobUse::allreduce | KnobUse::alltoallv},
+    // Persistent allreduces only: the drop-in states are not checkpointed.
+    {"dct_restart", "DCT_RESTART", parse_restart,
+     [](const Config &c) {
+       return std::string(c.redistribute_on_restart ? "redistribute" : "strict");
+     },
+     KnobUse::allreduce},
     // DCT-MP (DCT_Alltoallv_init).
-    {"dct_row_length", "DCT_ROW_LENGTH", parse_row_length},
-    {"dct_keep", "DCT_KEEP", parse_keep},
-    {"dct_mp_select", "DCT_MP_SELECT", parse_mp_select},
-    {"dct_mp_compressor", "DCT_MP_COMPRESSOR", parse_mp_compressor},
-    {"dct_error_bound", "DCT_ERROR_BOUND", parse_error_bound},
-    {"dct_error_bound_schedule", "DCT_ERROR_BOUND_SCHEDULE", parse_error_bound_schedule},
-    {"dct_table_columns", "DCT_TABLE_COLUMNS", parse_table_columns},
-    {"dct_backward_error_bound", "DCT_BACKWARD_ERROR_BOUND", parse_backward_bound},
-    {"dct_lossless", "DCT_LOSSLESS", parse_lossless},
+    {"dct_row_length", "DCT_ROW_LENGTH", parse_row_length,
+     [](const Config &c) { return std::to_string(c.row_length); }, KnobUse::alltoallv},
+    {"dct_keep", "DCT_KEEP", parse_keep, [](const Config &c) { return number(c.keep); },
+     KnobUse::alltoallv},
+    {"dct_mp_select", "DCT_MP_SELECT", parse_mp_select,
+     [](const Config &c) { return std::string(mp_select_name(c.mp_select)); }, KnobUse::alltoallv},
+    {"dct_mp_compressor", "DCT_MP_COMPRESSOR", parse_mp_compressor,
+     [](const Config &c) {
+       return std::string(c.mp_compressor == MpCompressor::topk ? "topk" : "error_bounded");
+     },
+     KnobUse::alltoallv},
+    {"dct_error_bound", "DCT_ERROR_BOUND", parse_error_bound,
+     [](const Config &c) {
+       const ErrorBoundConfig &eb = c.error_bound;
+       return eb.automatic ? "auto:" + numbers(eb.classes) : numbers(eb.bounds);
+     },
+     KnobUse::alltoallv},
+    {"dct_error_bound_schedule", "DCT_ERROR_BOUND_SCHEDULE", parse_error_bound_schedule,
+     [](const Config &c) {
+       return number(c.error_bound.schedule_start) + "," +
+              std::to_string(c.error_bound.schedule_calls);
+     },
+     KnobUse::alltoallv},
+    {"dct_table_columns", "DCT_TABLE_COLUMNS", parse_table_columns,
+     [](const Config &c) { return std::to_string(c.error_bound.table_columns); },
+     KnobUse::alltoallv},
+    {"dct_backward_error_bound", "DCT_BACKWARD_ERROR_BOUND", parse_backward_bound,
+     [](const Config &c) {
+       const double bound = c.error_bound.backward_bound;
+       return bound < 0 ? std::string("none") : number(bound);
+     },
+     KnobUse::alltoallv},
+    {"dct_lossless", "DCT_LOSSLESS", parse_lossless,
+     [](const Config &c) { return std::string(lossless_name(c.error_bound.lossless)); },
+     KnobUse::alltoallv},
     // DCT_Allreduce (the drop-in), environment only (nullptr: no MPI_Info key): the states
     // kept per communicator.
-    {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit},
+    {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit, nullptr, 0},
     // Read by libdct_pmpi from the environment only.
-    {nullptr, "DCT_PMPI", parse_pmpi},
-    {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count},
-    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report},
+    {nullptr, "DCT_PMPI", parse_pmpi, nullptr, 0},
+    {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, 0},
+    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, 0},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {
@@ -354,6 +445,14 @@ const char *value_coding_name(ValueCoding coding) {
     default:
       return "native";
   }
+}
+
+std::vector<std::pair<std::string, std::string>> Config::in_force(unsigned use) const {
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const Knob &knob : knobs)
+    if (knob.info_key != nullptr && (knob.uses & use) != 0)
+      keys.emplace_back(knob.info_key, knob.show(*this));
+  return keys;
 }
 
 Config Config::from(MPI_Info info) {

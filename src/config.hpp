@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dct/dct.h"
@@ -56,6 +57,12 @@ enum class TauControl {
   fixed,     ///< the paper's: unchanged between the re-estimations every `interval` calls
 };
 
+/// Where a configuration key acts (bits): persistent allreduces, the drop-in DCT_Allreduce
+/// states of a communicator, DCT-MP alltoallv requests.
+struct KnobUse {
+  static constexpr unsigned allreduce = 1, drop_in = 2, alltoallv = 4;
+};
+
 struct Config {
   double density = 0.01;
   /// split only: the fraction of the tensor the summed result may keep (1: all of it).
@@ -84,7 +91,8 @@ struct Config {
   ErrorBoundConfig error_bound;
   /// Drop-in DCT_Allreduce states kept per communicator (environment only), LRU beyond.
   long long drop_in_limit = 16384;
-  /// Checkpoint loads on another number of ranks: refused (strict) or redistributed.
+  /// A checkpoint saved on another number of ranks: this request's state is refused
+  /// (strict) or redistributed (dct_restart, read at DCT_Allreduce_init like every key).
   bool redistribute_on_restart = false;
   /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.
   bool pmpi_enabled = false;
@@ -94,6 +102,9 @@ struct Config {
   /// Defaults, overridden by DCT_* environment variables, overridden by `info` (may be
   /// MPI_INFO_NULL). Throws DCT_ERR_INFO naming the key or variable and the bad value.
   DCT_INTERNAL_API static Config from(MPI_Info info);
+  /// Every MPI_Info key acting where `use` (KnobUse bits) says, with its value in force,
+  /// spelt so that Config::from reads it back to the same value.
+  std::vector<std::pair<std::string, std::string>> in_force(unsigned use) const;
 };
 
 /// The spelling of the dct_algorithm key's values; "unknown" for anything else.

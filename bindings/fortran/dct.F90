@@ -7,9 +7,10 @@
 !> when it is absent, a failure stops the program with dct's message, like MPI's default error
 !> handler; when present it receives `DCT_SUCCESS` or a `DCT_ERR_*` code (the same codes as C).
 !> `MPI_IN_PLACE` is recognised with Open MPI.
+#include "dct/dct_config.h"
 module dct
   use, intrinsic :: iso_c_binding, only : c_int, c_int64_t, c_long_long, c_double, c_ptr, &
-                                           c_null_ptr, c_char, c_f_pointer, c_loc
+                                           c_null_ptr, c_char, c_f_pointer, c_loc, c_size_t
   use mpi_f08, only : MPI_Comm, MPI_Datatype, MPI_Op, MPI_Info
   implicit none
   private
@@ -31,8 +32,16 @@ module dct
     type(c_ptr) :: handle = c_null_ptr
   end type dct_request
 
+  !> DCT_Status's header (dct.h): every type(dct_status) sets it by default initialisation
+  !> (intent(out) arguments included), so the library knows the layout compiled here.
+  integer(c_size_t), parameter, public :: DCT_STATUS_SIZE = 128
+  integer(c_int), parameter, public :: DCT_STATUS_MAGIC = int(z'44435453', c_int)
+  integer(c_int), parameter, public :: DCT_VERSION_CODE_F = DCT_VERSION_CODE
+
   !> What one call did (DCT_Status; the fields are documented in dct.h).
   type, public, bind(C) :: dct_status
+    integer(c_size_t) :: size = DCT_STATUS_SIZE
+    integer(c_int) :: magic = DCT_STATUS_MAGIC, version = DCT_VERSION_CODE_F
     integer(c_long_long) :: count, nnz_sent, nnz_received, bytes_sent, bytes_received, &
                             dense_bytes
     real(c_double) :: tau, density
@@ -45,7 +54,8 @@ module dct
   public :: dct_allreduce_init, dct_start, dct_wait, dct_test, dct_waitall, &
             dct_request_free, dct_allreduce, &
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
-            dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version
+            dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version, &
+            dct_request_get_info, dct_comm_get_info
 
   ! Every routine taking handles comes as a pair: the mpi_f08 one delegates to the integer one.
   interface dct_allreduce_init
@@ -65,6 +75,12 @@ module dct
   end interface
   interface dct_checkpoint_load
     module procedure checkpoint_load_f08, checkpoint_load_int
+  end interface
+  interface dct_request_get_info
+    module procedure request_get_info_f08, request_get_info_int
+  end interface
+  interface dct_comm_get_info
+    module procedure comm_get_info_f08, comm_get_info_int
   end interface
 
   interface  ! the C side: bindings/fortran/dct_fortran.c and dct.h
@@ -139,6 +155,17 @@ module dct
       integer(c_int), value :: count
       type(dct_request) :: requests(*)
       type(c_ptr), value :: statuses
+    end function
+    integer(c_int) function c_request_get_info(request, info) &
+        bind(C, name='dct_f_request_get_info')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request
+      integer(c_int) :: info
+    end function
+    integer(c_int) function c_comm_get_info(comm, info) bind(C, name='dct_f_comm_get_info')
+      import :: c_int
+      integer(c_int), value :: comm
+      integer(c_int) :: info
     end function
     integer(c_int) function c_request_free(request) bind(C, name='dct_f_request_free')
       import :: c_int, dct_request
@@ -362,6 +389,42 @@ contains
     integer, optional, intent(out) :: ierror
     call finish(c_checkpoint(comm, path, int(len(path), c_int64_t), 0_c_int), ierror)
   end subroutine checkpoint_save_int
+
+  !> DCT_Request_get_info: a new info (free it with MPI_Info_free) with every key in force.
+  subroutine request_get_info_f08(request, info_used, ierror)
+    type(dct_request), intent(in) :: request
+    type(MPI_Info), intent(out) :: info_used
+    integer, optional, intent(out) :: ierror
+    call request_get_info_int(request, info_used%MPI_VAL, ierror)
+  end subroutine request_get_info_f08
+
+  subroutine request_get_info_int(request, info_used, ierror)
+    type(dct_request), intent(in) :: request
+    integer, intent(out) :: info_used
+    integer, optional, intent(out) :: ierror
+    integer(c_int) :: c_info
+    c_info = 0
+    call finish(c_request_get_info(request%handle, c_info), ierror)
+    info_used = int(c_info)
+  end subroutine request_get_info_int
+
+  !> DCT_Comm_get_info: the drop-in dct_allreduce's configuration on `comm`.
+  subroutine comm_get_info_f08(comm, info_used, ierror)
+    type(MPI_Comm), intent(in) :: comm
+    type(MPI_Info), intent(out) :: info_used
+    integer, optional, intent(out) :: ierror
+    call comm_get_info_int(comm%MPI_VAL, info_used%MPI_VAL, ierror)
+  end subroutine comm_get_info_f08
+
+  subroutine comm_get_info_int(comm, info_used, ierror)
+    integer, intent(in) :: comm
+    integer, intent(out) :: info_used
+    integer, optional, intent(out) :: ierror
+    integer(c_int) :: c_info
+    c_info = 0
+    call finish(c_comm_get_info(comm, c_info), ierror)
+    info_used = int(c_info)
+  end subroutine comm_get_info_int
 
   subroutine checkpoint_load_f08(comm, path, ierror)
     type(MPI_Comm), intent(in) :: comm

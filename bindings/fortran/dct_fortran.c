@@ -111,6 +111,22 @@ int dct_f_waitall(int count, DCT_Request *requests, DCT_Status *statuses) {
   return DCT_Waitall(count, requests, statuses);
 }
 
+int dct_f_request_get_info(DCT_Request request, MPI_Fint *info) {
+  MPI_Info used = MPI_INFO_NULL;
+  shim_error = NULL;
+  const int code = DCT_Request_get_info(request, &used);
+  if (code == DCT_SUCCESS) *info = MPI_Info_c2f(used);
+  return code;
+}
+
+int dct_f_comm_get_info(MPI_Fint comm, MPI_Fint *info) {
+  MPI_Info used = MPI_INFO_NULL;
+  shim_error = NULL;
+  const int code = DCT_Comm_get_info(MPI_Comm_f2c(comm), &used);
+  if (code == DCT_SUCCESS) *info = MPI_Info_c2f(used);
+  return code;
+}
+
 int dct_f_request_free(DCT_Request *request) {
   shim_error = NULL;
   return DCT_Request_free(request);

@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
   CHECK(DCT_Alltoallv_backward_init(forward, grad_in, counts, displs, grad, counts, displs,
                                     &backward));
 
-  DCT_Status fs, bs;
+  DCT_Status fs = DCT_STATUS_INITIALIZER, bs = DCT_STATUS_INITIALIZER;
   CHECK(DCT_Start(&forward));
   CHECK(DCT_Wait(&forward, &fs));
   MPI_Alltoallv(act, counts, displs, MPI_FLOAT, dense_in, counts, displs, MPI_FLOAT,

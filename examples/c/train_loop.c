@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
   const double compressed =
       train(DCT_Allreduce, a, b, rows, d, total_rows, steps, lr, w, grad, sum);
 
-  DCT_Status status;
+  DCT_Status status = DCT_STATUS_INITIALIZER;
   DCT_Allreduce_status(sum, d, MPI_FLOAT, MPI_COMM_WORLD, &status);
   if (rank == 0) {
     printf("least squares, %d ranks x %d rows, %d features, %d steps\n", size, rows, d, steps);

@@ -40,6 +40,7 @@
 #define DCT_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 #include "dct/dct_config.h"
 
@@ -56,9 +57,11 @@ extern "C" {
 
 /**
  * @defgroup errors Return codes
- * Every function returns `DCT_SUCCESS` or one of these codes. `DCT_Error_string` turns a code
- * into a fixed sentence; `DCT_Get_last_error` gives the detailed message of the last failure
- * on the calling thread.
+ * Every function returns `DCT_SUCCESS` or one of these codes, except three that cannot fail
+ * and return a string that is never NULL (as NCCL's `ncclGetErrorString`):
+ * `DCT_Algorithm_name`, `DCT_Backend_name` and `DCT_Get_last_error`. `DCT_Error_string`
+ * turns a code into a fixed sentence; `DCT_Get_last_error` gives the detailed message of the
+ * last failure on the calling thread.
  * @{
  */
 typedef enum {
@@ -140,13 +143,26 @@ typedef enum {
 DCT_EXPORT const char *DCT_Backend_name(int backend);
 
 /**
- * @brief Whether `backend` was compiled into this library (1) or not (0). `DCT_BACKEND_AUTO`
- * and `DCT_BACKEND_KOKKOS` are always compiled.
+ * @brief Whether `backend` was compiled into this library: `*compiled` = 1 or 0.
+ * `DCT_BACKEND_AUTO` and `DCT_BACKEND_KOKKOS` are always compiled. (Before 0.4 the answer was
+ * the return value, which read like a code.)
+ * @return `DCT_SUCCESS`, or `DCT_ERR_ARG` (`compiled` is NULL or `backend` is not a
+ *         `DCT_Backend`).
  */
-DCT_EXPORT int DCT_Backend_compiled(int backend);
+DCT_EXPORT int DCT_Backend_compiled(int backend, int *compiled);
 
 /** @brief Largest element count of a compressed tensor (indices are 32-bit on the wire). */
 #define DCT_MAX_COUNT ((MPI_Count)4294967295LL)
+
+/** @brief `DCT_Status.magic` of a status set up by `DCT_STATUS_INITIALIZER` ("DCTS"). */
+#define DCT_STATUS_MAGIC 0x44435453u
+
+/* C++ (14 or later) statuses set their header themselves; C and Fortran use the initializer. */
+#ifdef __cplusplus
+#define DCT_STATUS_DEFAULT_(value) = value
+#else
+#define DCT_STATUS_DEFAULT_(value)
+#endif
 
 /**
  * @brief What one completed call did, as seen by the calling rank.
@@ -157,9 +173,22 @@ DCT_EXPORT int DCT_Backend_compiled(int backend);
  * bandwidth-optimal ring volume `2(P-1)/P * count * sizeof(type)`. `dense_bytes` is that ring
  * volume for an uncompressed `MPI_Allreduce` of the same tensor, so `dense_bytes / bytes_sent`
  * is the traffic reduction.
+ *
+ * **Versioned** (as NCCL versions `ncclConfig_t`): the first three fields say which layout the
+ * caller was compiled with, so that later versions can append fields without breaking binaries
+ * built against an older dct.h, and arrays passed to `DCT_Waitall` keep their stride. Set them
+ * with `DCT_STATUS_INITIALIZER` in C (`DCT_Status s = DCT_STATUS_INITIALIZER;`); in C++ every
+ * `DCT_Status` sets them itself, and in Fortran every `type(dct_status)`. dct writes only the
+ * fields that lie within the caller's `size` and never the header. A status whose `magic` is
+ * not `DCT_STATUS_MAGIC` (an uninitialised one, or one of dct 0.3, which had no header), or
+ * whose `size` is below this layout's (dct 0.4.0's) or not a multiple of 8, is refused with
+ * `DCT_ERR_ARG` before the call does anything, so the caller can fix it and call again.
  */
 typedef struct DCT_Status {
-  MPI_Count count;             /**< Elements in the tensor. */
+  size_t size DCT_STATUS_DEFAULT_(sizeof(DCT_Status)); /**< `sizeof(DCT_Status)` as compiled. */
+  unsigned int magic DCT_STATUS_DEFAULT_(DCT_STATUS_MAGIC);   /**< `DCT_STATUS_MAGIC`. */
+  unsigned int version DCT_STATUS_DEFAULT_(DCT_VERSION_CODE); /**< `DCT_VERSION_CODE`. */
+  MPI_Count count;                                            /**< Elements in the tensor. */
   MPI_Count nnz_sent;          /**< Entries this rank contributed in this call. */
   MPI_Count nnz_received;      /**< Entries received from the other ranks in this call. */
   MPI_Count bytes_sent;        /**< Logical bytes this rank sent in this call. */
@@ -172,13 +201,24 @@ typedef struct DCT_Status {
   MPI_Count calls;             /**< Calls completed on this request or drop-in state so far. */
   MPI_Count total_bytes_sent;  /**< Sum of `bytes_sent` over those calls. */
   MPI_Count total_dense_bytes; /**< Sum of `dense_bytes` over those calls. */
-  /* Since 0.4: appended, so that every field above keeps its offset. */
-  double compression_ratio; /**< `dense_bytes / bytes_sent` of this call (0 when nothing was
-                                 sent to another rank, e.g. on one rank). */
-  double max_abs_error;     /**< `dct_mp_compressor=error_bounded`: the largest |received -
-                                 sent| over the values this rank sent in this call (0 when
-                                 exact); 0 for every other request. */
+  double compression_ratio;    /**< `dense_bytes / bytes_sent` of this call (0 when nothing
+                                    was sent to another rank, e.g. on one rank). */
+  double max_abs_error;        /**< `dct_mp_compressor=error_bounded`: the largest |received -
+                                    sent| over the values this rank sent in this call (0 when
+                                    exact); 0 for every other request. */
+  /* Later versions append fields here (and only here). */
 } DCT_Status;
+#undef DCT_STATUS_DEFAULT_
+
+/**
+ * @brief Initialises a `DCT_Status` in C: header set, every field zero. For an array:
+ * `for (i = 0; i < n; ++i) statuses[i] = (DCT_Status)DCT_STATUS_INITIALIZER;`.
+ */
+#define DCT_STATUS_INITIALIZER                                                                   \
+  {                                                                                              \
+    sizeof(DCT_Status), DCT_STATUS_MAGIC, DCT_VERSION_CODE, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, \
+        0, 0, 0.0, 0.0                                                                           \
+  }
 
 /** @brief Pass as the status argument when the status is not wanted. */
 #define DCT_STATUS_IGNORE ((DCT_Status *)0)
@@ -255,6 +295,14 @@ typedef struct DCT_Request_s *DCT_Request;
  *   host (pinned staging buffers, reused across calls). Not compiled: `DCT_ERR_NOT_COMPILED`
  *   from `DCT_Allreduce_init`.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
+ * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
+ *   request when the checkpoint was saved on another number of ranks: `strict` refuses the
+ *   load (`DCT_ERR_CKPT_MISMATCH`), `redistribute` gives saved rank r's residual to rank
+ *   r mod P (see the checkpoint group). Read at `DCT_Allreduce_init`, like every key (before
+ *   0.4 the variable was read at the load and the key had no effect).
+ *
+ * `DCT_Request_get_info` reads back every key's value in force for a request, and
+ * `DCT_Comm_get_info` those of the drop-in `DCT_Allreduce` on a communicator.
  *
  * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
  * `dct_` keys are refused with `DCT_ERR_INFO`, so a typo never goes unnoticed.
@@ -338,7 +386,9 @@ DCT_EXPORT int DCT_Start(DCT_Request *request);
  * @param status  Receives what the call did, or `DCT_STATUS_IGNORE`.
  * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (not started), `DCT_ERR_MPI`,
  *         `DCT_ERR_PEER`, `DCT_ERR_MISMATCH`. After an error the request is inactive again
- *         and this call's contribution is kept in the residual.
+ *         and this call's contribution is kept in the residual. `DCT_ERR_ARG` for a status
+ *         without a valid header (see `DCT_Status`): then nothing happened, the request is
+ *         still started.
  */
 DCT_EXPORT int DCT_Wait(DCT_Request *request, DCT_Status *status);
 
@@ -369,9 +419,13 @@ DCT_EXPORT int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status);
  * returned and `DCT_Get_last_error` names its index. As with `MPI_Waitall`,
  * `DCT_REQUEST_NULL` entries and requests that are not started (e.g. already completed by
  * `DCT_Test`) are skipped, with a zeroed status.
- * @param statuses Array of `count` statuses, or `DCT_STATUSES_IGNORE`.
- * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (requests NULL with count > 0, or count < 0), or the
- *         first code `DCT_Wait` would have returned for one of the requests.
+ * @param statuses Array of `count` statuses, or `DCT_STATUSES_IGNORE`. Its stride is
+ *                 `statuses[0].size`: an array of a newer or older dct.h's `DCT_Status` works.
+ *                 Every element needs a valid header of that same size, checked before any
+ *                 request is waited for.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (requests NULL with count > 0, count < 0, or a status
+ *         without a valid header: then nothing happened), or the first code `DCT_Wait` would
+ *         have returned for one of the requests.
  */
 DCT_EXPORT int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]);
 
@@ -396,11 +450,44 @@ DCT_EXPORT int DCT_Request_free(DCT_Request *request);
 DCT_EXPORT int DCT_Request_get_residual(DCT_Request request, void *residual);
 
 /**
+ * @brief The configuration in force for `request`, like `MPI_Comm_get_info`: a new `MPI_Info`
+ * holding every key that acts on this kind of request (the allreduce's keys, or DCT-MP's for a
+ * forward or backward alltoallv request; a backward shows its forward's), each with the value
+ * the request uses, whether it came from the info at init, a `DCT_*` variable or the default.
+ * Values are spelt as the keys take them (numbers in the shortest form that reads back to the
+ * same value), so the info can create an identical request. `dct_name` shows the default name
+ * of an unnamed allreduce and is left out when empty. Not collective; the request may be
+ * active. The caller frees `*info_used` with `MPI_Info_free`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_MPI`,
+ *         `DCT_ERR_NOT_INITIALIZED`.
+ */
+DCT_EXPORT int DCT_Request_get_info(DCT_Request request, MPI_Info *info_used);
+
+/**
+ * @brief The configuration of the drop-in `DCT_Allreduce` on `comm`, as `DCT_Request_get_info`
+ * gives a request's: the values agreed at the first compressed `DCT_Allreduce` on `comm`, or,
+ * before it, what the `DCT_*` variables give now. Not collective. The caller frees
+ * `*info_used` with `MPI_Info_free`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_COMM`, `DCT_ERR_INFO` (a bad
+ *         `DCT_*` variable, before the first call), `DCT_ERR_MPI`, `DCT_ERR_NOT_INITIALIZED`.
+ */
+DCT_EXPORT int DCT_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
+
+/**
  * @brief Sets the GPU stream the request's kernels and copies run on (`cudaStream_t` or
- * `hipStream_t`, passed as `void *`), from its next `DCT_Start` on. dct orders its work after
- * what the stream already holds and completes it before `DCT_Wait` returns. `NULL` (the
- * default) selects dct's own non-blocking stream, never the legacy default stream. Ignored on
- * the host (Kokkos backend). The request must not be active.
+ * `hipStream_t`, passed as `void *`), from its next `DCT_Start` on. `NULL` (the default)
+ * selects dct's own non-blocking stream, never the legacy default stream. Ignored on the host
+ * (Kokkos backend). The request must not be active.
+ *
+ * Stream semantics (they differ from NCCL's, whose calls are only enqueued): **every dct call
+ * that runs kernels blocks the host until they are done.** `DCT_Start` queues its kernels
+ * after what the stream already holds and synchronizes the stream before it returns (so the
+ * host waits for the application's earlier work on it too, and the compressed entries are
+ * ready for MPI); the completion call that completes the request (`DCT_Wait`, `DCT_Test`
+ * with `*flag` = 1, `DCT_Waitall`) writes `recvbuf` on the stream and synchronizes it before
+ * it returns. When it returns, the result may be used from the host or any stream without an
+ * event. Between `DCT_Start` and completion, work the application queues on the same stream
+ * may run between dct's kernels: it must not touch the request's buffers.
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
  */
 DCT_EXPORT int DCT_Request_set_stream(DCT_Request request, void *stream);
@@ -427,7 +514,8 @@ DCT_EXPORT int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count
 /**
  * @brief Status of the last `DCT_Allreduce` on (`comm`, `recvbuf`, `count`, `datatype`),
  * including the running totals, e.g. to report the bytes saved.
- * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (status NULL or no such state), `DCT_ERR_COMM`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (status NULL, without a valid header, or no such
+ *         state), `DCT_ERR_COMM`.
  */
 DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                                     MPI_Comm comm, DCT_Status *status);
@@ -528,6 +616,12 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * `sendbuf` and writes `recvbuf`. The arrays are copied; the buffers must stay valid.
  * `recvbuf` receives dense blocks: the kept entries of every row, zeros elsewhere.
  *
+ * Counts are `int`, as in MPI-3's `MPI_Alltoallv`: every count and displacement is at most
+ * `INT_MAX` elements, and so is what one rank sends to all peers in one call once coded (in
+ * 8-byte units: 16 GiB); a call beyond is refused with `DCT_ERR_COUNT`. There are no
+ * large-count (`_c`, `MPI_Count`) variants yet: they need MPI-4's `MPI_Alltoallv_c`, which
+ * Open MPI 4.1 lacks. (`DCT_Allreduce_init` takes an `MPI_Count` up to `DCT_MAX_COUNT`.)
+ *
  * @param sendbuf    Blocks to send: `sendcounts[j]` elements at `sdispls[j]` go to rank j.
  * @param sendcounts Elements for each rank, >= 0 and multiples of `dct_row_length`.
  * @param sdispls    Displacements (elements) of the send blocks, >= 0.
@@ -598,8 +692,10 @@ DCT_EXPORT int DCT_Alltoallv_backward_init(DCT_Request forward, const void *send
  * `DCT_Allreduce` states are keyed by buffer addresses, which do not survive a restart, and are
  * not saved; use persistent requests for state that must be restartable.
  *
- * Restart on another number of ranks is governed by `DCT_RESTART` (knob table): `strict`
- * (default) refuses it; `redistribute` gives saved rank r's residual to new rank r mod P, so
+ * Restart on another number of ranks is governed per request by its `dct_restart` key (or
+ * `DCT_RESTART` when it was created): `strict` (default) refuses it, the load failing with
+ * `DCT_ERR_CKPT_MISMATCH` if any live request is strict; `redistribute` gives saved rank r's
+ * residual to new rank r mod P, so
  * that the sum over ranks of the residuals is preserved: exactly when the new job has at least
  * as many ranks, and up to one rounding per element (the rows merged onto a rank are added in
  * double precision) when it has fewer.
@@ -629,7 +725,7 @@ DCT_EXPORT int DCT_Checkpoint_save(MPI_Comm comm, const char *path);
  * in the file that are not live are ignored.
  * @return `DCT_SUCCESS`, `DCT_ERR_CKPT_NOT_FOUND`, `DCT_ERR_CKPT_FORMAT`,
  *         `DCT_ERR_CKPT_VERSION`, `DCT_ERR_CKPT_MISMATCH`, `DCT_ERR_CKPT_CHECKSUM`,
- *         `DCT_ERR_CKPT_TRUNCATED`, `DCT_ERR_ACTIVE`, `DCT_ERR_INFO` (bad `DCT_RESTART`),
+ *         `DCT_ERR_CKPT_TRUNCATED`, `DCT_ERR_ACTIVE`,
  *         `DCT_ERR_ARG`, `DCT_ERR_NOT_COMPILED`, `DCT_ERR_COMM`, `DCT_ERR_MPI`.
  */
 DCT_EXPORT int DCT_Checkpoint_load(MPI_Comm comm, const char *path);

@@ -4,6 +4,7 @@
 program test_fortran
   use mpi_f08
   use dct
+  use, intrinsic :: iso_c_binding, only : c_sizeof
   implicit none
   integer, parameter :: n = 3000, calls = 20
   integer :: rank, failures, any_failures, ierror, major, minor, patch, length, step, i
@@ -14,7 +15,8 @@ program test_fortran
   type(dct_request) :: pair(2)
   type(dct_status) :: statuses(1)
   logical :: done
-  type(MPI_Info) :: info
+  type(MPI_Info) :: info, used
+  logical :: found
   type(dct_request) :: request, freed
   type(dct_status) :: status
   character(len=256) :: text
@@ -72,6 +74,18 @@ program test_fortran
   call MPI_Allreduce(residual, held, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
   call MPI_Allreduce(inputs, total_inputs, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
   call check(all(delivered + held == total_inputs), 'conservation at density 0.01')
+  ! The configuration in force reads back (DCT_Request_get_info), the defaults included.
+  call dct_request_get_info(request, used, ierror)
+  call check(ierror == DCT_SUCCESS, 'request_get_info')
+  call MPI_Info_get(used, 'dct_interval', len(text), text, found)
+  call check(found .and. text == '5', 'info in force: dct_interval')
+  call MPI_Info_get(used, 'dct_algorithm', len(text), text, found)
+  call check(found .and. text == 'auto', 'info in force: default dct_algorithm')
+  call MPI_Info_free(used)
+  call dct_comm_get_info(MPI_COMM_WORLD, used)
+  call MPI_Info_get(used, 'dct_restart', len(text), text, found)
+  call check(.not. found, 'drop-in info has no dct_restart (not checkpointed)')
+  call MPI_Info_free(used)
   call dct_request_free(request)
   call MPI_Info_free(info)
 
@@ -98,6 +112,8 @@ program test_fortran
       call dct_test(pair(1), done, status)
     end do
     call dct_waitall(pair(2:2), statuses)
+    call check(status%size == c_sizeof(status) .and. status%magic == DCT_STATUS_MAGIC .and. &
+               statuses(1)%size == DCT_STATUS_SIZE, 'status header set by the type')
     call check(status%algorithm == DCT_ALGORITHM_SPLIT .and. &
                statuses(1)%algorithm == DCT_ALGORITHM_RECURSIVE_DOUBLING, 'nonblocking status')
     delivered = delivered + s

@@ -16,6 +16,7 @@
 
 #include "checkpoint.hpp"
 #include "common.hpp"
+#include "request_table.hpp"
 
 namespace {
 
@@ -88,6 +89,8 @@ bool expect(bool ok, const char *what) {
 }
 
 int run(const std::string &mode, const std::string &path) {
+  // Read by each request at its init, like every configuration key.
+  if (mode == "redistribute") setenv("DCT_RESTART", "redistribute", 1);
   Job job;
   if (mode == "save" || mode == "crash") {
     const int calls = mode == "save" ? kSavedCalls : kSavedCalls + 2;
@@ -102,7 +105,6 @@ int run(const std::string &mode, const std::string &path) {
                ? 0
                : 1;
   }
-  if (mode == "redistribute") setenv("DCT_RESTART", "redistribute", 1);
   if (!expect(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()) == DCT_SUCCESS, "load")) return 1;
   bool ok = expect(engine(job.a).name() == "allreduce.0" && engine(job.b).name() == "allreduce.1",
                    "default names are stable across runs");

@@ -1,5 +1,5 @@
-// Helpers of the MPI tests: test data, an independent reference of DCT-DP, access to a
-// request's residual.
+// Helpers of the MPI tests: test data, an independent reference of DCT-DP, a request's
+// residual, and assertions that every rank takes together.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "dct/dct.h"
-#include "request_table.hpp"
 
 namespace dct::test {
 
@@ -132,13 +131,13 @@ bool same_bits(const std::vector<T> &a, const std::vector<T> &b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-/// The residual a persistent request holds (white-box: through the internal request table).
+/// The residual a persistent request of `n` elements holds (zeros when it keeps none).
 template <typename T>
 std::vector<T> residual_of(DCT_Request request, std::size_t n) {
-  const void *residual = detail::RequestTable::instance().find(&request).engine->residual();
-  if (residual == nullptr) return std::vector<T>(n, T(0));
-  const T *begin = static_cast<const T *>(residual);
-  return std::vector<T>(begin, begin + n);
+  std::vector<T> residual(n, T(-1));
+  EXPECT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_SUCCESS)
+      << DCT_Get_last_error();
+  return residual;
 }
 
 /// An MPI_Info with the given key/value pairs; freed by the caller.
@@ -155,6 +154,24 @@ inline bool all_ranks(bool ok, MPI_Comm comm = MPI_COMM_WORLD) {
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
   return all == 1;
 }
+
+/// `actual == expected` on every rank of `comm` (a collective). Where a test asserts ahead of a
+/// collective, a failure on one rank must stop every rank: otherwise the others wait in the
+/// collective until the watchdog kills the job, and the report names the hang, not the cause.
+template <typename A, typename E>
+::testing::AssertionResult on_all_ranks(const A &actual, const E &expected, const char *text,
+                                        MPI_Comm comm = MPI_COMM_WORLD) {
+  const bool ok = actual == expected;
+  if (all_ranks(ok, comm)) return ::testing::AssertionSuccess();
+  if (ok) return ::testing::AssertionFailure() << text << ": failed on another rank";
+  return ::testing::AssertionFailure() << text << " = " << actual << ", expected " << expected
+                                       << " (" << DCT_Get_last_error() << ")";
+}
+
+/// ASSERT_EQ that every rank takes together (see on_all_ranks): use it, not ASSERT_EQ, for a
+/// call every rank makes ahead of a collective. `actual` is evaluated once.
+#define ASSERT_ALL_RANKS_EQ(actual, expected) \
+  ASSERT_TRUE(::dct::test::on_all_ranks((actual), (expected), #actual))
 
 /// Bytes of the header every compressed call exchanges with each peer (4 x int64).
 constexpr MPI_Count kHeaderBytes = 32;

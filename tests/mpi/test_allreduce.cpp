@@ -20,20 +20,20 @@ TYPED_TEST(Allreduce, DensityOneIsBitwiseMpiAllreduce) {
     MPI_Info info = make_info({{"dct_density", "1"}, {"dct_algorithm", algorithm}});
     std::vector<T> send(kCount), recv(kCount), inplace(kCount);
     DCT_Request request = DCT_REQUEST_NULL, inplace_request = DCT_REQUEST_NULL;
-    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                                 MPI_COMM_WORLD, info, &request),
-              DCT_SUCCESS);
-    ASSERT_EQ(DCT_Allreduce_init(MPI_IN_PLACE, inplace.data(), kCount, mpi_type<T>(), MPI_SUM,
-                                 MPI_COMM_WORLD, info, &inplace_request),
-              DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(MPI_IN_PLACE, inplace.data(), kCount, mpi_type<T>(),
+                                           MPI_SUM, MPI_COMM_WORLD, info, &inplace_request),
+                        DCT_SUCCESS);
     for (int call = 0; call < 3; ++call) {
       overwrite(send, gradient<T>(kCount, call));
       inplace = send;
       DCT_Status status;
-      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
-      ASSERT_EQ(DCT_Start(&inplace_request), DCT_SUCCESS);
-      ASSERT_EQ(DCT_Wait(&inplace_request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Start(&inplace_request), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(&inplace_request, DCT_STATUS_IGNORE), DCT_SUCCESS);
       const std::vector<T> expected = mpi_sum(send);
       EXPECT_TRUE(same_bits(recv, expected)) << algorithm << " call " << call;
 
@@ -92,16 +92,16 @@ TYPED_TEST(Allreduce, MatchesReferenceForEveryAlgorithm) {
                                  {"dct_tau_control", fixed ? "fixed" : "adaptive"}});
       std::vector<T> send(kCount), recv(kCount, T(-1));
       DCT_Request request;
-      ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                                   MPI_COMM_WORLD, info, &request),
-                DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(),
+                                             MPI_SUM, MPI_COMM_WORLD, info, &request),
+                          DCT_SUCCESS);
       ReferenceDct<T> reference(kCount, std::atof(c.density), fixed ? 3 : 1);
       for (int call = 0; call < 7; ++call) {
         overwrite(send, gradient<T>(kCount, call));
         const std::vector<T> sent = reference.step(send);
         DCT_Status status;
-        ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-        ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+        ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+        ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
         const auto algorithm = static_cast<DCT_Algorithm>(status.algorithm);
         if (std::string(c.algorithm) != "auto") {
           EXPECT_STREQ(DCT_Algorithm_name(algorithm), c.algorithm);
@@ -144,16 +144,16 @@ void conservation_gap(std::size_t n, const char *density, const char *interval, 
   MPI_Info info = make_info({{"dct_density", density}, {"dct_interval", interval}});
   std::vector<T> send(n), recv(n);
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD,
-                               info, &request),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
   MPI_Info_free(&info);
   std::vector<double> delivered(n, 0.0), inputs(n, 0.0);
   for (int call = 0; call < 50; ++call) {
     overwrite(send, input(call));
     for (std::size_t i = 0; i < n; ++i) inputs[i] += send[i];
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
     for (std::size_t i = 0; i < n; ++i) delivered[i] += recv[i];
   }
   const std::vector<T> residual = residual_of<T>(request, n);
@@ -196,9 +196,9 @@ TYPED_TEST(Allreduce, KeptCountFarAboveCapacityMatchesReference) {
       {{"dct_density", "0.001"}, {"dct_algorithm", "allgather"}, {"dct_tau_control", "fixed"}});
   std::vector<T> send(kCount), recv(kCount);
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &request),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
   ReferenceDct<T> reference(kCount, 0.001, 1000);
   T scale = 1;
   for (int call = 0; call < 4; ++call, scale *= 10) {
@@ -207,8 +207,8 @@ TYPED_TEST(Allreduce, KeptCountFarAboveCapacityMatchesReference) {
     overwrite(send, input);
     const std::vector<T> expected = sum_in_rank_order(reference.step(send));
     DCT_Status status;
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
     EXPECT_EQ(status.nnz_sent, MPI_Count(reference.nnz));
     EXPECT_TRUE(same_bits(recv, expected)) << "call " << call;
     EXPECT_TRUE(same_bits(residual_of<T>(request, kCount), reference.residual));
@@ -223,14 +223,14 @@ TYPED_TEST(Allreduce, PublicResidualGetterMatchesTheEngine) {
   MPI_Info info = make_info({{"dct_density", "0.05"}});
   std::vector<T> send = gradient<T>(kCount, 3), recv(kCount), residual(kCount, T(7));
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &request),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
   ASSERT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_SUCCESS);
   EXPECT_EQ(residual, std::vector<T>(kCount, T(0)));
-  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
   EXPECT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_ERR_ACTIVE);
-  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
   ASSERT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_SUCCESS);
   EXPECT_TRUE(same_bits(residual, residual_of<T>(request, kCount)));
   EXPECT_EQ(DCT_Request_get_residual(request, nullptr), DCT_ERR_ARG);
@@ -245,15 +245,15 @@ TYPED_TEST(Allreduce, TauIsReusedBetweenReestimationsAndReestimatedOnSchedule) {
       make_info({{"dct_density", "0.05"}, {"dct_interval", "4"}, {"dct_tau_control", "fixed"}});
   std::vector<T> send(kCount), recv(kCount);
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &request),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
   double tau = -1;
   for (int call = 0; call < 13; ++call) {
     overwrite(send, gradient<T>(kCount, call, call % 4 == 0 ? 1000 * call : 5));
     DCT_Status status;
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
     const bool due = call % 4 == 0;
     EXPECT_EQ(status.tau_reestimated, due ? 1 : 0) << "call " << call;
     if (due) {
@@ -272,19 +272,19 @@ TYPED_TEST(Allreduce, InPlaceEqualsOutOfPlace) {
   MPI_Info info = make_info({{"dct_density", "0.03"}, {"dct_interval", "2"}});
   std::vector<T> send(kCount), recv(kCount), inplace(kCount);
   DCT_Request out_of_place, in_place;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &out_of_place),
-            DCT_SUCCESS);
-  ASSERT_EQ(DCT_Allreduce_init(MPI_IN_PLACE, inplace.data(), kCount, mpi_type<T>(), MPI_SUM,
-                               MPI_COMM_WORLD, info, &in_place),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, mpi_type<T>(), MPI_SUM,
+                                         MPI_COMM_WORLD, info, &out_of_place),
+                      DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(MPI_IN_PLACE, inplace.data(), kCount, mpi_type<T>(),
+                                         MPI_SUM, MPI_COMM_WORLD, info, &in_place),
+                      DCT_SUCCESS);
   for (int call = 0; call < 5; ++call) {
     overwrite(send, gradient<T>(kCount, call));
     inplace = send;
-    ASSERT_EQ(DCT_Start(&out_of_place), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&out_of_place, DCT_STATUS_IGNORE), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Start(&in_place), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&in_place, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&out_of_place), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&out_of_place, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&in_place), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&in_place, DCT_STATUS_IGNORE), DCT_SUCCESS);
     EXPECT_TRUE(same_bits(recv, inplace)) << "call " << call;
   }
   EXPECT_EQ(DCT_Request_free(&out_of_place), DCT_SUCCESS);
@@ -299,16 +299,16 @@ TYPED_TEST(Allreduce, ZeroCountAndTinyTensors) {
   for (std::size_t n : {1u, 2u, 3u}) {
     std::vector<T> send(n), recv(n);
     DCT_Request request;
-    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
-                                 MPI_COMM_WORLD, MPI_INFO_NULL, &request),
-              DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, mpi_type<T>(), MPI_SUM,
+                                           MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+                        DCT_SUCCESS);
     ReferenceDct<T> reference(n, 0.01, 1);  // the adaptive default: the top k of every call
     for (int call = 0; call < 4; ++call) {
       overwrite(send, gradient<T>(n, call));
       const std::vector<T> sent = reference.step(send);
       DCT_Status status;
-      ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-      ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
       if (call == 0) {
         EXPECT_EQ(status.nnz_sent, 1);  // k = ceil(0.01 n) = 1
       }
@@ -334,12 +334,12 @@ TEST(AllreducePassthrough, OtherTypesAndOpsGoToMpiUnchanged) {
   std::vector<float> max_result(n), max_expected(n);
   MPI_Allreduce(floats.data(), max_expected.data(), n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
   DCT_Request request;
-  ASSERT_EQ(DCT_Allreduce_init(floats.data(), max_result.data(), n, MPI_FLOAT, MPI_MAX,
-                               MPI_COMM_WORLD, MPI_INFO_NULL, &request),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(floats.data(), max_result.data(), n, MPI_FLOAT, MPI_MAX,
+                                         MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+                      DCT_SUCCESS);
   DCT_Status status;
-  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-  ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
   EXPECT_TRUE(same_bits(max_result, max_expected));
   EXPECT_EQ(status.algorithm, DCT_ALGORITHM_PASSTHROUGH);
   EXPECT_EQ(status.nnz_sent, MPI_Count(n));
@@ -353,8 +353,10 @@ TEST(AllreduceDropIn, StateIsKeptPerBufferAndReleasedWithTheCommunicator) {
   std::vector<float> a(n), b(n);
   const std::vector<float> send = gradient<float>(n, 0);
   for (int call = 0; call < 3; ++call)
-    ASSERT_EQ(DCT_Allreduce(send.data(), a.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
-  ASSERT_EQ(DCT_Allreduce(send.data(), b.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce(send.data(), a.data(), n, MPI_FLOAT, MPI_SUM, comm),
+                        DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce(send.data(), b.data(), n, MPI_FLOAT, MPI_SUM, comm),
+                      DCT_SUCCESS);
   DCT_Status status_a, status_b, status_c;
   ASSERT_EQ(DCT_Allreduce_status(a.data(), n, MPI_FLOAT, comm, &status_a), DCT_SUCCESS);
   ASSERT_EQ(DCT_Allreduce_status(b.data(), n, MPI_FLOAT, comm, &status_b), DCT_SUCCESS);
@@ -366,7 +368,8 @@ TEST(AllreduceDropIn, StateIsKeptPerBufferAndReleasedWithTheCommunicator) {
   // Freeing the communicator releases its states: a new one starts from scratch.
   MPI_Comm_free(&comm);
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  ASSERT_EQ(DCT_Allreduce(send.data(), a.data(), n, MPI_FLOAT, MPI_SUM, comm), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce(send.data(), a.data(), n, MPI_FLOAT, MPI_SUM, comm),
+                      DCT_SUCCESS);
   ASSERT_EQ(DCT_Allreduce_status(a.data(), n, MPI_FLOAT, comm, &status_a), DCT_SUCCESS);
   EXPECT_EQ(status_a.calls, 1);
   MPI_Comm_free(&comm);
@@ -383,8 +386,8 @@ TEST(AllreducePersistent, RequestOutlivesItsCommunicator) {
       DCT_Allreduce_init(send.data(), recv.data(), n, MPI_DOUBLE, MPI_SUM, comm, info, &request),
       DCT_SUCCESS);
   MPI_Comm_free(&comm);  // dct holds its own duplicate
-  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
   EXPECT_TRUE(same_bits(recv, mpi_sum(send)));
   EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
   MPI_Info_free(&info);
@@ -402,8 +405,8 @@ TEST(AllreduceSubcommunicator, WorksOnSplitCommunicators) {
       DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, half, info, &request),
       DCT_SUCCESS);
   ReferenceDct<float> reference(n, 0.1, 1000);
-  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
   EXPECT_TRUE(same_bits(recv, sum_in_rank_order(reference.step(send), half)));
   EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
   MPI_Info_free(&info);

@@ -400,12 +400,12 @@ TEST(Alltoallv, MixedWithAllreduceInWaitall) {
   overwrite(pair.x, random_rows<float>(pair.x.size(), 0));
   std::vector<float> grad = gradient<float>(1000, 0), sum(1000);
   DCT_Request reduce = DCT_REQUEST_NULL;
-  ASSERT_EQ(DCT_Allreduce_init(grad.data(), sum.data(), 1000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                               MPI_INFO_NULL, &reduce),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(grad.data(), sum.data(), 1000, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, MPI_INFO_NULL, &reduce),
+                      DCT_SUCCESS);
   DCT_Request both[2] = {reduce, pair.forward};
-  ASSERT_EQ(DCT_Start(&both[0]), DCT_SUCCESS);
-  ASSERT_EQ(DCT_Start(&both[1]), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&both[0]), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&both[1]), DCT_SUCCESS);
   EXPECT_EQ(DCT_Waitall(2, both, DCT_STATUSES_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
   const std::vector<char> mask =
       exact_mask(pair.x, pair.fwd, pair.fwd.sendcounts, pair.fwd.sdispls, 4);
@@ -527,9 +527,9 @@ TEST(AlltoallvBadInput, BackwardBeforeForwardAndShapes) {
   EXPECT_TRUE(std::all_of(pair.dx.begin(), pair.dx.end(), [](float v) { return v == kSentinel; }));
   // Forward started: its backward must wait.
   overwrite(pair.x, random_rows<float>(pair.x.size(), 0));
-  ASSERT_EQ(DCT_Start(&pair.forward), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&pair.forward), DCT_SUCCESS);
   EXPECT_EQ(DCT_Start(&pair.backward), DCT_ERR_ACTIVE);
-  ASSERT_EQ(DCT_Wait(&pair.forward, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&pair.forward, DCT_STATUS_IGNORE), DCT_SUCCESS);
   pair.run(pair.backward);  // now fine
 
   // Shapes that are not the forward's reversed.
@@ -550,9 +550,9 @@ TEST(AlltoallvBadInput, BackwardBeforeForwardAndShapes) {
   // An allreduce request, or a freed one, is no forward.
   std::vector<float> v(10);
   DCT_Request reduce = DCT_REQUEST_NULL;
-  ASSERT_EQ(DCT_Allreduce_init(v.data(), v.data(), 10, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                               MPI_INFO_NULL, &reduce),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(v.data(), v.data(), 10, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                         MPI_INFO_NULL, &reduce),
+                      DCT_SUCCESS);
   EXPECT_EQ(
       DCT_Alltoallv_backward_init(reduce, pair.g.data(), b.sendcounts.data(), b.sdispls.data(),
                                   pair.dx.data(), b.recvcounts.data(), b.rdispls.data(), &request),
@@ -579,12 +579,13 @@ TEST(AlltoallvBadInput, DisagreeingCountsFailOnEveryRankAndKeepTheMasks) {
   if (rank() == 0) lying.recvcounts[1] += d;
   std::vector<float> y(std::size_t(lying.recv_total + d), kSentinel);
   DCT_Request request = DCT_REQUEST_NULL;
-  ASSERT_EQ(DCT_Alltoallv_init(pair.x.data(), lying.sendcounts.data(), lying.sdispls.data(),
-                               y.data(), lying.recvcounts.data(), lying.rdispls.data(), MPI_FLOAT,
-                               MPI_COMM_WORLD, info, &request),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(
+      DCT_Alltoallv_init(pair.x.data(), lying.sendcounts.data(), lying.sdispls.data(), y.data(),
+                         lying.recvcounts.data(), lying.rdispls.data(), MPI_FLOAT, MPI_COMM_WORLD,
+                         info, &request),
+      DCT_SUCCESS);
   MPI_Info_free(&info);
-  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
   EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_ERR_MISMATCH) << DCT_Get_last_error();
   EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == kSentinel; }));
   DCT_Request_free(&request);
@@ -637,7 +638,7 @@ TEST(AlltoallvBadInput, TamperedMessageRejectedOnEveryRank) {
     Tamper::mask_offset = 2 * k * 2;  // two rows of k fp16 values
     Tamper::how = c.how;
     detail::testing::tamper_forward_message = Tamper::apply;
-    ASSERT_EQ(DCT_Start(&pair.forward), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&pair.forward), DCT_SUCCESS);
     const int code = DCT_Wait(&pair.forward, DCT_STATUS_IGNORE);
     const std::string message = DCT_Get_last_error();
     detail::testing::tamper_forward_message = nullptr;

@@ -15,6 +15,7 @@
 
 #include "checkpoint.hpp"
 #include "common.hpp"
+#include "request_table.hpp"
 
 namespace dct::test {
 namespace {
@@ -65,8 +66,8 @@ struct Model {
     overwrite(b_send, gradient<double>(b_send.size(), calls, 5));
     ++calls;
     for (DCT_Request *r : {&a, &b}) {
-      ASSERT_EQ(DCT_Start(r), DCT_SUCCESS);
-      ASSERT_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+      ASSERT_ALL_RANKS_EQ(DCT_Start(r), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS);
     }
   }
 };
@@ -152,9 +153,11 @@ TEST(Checkpoint, EveryCorruptionHasItsCodeAndLeavesTheStateAlone) {
   model.step();
   const Snapshot live(model);
 
+  std::string message;  // the load's: reading the state back is a dct call of its own
   auto expect_load = [&](const std::string &path, int code, const char *what) {
     EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), code)
         << what << ": " << DCT_Get_last_error();
+    message = DCT_Get_last_error();
     EXPECT_TRUE(Snapshot(model) == live) << what << " changed the live state";
   };
 
@@ -210,7 +213,7 @@ TEST(Checkpoint, EveryCorruptionHasItsCodeAndLeavesTheStateAlone) {
     bytes.put(static_cast<char>(c ^ 0x10));
   });
   expect_load(flipped, DCT_ERR_CKPT_CHECKSUM, "flipped byte");
-  EXPECT_NE(std::string(DCT_Get_last_error()).find("checksum"), std::string::npos);
+  EXPECT_NE(message.find("checksum"), std::string::npos);
 
   {  // A live request that the checkpoint does not have.
     std::vector<float> x(10), y(10);
@@ -250,9 +253,11 @@ TEST(Checkpoint, ThresholdCounterFileKindAndPathAreChecked) {
   ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
   model.step();
   const Snapshot live(model);
+  std::string message;  // the load's: reading the state back is a dct call of its own
   auto expect_load = [&](const std::string &path, int code, const char *what) {
     EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), code)
         << what << ": " << DCT_Get_last_error();
+    message = DCT_Get_last_error();
     EXPECT_TRUE(Snapshot(model) == live) << what << " changed the live state";
   };
 
@@ -287,13 +292,12 @@ TEST(Checkpoint, ThresholdCounterFileKindAndPathAreChecked) {
   const std::string fifo = scratch("fifo");
   on_rank_zero([&] { ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0); });
   expect_load(fifo, DCT_ERR_CKPT_FORMAT, "a FIFO");
-  EXPECT_NE(std::string(DCT_Get_last_error()).find("not a regular file"), std::string::npos);
+  EXPECT_NE(message.find("not a regular file"), std::string::npos);
 
   const std::string loop = scratch("loop");
   on_rank_zero([&] { ASSERT_EQ(::symlink("loop.h5", loop.c_str()), 0); });  // points at itself
   expect_load(loop, DCT_ERR_CKPT_NOT_FOUND, "a symlink loop");
-  EXPECT_NE(std::string(DCT_Get_last_error()).find(std::strerror(ELOOP)), std::string::npos)
-      << DCT_Get_last_error();
+  EXPECT_NE(message.find(std::strerror(ELOOP)), std::string::npos) << message;
 
   if (size() > 1) {
     const std::string mine = scratch("rank" + std::to_string(rank()));
@@ -376,9 +380,86 @@ TEST(Checkpoint, MisuseIsRefusedOnEveryRank) {
   DCT_Request_free(&twin);
   EXPECT_EQ(::access(path.c_str(), F_OK), -1);  // nothing was written under the name
 
+  // DCT_RESTART is read where every key is: at the request's init.
   setenv("DCT_RESTART", "sometimes", 1);
-  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_INFO);
+  EXPECT_EQ(DCT_Allreduce_init(x.data(), y.data(), 10, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &twin),
+            DCT_ERR_INFO);
   unsetenv("DCT_RESTART");
+}
+
+/// The value of `key` in a request's configuration read back (DCT_Request_get_info).
+std::string info_value(DCT_Request request, const char *key) {
+  MPI_Info info = MPI_INFO_NULL;
+  EXPECT_EQ(DCT_Request_get_info(request, &info), DCT_SUCCESS) << DCT_Get_last_error();
+  char value[MPI_MAX_INFO_VAL + 1] = {};
+  int found = 0;
+  if (info != MPI_INFO_NULL) {
+    MPI_Info_get(info, key, MPI_MAX_INFO_VAL, value, &found);
+    MPI_Info_free(&info);
+  }
+  return found ? value : "(absent)";
+}
+
+// dct_restart is a request's key: saved on every rank of MPI_COMM_WORLD, the checkpoint is
+// loaded by each rank alone (MPI_COMM_SELF: another rank count from 2 ranks on), where only a
+// request created with dct_restart=redistribute takes it, summing every saved rank's residual.
+TEST(Checkpoint, RestartKeyOfTheRequestDecidesARankCountChange) {
+  const std::string path = scratch("restart_key");
+  const std::size_t n = 777;
+  std::vector<float> send(n), recv(n);
+  std::vector<float> saved_rows;
+  {
+    MPI_Info info = make_info({{"dct_name", "moved"}, {"dct_density", "0.05"}});
+    DCT_Request request;
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_SUCCESS);
+    MPI_Info_free(&info);
+    for (int call = 0; call < 3; ++call) {
+      overwrite(send, gradient<float>(n, call));
+      ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    }
+    EXPECT_EQ(info_value(request, "dct_restart"), "strict");  // the default
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+    const std::vector<float> mine = residual_of<float>(request, n);
+    saved_rows.resize(n * static_cast<std::size_t>(size()));
+    MPI_Allgather(mine.data(), int(n), MPI_FLOAT, saved_rows.data(), int(n), MPI_FLOAT,
+                  MPI_COMM_WORLD);
+    DCT_Request_free(&request);
+  }
+  // What redistribute gives the one new rank: every saved row, added in double in rank order.
+  std::vector<double> sum(n, 0.0);
+  for (int r = 0; r < size(); ++r)
+    for (std::size_t i = 0; i < n; ++i) sum[i] += saved_rows[std::size_t(r) * n + i];
+  const std::vector<float> expected(sum.begin(), sum.end());
+
+  for (const char *policy : {"strict", "redistribute"}) {
+    MPI_Info info = make_info({{"dct_name", "moved"}, {"dct_restart", policy}});
+    DCT_Request request;
+    ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_SELF,
+                                 info, &request),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    EXPECT_EQ(info_value(request, "dct_restart"), policy);
+    const int code = DCT_Checkpoint_load(MPI_COMM_SELF, path.c_str());
+    const std::string message = DCT_Get_last_error();
+    const std::vector<float> residual = residual_of<float>(request, n);
+    if (size() == 1) {  // the same rank count: no policy needed
+      EXPECT_EQ(code, DCT_SUCCESS) << message;
+      EXPECT_TRUE(same_bits(residual, expected)) << policy;
+    } else if (std::string(policy) == "strict") {
+      EXPECT_EQ(code, DCT_ERR_CKPT_MISMATCH);
+      EXPECT_NE(message.find("'moved' has dct_restart=strict"), std::string::npos) << message;
+      EXPECT_TRUE(same_bits(residual, std::vector<float>(n, 0.0f))) << "the state changed";
+    } else {
+      EXPECT_EQ(code, DCT_SUCCESS) << message;
+      EXPECT_TRUE(same_bits(residual, expected)) << "every saved rank's residual, summed";
+    }
+    DCT_Request_free(&request);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank has read the file before the next test
 }
 
 TEST(Checkpoint, ReaderSeesWhatWasSaved) {

@@ -285,7 +285,7 @@ TEST(ErrorBoundedBadInput, DamagedMessageRejectedOnEveryRankNothingWritten) {
     Tamper::at() = at;
     detail::testing::tamper_forward_message = Tamper::apply;
     DCT_Request handle = forward.handle();
-    ASSERT_EQ(DCT_Start(&handle), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&handle), DCT_SUCCESS);
     const int waited = DCT_Wait(&handle, DCT_STATUS_IGNORE);
     detail::testing::tamper_forward_message = nullptr;
     EXPECT_EQ(waited, DCT_ERR_PEER) << "byte " << at << ": " << DCT_Get_last_error();

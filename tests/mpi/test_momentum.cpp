@@ -62,8 +62,8 @@ TEST(Momentum, CompressedCallsFollowTheReferenceExactly) {
     std::vector<float> expected(kCount);
     MPI_Allreduce(sent.data(), expected.data(), int(kCount), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     DCT_Status status;
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS) << DCT_Get_last_error();
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
     EXPECT_EQ(status.nnz_sent, MPI_Count(k)) << "call " << call;
     EXPECT_TRUE(all_ranks(same_bits(residual_of<float>(request, kCount), v))) << "call " << call;
     // allgather adds in rank order, MPI_Allreduce in its own: equal to rounding.
@@ -82,8 +82,8 @@ TEST(Momentum, DensityOneIsMpiAllreduceOfTheVelocities) {
     overwrite(send, gradient<float>(kCount, call));
     for (std::size_t i = 0; i < kCount; ++i) u[i] = static_cast<float>(kMomentum) * u[i] + send[i];
     MPI_Allreduce(u.data(), expected.data(), int(kCount), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
     for (std::size_t i = 0; i < kCount; ++i)
       ASSERT_NEAR(recv[i], expected[i], 1e-5f * (1.0f + std::fabs(expected[i]))) << "call " << call;
   }
@@ -95,15 +95,15 @@ TEST(Momentum, ZeroMomentumIsPlainErrorFeedback) {
   DCT_Request request = momentum_request(send, recv, "0.02", "0");
   MPI_Info info = make_info({{"dct_density", "0.02"}, {"dct_algorithm", "allgather"}});
   DCT_Request plain = DCT_REQUEST_NULL;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), plain_recv.data(), kCount, MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD, info, &plain),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), plain_recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &plain),
+                      DCT_SUCCESS);
   MPI_Info_free(&info);
   for (int call = 0; call < 5; ++call) {
     overwrite(send, gradient<float>(kCount, call));
     for (DCT_Request *r : {&request, &plain}) {
-      ASSERT_EQ(DCT_Start(r), DCT_SUCCESS);
-      ASSERT_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+      ASSERT_ALL_RANKS_EQ(DCT_Start(r), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS);
     }
     EXPECT_TRUE(same_bits(recv, plain_recv)) << "call " << call;
   }

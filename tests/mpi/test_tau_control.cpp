@@ -176,19 +176,19 @@ TEST(TauControl, AdaptiveEqualsExactSelectionOnEveryCall) {
   MPI_Info exact_info =
       make_info({{"dct_density", "0.004"}, {"dct_tau_control", "fixed"}, {"dct_interval", "1"}});
   DCT_Request adaptive, exact;
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), adaptive_recv.data(), kElements, MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD, adaptive_info, &adaptive),
-            DCT_SUCCESS);
-  ASSERT_EQ(DCT_Allreduce_init(send.data(), exact_recv.data(), kElements, MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD, exact_info, &exact),
-            DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), adaptive_recv.data(), kElements, MPI_FLOAT,
+                                         MPI_SUM, MPI_COMM_WORLD, adaptive_info, &adaptive),
+                      DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), exact_recv.data(), kElements, MPI_FLOAT,
+                                         MPI_SUM, MPI_COMM_WORLD, exact_info, &exact),
+                      DCT_SUCCESS);
   for (int call = 0; call < 100; ++call) {
     inputs.fill(call, send);
     DCT_Status a, e;
-    ASSERT_EQ(DCT_Start(&adaptive), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&adaptive, &a), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Start(&exact), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&exact, &e), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&adaptive), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&adaptive, &a), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&exact), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&exact, &e), DCT_SUCCESS);
     ASSERT_TRUE(same_bits(adaptive_recv, exact_recv)) << "call " << call;
     ASSERT_TRUE(
         same_bits(residual_of<float>(adaptive, kElements), residual_of<float>(exact, kElements)))

@@ -328,12 +328,27 @@ TYPED_TEST(Kernels, ScatterAddAndFillZero) {
   EXPECT_EQ(this->download(out, 8), (std::vector<T>{0, 3, 0, 0, -4, 0, 0, 3}));
 }
 
+TEST(Backends, CompiledAnswersThroughItsOutputAndReturnsACode) {
+  int compiled = -1;
+  EXPECT_EQ(DCT_Backend_compiled(DCT_BACKEND_KOKKOS, &compiled), DCT_SUCCESS);
+  EXPECT_EQ(compiled, 1);
+  compiled = -1;
+  EXPECT_EQ(DCT_Backend_compiled(DCT_BACKEND_AUTO, &compiled), DCT_SUCCESS);
+  EXPECT_EQ(compiled, 1);
+  compiled = -1;
+  EXPECT_EQ(DCT_Backend_compiled(42, &compiled), DCT_ERR_ARG);
+  EXPECT_EQ(compiled, -1);
+  EXPECT_EQ(DCT_Backend_compiled(DCT_BACKEND_KOKKOS, nullptr), DCT_ERR_ARG);
+}
+
 TEST(Backends, HostBuffersRunOnKokkosAndMissingBackendsSayNotCompiled) {
   std::vector<float> host(4);
   EXPECT_EQ(kernels::backend_for(host.data(), DCT_BACKEND_AUTO).kind(), DCT_BACKEND_KOKKOS);
   EXPECT_EQ(kernels::backend_for(host.data(), DCT_BACKEND_KOKKOS).kind(), DCT_BACKEND_KOKKOS);
   for (DCT_Backend gpu : {DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
-    EXPECT_EQ(DCT_Backend_compiled(gpu), compiled_backend(gpu) != nullptr);
+    int compiled = -1;
+    ASSERT_EQ(DCT_Backend_compiled(gpu, &compiled), DCT_SUCCESS);
+    EXPECT_EQ(compiled, compiled_backend(gpu) != nullptr ? 1 : 0);
     if (compiled_backend(gpu) != nullptr) continue;
     try {
       kernels::backend_for(host.data(), gpu);
