@@ -4,12 +4,17 @@
 // node has no device): data is prepared on the host and copied to the backend's memory.
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -215,7 +220,7 @@ TYPED_TEST(Kernels, KthLargestRanksNanAndInfinityOnTop) {
 
 TYPED_TEST(Kernels, FilterMatchesReferenceAndConservesExactly) {
   using T = typename TestFixture::Value;
-  const std::size_t n = 50000;
+  const std::size_t n = 50001;  // 13 work items of 4096, the last block partial
   const auto send = normal<T>(n, 11);
   const auto residual_before = normal<T>(n, 12, 0.3);
   const T tau = this->kth_largest(&send, residual_before, n / 100);
@@ -247,7 +252,7 @@ TYPED_TEST(Kernels, FilterMatchesReferenceAndConservesExactly) {
 
 TYPED_TEST(Kernels, FilterOverflowSecondPassCollectsTheRest) {
   using T = typename TestFixture::Value;
-  const std::size_t n = 20000;
+  const std::size_t n = 20007;
   const auto send = normal<T>(n, 21);
   const auto residual_before = normal<T>(n, 22);
   const T tau = this->kth_largest(&send, residual_before, 500);
@@ -265,6 +270,35 @@ TYPED_TEST(Kernels, FilterOverflowSecondPassCollectsTheRest) {
   EXPECT_EQ(std::vector<WireIndex>(one.idx.begin(), one.idx.begin() + one.kept), idx);
   EXPECT_EQ(std::vector<T>(one.val.begin(), one.val.begin() + one.kept), val);
   EXPECT_EQ(one.residual, rest.residual);
+}
+
+// Kept entries bunched in one stretch (here 3000 in one work item of 4096, more than a work
+// item's share of any of these capacities), with capacities that cut the list inside it.
+TYPED_TEST(Kernels, FilterKeepsOrderAndCapacityWhenKeptEntriesBunch) {
+  using T = typename TestFixture::Value;
+  const std::size_t n = 4 * 4096 + 3, from = 5000, bunch = 3000;
+  const auto send = normal<T>(n, 31, 0.01);
+  auto residual_before = normal<T>(n, 32, 0.01);
+  for (std::size_t i = from; i < from + bunch; ++i) residual_before[i] = T(1) + T(1e-4) * T(i);
+  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16}) {
+    for (std::size_t capacity : {bunch, bunch - 500, std::size_t(1000), std::size_t(0)}) {
+      const auto out = this->filter(&send, residual_before, T(0.5), coding, capacity);
+      EXPECT_EQ(out.kept, bunch);
+      const std::size_t sent = std::min(bunch, capacity);
+      ASSERT_EQ(out.idx.size(), sent);
+      for (std::size_t i = 0; i < n; ++i) {
+        const T acc = send[i] + residual_before[i];
+        const std::size_t j = i - from;
+        if (i < from || j >= sent) {  // not kept, or past the capacity: stays home whole
+          ASSERT_TRUE(same_bits(out.residual[i], acc)) << i << " capacity " << capacity;
+          continue;
+        }
+        ASSERT_EQ(out.idx[j], i);
+        ASSERT_TRUE(same_bits(out.val[j], wire_value(acc, coding))) << i;
+        ASSERT_TRUE(same_bits(T(out.val[j] + out.residual[i]), acc)) << i;
+      }
+    }
+  }
 }
 
 TYPED_TEST(Kernels, FilterNeverSendsZerosAndAlwaysSendsNonFinite) {
@@ -357,6 +391,26 @@ TEST(Backends, HostBuffersRunOnKokkosAndMissingBackendsSayNotCompiled) {
       EXPECT_EQ(e.code(), DCT_ERR_NOT_COMPILED);
     }
   }
+}
+
+// The thread count of the test environment (cmake/dctTesting.cmake) reaches a threaded Kokkos,
+// so that a suite run "at 2 threads" really ran the kernels on 2.
+TEST(Backends, KokkosRunsWithTheEnvironmentsThreadCount) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  const int concurrency = Host().concurrency();
+  std::printf("Kokkos %d, host execution space %s, concurrency %d\n", KOKKOS_VERSION, Host::name(),
+              concurrency);
+#if defined(KOKKOS_ENABLE_OPENMP)
+  const char *threads = std::getenv("OMP_NUM_THREADS");
+  if (std::is_same_v<Host, Kokkos::OpenMP> && threads != nullptr) {
+    EXPECT_EQ(concurrency, std::atoi(threads));
+  }
+#endif
+#if defined(KOKKOS_ENABLE_SERIAL)
+  if (std::is_same_v<Host, Kokkos::Serial>) {
+    EXPECT_EQ(concurrency, 1);
+  }
+#endif
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds Kokkos from the pinned source tarball (../shared/deps by default) with the OpenMP
+# backend and shared libraries, installed into a cache directory outside the clone keyed by the
+# tarball's checksum; a second run on the same machine reuses it. Prints the install prefix
+# (pass it as -DKokkos_ROOT=...) as the only line on stdout; progress goes to stderr.
+#
+#   .ci/kokkos.sh [--tarball FILE] [--jobs N]
+#   DCT_KOKKOS_TARBALL  the source tarball (same as --tarball)
+#   DCT_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/dct)
+#
+# Shared libraries because Kokkos' default static, non-PIC archives cannot be linked into
+# libdct.so. No -march: the install may be reused by another machine that shares the cache.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+tarball=${DCT_KOKKOS_TARBALL:-$here/../shared/deps/kokkos-4.6.01.tar.xz}
+jobs=$(nproc)
+while (($#)); do
+  case $1 in
+    --tarball) tarball=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    *) echo "kokkos.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+if [ ! -r "$tarball" ]; then
+  echo "kokkos.sh: no Kokkos source tarball at $tarball (see ../shared/deps/README.md)" >&2
+  exit 1
+fi
+
+name=$(basename "$tarball" .tar.xz)  # kokkos-4.6.01
+sha=$(sha256sum "$tarball" | cut -c1-16)
+cache=${DCT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dct}
+prefix=$cache/$name-openmp-$sha
+mkdir -p "$cache"
+# One build per prefix at a time: a second CI run on the same machine waits, then reuses it.
+exec 9> "$prefix.lock"
+flock 9
+# The stamp is written last, so a prefix without it is an interrupted build: start again.
+if [ -f "$prefix/.dct-complete" ]; then
+  echo "== Kokkos: reusing $prefix" >&2
+  echo "$prefix"
+  exit 0
+fi
+
+work=$(mktemp -d "$cache/.build-$name-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "== Kokkos: building $name (OpenMP, shared) into $prefix" >&2
+tar -xJf "$tarball" -C "$work"
+rm -rf "$prefix"
+cmake -S "$work/$name" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON \
+  -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_TESTS=OFF \
+  -DKokkos_ENABLE_EXAMPLES=OFF > "$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log" >&2; exit 1; }
+cmake --build "$work/build" -j "$jobs" >&2
+cmake --install "$work/build" > /dev/null
+touch "$prefix/.dct-complete"
+echo "$prefix"
