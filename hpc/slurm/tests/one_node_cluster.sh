@@ -47,7 +47,8 @@ trap 'exit 1' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 host=$(hostname -s)
-cpus=$(nproc)
+# nproc honours OMP_NUM_THREADS, which the test environment sets for Kokkos
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 
 echo "== munged (key, socket and logs in $work)"
 mungekey --create --keyfile "$work/munge.key"
