@@ -57,3 +57,15 @@ function(dct_add_mpi_test name target)
       LABELS "${labels}")
   endforeach()
 endfunction()
+
+# dct_add_usage_test(<name> PATTERN <regex> COMMAND <command> [args...])
+# A command line a tool must refuse: the test passes when the command exits with 2 (usage
+# error) and its output matches <regex> (grep -E), the message that tells the user what is wrong.
+function(dct_add_usage_test name)
+  cmake_parse_arguments(ARG "" "PATTERN" "COMMAND" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND sh -c "out=$(\"$@\" 2>&1); rc=$?; printf '%s\\nexit code %s\\n' \"$out\" $rc; \
+test $rc -eq 2 && printf '%s' \"$out\" | grep -Eq -- \"$0\"" "${ARG_PATTERN}" ${ARG_COMMAND})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "${DCT_MPI_TEST_ENVIRONMENT}" TIMEOUT 60 LABELS unit)
+endfunction()

@@ -8,6 +8,7 @@
 // check fails, 2 on usage or read errors.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -107,17 +108,30 @@ int diff(const std::string &a_path, const std::string &b_path) {
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
+  CLI::App app{"dct-ckpt: look into dct checkpoints without a training job"};
+  app.require_subcommand(1);
+  std::string path, other;
+  CLI::App *info_command =
+      app.add_subcommand("info", "format, version, ranks, and every request's metadata");
+  info_command->add_option("FILE", path, "checkpoint")->required()->check(CLI::ExistingFile);
+  CLI::App *verify_command =
+      app.add_subcommand("verify", "checks every rank's residual against its checksum");
+  verify_command->add_option("FILE", path, "checkpoint")->required()->check(CLI::ExistingFile);
+  CLI::App *diff_command =
+      app.add_subcommand("diff", "max |a - b| of every request's residuals and thresholds");
+  diff_command->add_option("FILE", path, "checkpoint")->required()->check(CLI::ExistingFile);
+  diff_command->add_option("OTHER", other, "checkpoint")->required()->check(CLI::ExistingFile);
   int status = 2;
   try {
-    const std::string command = argc > 1 ? argv[1] : "";
-    if (command == "info" && argc == 3)
-      status = info(argv[2]);
-    else if (command == "verify" && argc == 3)
-      status = verify(argv[2]);
-    else if (command == "diff" && argc == 4)
-      status = diff(argv[2], argv[3]);
+    app.parse(argc, argv);
+    if (info_command->parsed())
+      status = info(path);
+    else if (verify_command->parsed())
+      status = verify(path);
     else
-      std::fprintf(stderr, "usage: dct-ckpt info FILE | verify FILE | diff FILE FILE\n");
+      status = diff(path, other);
+  } catch (const CLI::ParseError &e) {
+    status = app.exit(e) == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
   } catch (const dct::detail::Error &e) {
     char text[DCT_MAX_ERROR_STRING];
     int length = 0;

@@ -31,17 +31,21 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "codec_bench.hpp"
 #include "dct/dct.h"
 
+namespace dct::bench {
 namespace {
 
 struct Options {
@@ -59,67 +63,6 @@ struct Options {
   std::string lossless = "zstd";
   double codec_seconds = 0.2;
 };
-
-std::vector<std::string> split_list(const std::string &list) {
-  std::vector<std::string> items;
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const std::size_t end = std::min(list.find(',', begin), list.size());
-    if (end > begin) items.push_back(list.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return items;
-}
-
-std::vector<long long> integers(const std::string &list) {
-  std::vector<long long> out;
-  for (const std::string &item : split_list(list)) out.push_back(std::stoll(item));
-  return out;
-}
-
-Options parse(int argc, char **argv) {
-  Options o;
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("option " + arg + " needs a value");
-    const std::string value = argv[++i];
-    if (arg == "--rows")
-      o.rows = integers(value);
-    else if (arg == "--d")
-      o.d = integers(value);
-    else if (arg == "--keep")
-      o.keep = split_list(value);
-    else if (arg == "--values")
-      o.values = split_list(value);
-    else if (arg == "--select")
-      o.select = value;
-    else if (arg == "--data")
-      o.data = value;
-    else if (arg == "--type")
-      o.type = value;
-    else if (arg == "--iters")
-      o.iters = std::stoi(value);
-    else if (arg == "--warmup")
-      o.warmup = std::stoi(value);
-    else if (arg == "--compressor")
-      o.compressors = split_list(value);
-    else if (arg == "--error-bound")
-      o.error_bounds = split_list(value);
-    else if (arg == "--lossless")
-      o.lossless = value;
-    else if (arg == "--codec-seconds")
-      o.codec_seconds = std::stod(value);
-    else
-      throw std::invalid_argument("unknown option " + arg);
-  }
-  if (o.type != "float" && o.type != "double") throw std::invalid_argument("--type float|double");
-  if (o.data != "gaussian" && o.data != "laplace")
-    throw std::invalid_argument("--data gaussian|laplace");
-  for (const std::string &c : o.compressors)
-    if (c != "topk" && c != "error_bounded")
-      throw std::invalid_argument("--compressor topk|error_bounded");
-  return o;
-}
 
 void check(int code, const char *what) {
   if (code != DCT_SUCCESS)
@@ -227,13 +170,13 @@ void run_row(const Options &o, long long rows, long long d, const std::string &c
     max_error = std::max(max_error, fs.max_abs_error);
   }
   // The codec alone, on this rank's first send block (one core).
-  dct::bench::CodecFigures codec;
+  CodecFigures codec;
   if (rank == 0 && per_peer > 0) {
     const std::string coder = o.lossless == "auto" ? "zstd" : o.lossless;
-    codec = eb ? dct::bench::error_bounded_figures(x.data(), std::size_t(per_peer), std::size_t(d),
-                                                   std::stod(keep), coder, o.codec_seconds)
-               : dct::bench::topk_figures(x.data(), std::size_t(per_peer), std::size_t(d),
-                                          std::stod(keep), o.codec_seconds);
+    codec = eb ? error_bounded_figures(x.data(), std::size_t(per_peer), std::size_t(d),
+                                       std::stod(keep), coder, o.codec_seconds)
+               : topk_figures(x.data(), std::size_t(per_peer), std::size_t(d), std::stod(keep),
+                              o.codec_seconds);
   }
   MPI_Allreduce(MPI_IN_PLACE, &max_error, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   DCT_Request_free(&backward);
@@ -261,13 +204,10 @@ void run_row(const Options &o, long long rows, long long d, const std::string &c
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int bench_alltoallv(int argc, char **argv) {
+int run(const Options &o) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  const Options o = parse(argc, argv);
   if (rank == 0) {
     std::printf("# dct-bench alltoallv: %d ranks, %s, select %s, %s data, %d iters (+%d warmup)\n",
                 ranks, o.type.c_str(), o.select.c_str(), o.data.c_str(), o.iters, o.warmup);
@@ -292,3 +232,61 @@ int bench_alltoallv(int argc, char **argv) {
       }
   return 0;
 }
+
+}  // namespace
+
+Run add_alltoallv(CLI::App &app) {
+  auto o = std::make_shared<Options>();
+  CLI::App *command = app.add_subcommand(
+      "alltoallv", "DCT-MP (forward and backward) against MPI_Alltoallv of the dense blocks");
+  command->add_option("--rows", o->rows, "B: rows per rank, a comma list")
+      ->delimiter(',')
+      ->check(CLI::Range(1LL, 1LL << 40))
+      ->capture_default_str();
+  command->add_option("--d", o->d, "row lengths, a comma list")
+      ->delimiter(',')
+      ->check(CLI::Range(1LL, 1LL << 40))
+      ->capture_default_str();
+  command->add_option("--keep", o->keep, "dct_keep (topk), a comma list")
+      ->delimiter(',')
+      ->check(kUnitInterval)
+      ->capture_default_str();
+  command->add_option("--values", o->values, "dct_values (topk), a comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"native", "fp16", "bf16"}))
+      ->capture_default_str();
+  command->add_option("--select", o->select, "dct_mp_select (topk)")
+      ->check(CLI::IsMember({"exact", "laplace", "threshold"}))
+      ->capture_default_str();
+  command->add_option("--data", o->data, "distribution of the activations and gradients")
+      ->check(CLI::IsMember({"gaussian", "laplace"}))
+      ->capture_default_str();
+  command->add_option("--type", o->type, "element type")
+      ->check(CLI::IsMember({"float", "double"}))
+      ->capture_default_str();
+  command->add_option("--iters", o->iters, "timed calls per row")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  command->add_option("--warmup", o->warmup, "untimed calls before them")
+      ->check(CLI::Range(0, INT_MAX))
+      ->capture_default_str();
+  command->add_option("--compressor", o->compressors, "dct_mp_compressor, a comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"topk", "error_bounded"}))
+      ->capture_default_str();
+  command
+      ->add_option("--error-bound", o->error_bounds,
+                   "dct_error_bound (error_bounded; 0: lossless), a comma list")
+      ->delimiter(',')
+      ->check(kNonNegative)
+      ->capture_default_str();
+  command->add_option("--lossless", o->lossless, "dct_lossless (error_bounded)")
+      ->check(CLI::IsMember({"zstd", "lz4", "none", "auto"}))
+      ->capture_default_str();
+  command->add_option("--codec-seconds", o->codec_seconds, "time budget of the codec figures")
+      ->check(kPositive)
+      ->capture_default_str();
+  return [o] { return run(*o); };
+}
+
+}  // namespace dct::bench

@@ -13,16 +13,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "dct/dct.hpp"
 
+namespace dct::bench {
 namespace {
 
 struct Options {
@@ -30,24 +34,6 @@ struct Options {
   int iters = 3;
   std::string dir = ".";
 };
-
-Options parse(int argc, char **argv) {
-  Options o;
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-    if (arg == "--mib")
-      o.mib = std::atoll(argv[++i]);
-    else if (arg == "--iters")
-      o.iters = std::max(1, std::atoi(argv[++i]));
-    else if (arg == "--dir")
-      o.dir = argv[++i];
-    else
-      throw std::invalid_argument("unknown option " + arg);
-  }
-  if (o.mib <= 0) throw std::invalid_argument("--mib must be positive");
-  return o;
-}
 
 double timed(const std::function<void()> &body) {
   MPI_Barrier(MPI_COMM_WORLD);
@@ -97,10 +83,7 @@ void plain_io(const std::string &path, std::vector<float> &row, int rank, int ra
   H5Pclose(access);
 }
 
-}  // namespace
-
-int bench_checkpoint(int argc, char **argv) {
-  const Options o = parse(argc, argv);
+int run(const Options &o) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -148,3 +131,21 @@ int bench_checkpoint(int argc, char **argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+Run add_checkpoint(CLI::App &app) {
+  auto o = std::make_shared<Options>();
+  CLI::App *command = app.add_subcommand(
+      "checkpoint", "DCT_Checkpoint_save/load against a plain parallel-HDF5 write/read");
+  command->add_option("--mib", o->mib, "MiB of float residual per rank")
+      ->check(CLI::Range(1LL, 1LL << 30))
+      ->capture_default_str();
+  command->add_option("--iters", o->iters, "repetitions")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  command->add_option("--dir", o->dir, "directory of the files")->capture_default_str();
+  return [o] { return run(*o); };
+}
+
+}  // namespace dct::bench

@@ -26,11 +26,13 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "config.hpp"
 #include "kernels.hpp"
 #include "threshold.hpp"
@@ -71,6 +73,35 @@ double best_time(
     if (rep > 1000) break;
   }
   return best;
+}
+
+/// The library's configuration with one key set: its knob table parses and checks the value.
+Config config_with(const char *key, const std::string &value) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, key, value.c_str());
+  try {
+    const Config config = Config::from(info);
+    MPI_Info_free(&info);
+    return config;
+  } catch (...) {
+    MPI_Info_free(&info);
+    throw;
+  }
+}
+
+/// A CLI11 check that the library accepts `value` for `key`, with the library's message.
+CLI::Validator knob(const char *key) {
+  return CLI::Validator(
+      [key](std::string &value) -> std::string {
+        try {
+          config_with(key, value);
+        } catch (const std::exception &e) {
+          return e.what();
+        }
+        return {};
+      },
+      key);
 }
 
 template <typename T>
@@ -148,45 +179,11 @@ void run(const KernelOptions &o, Backend &backend, long long bytes) {
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int bench_kernels(
-    int argc, char **argv,
-    const std::function<void(std::vector<long long> &, const std::string &)> &add_sizes) {
-  KernelOptions o;
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-    const std::string value = argv[++i];
-    if (arg == "--sizes") {
-      add_sizes(o.sizes, value);
-    } else if (arg == "--density") {
-      o.density = std::stod(value);
-    } else if (arg == "--sample") {
-      o.sample = std::stoul(value);
-    } else if (arg == "--type") {
-      if (value != "float" && value != "double") throw std::invalid_argument("bad --type");
-      o.is_double = value == "double";
-    } else if (arg == "--values" || arg == "--backend") {
-      // Spelled and checked by the library's own knob table.
-      MPI_Info info;
-      MPI_Info_create(&info);
-      MPI_Info_set(info, arg == "--values" ? "dct_values" : "dct_backend", value.c_str());
-      const Config config = Config::from(info);
-      MPI_Info_free(&info);
-      if (arg == "--values")
-        o.values = config.values;
-      else
-        o.backend = config.backend;
-    } else if (arg == "--seconds") {
-      o.seconds = std::stod(value);
-    } else {
-      throw std::invalid_argument("unknown option " + arg);
-    }
-  }
-  if (o.sizes.empty()) add_sizes(o.sizes, "1M-1G");
-  if (!(o.density > 0 && o.density <= 1)) throw std::invalid_argument("bad --density");
-  if (o.sample < 1) throw std::invalid_argument("bad --sample");
+// One process: the other ranks of an mpiexec only wait.
+int run(const KernelOptions &o) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return 0;
   const bool started = kernels::initialize_runtime();
   Backend *chosen = o.backend == DCT_BACKEND_CUDA  ? kernels::cuda_backend()
                     : o.backend == DCT_BACKEND_HIP ? kernels::hip_backend()
@@ -211,6 +208,44 @@ int bench_kernels(
   }
   if (started) kernels::finalize_runtime();
   return 0;
+}
+
+}  // namespace
+
+Run add_kernels(CLI::App &app) {
+  auto o = std::make_shared<KernelOptions>();
+  o->sizes = parse_sizes("1M-1G");
+  CLI::App *command = app.add_subcommand(
+      "kernels", "the compression kernels of one backend against a copy and nth_element");
+  add_sizes_option(*command, o->sizes, "tensor sizes")->default_str("1M-1G");
+  command->add_option("--density", o->density, "kept fraction")
+      ->check(kUnitInterval)
+      ->capture_default_str();
+  command->add_option("--sample", o->sample, "dct_sample_size of the sampled threshold")
+      ->check(CLI::Range(std::size_t(1), std::size_t(1) << 40))
+      ->capture_default_str();
+  command
+      ->add_option_function<std::string>(
+          "--type", [o](const std::string &type) { o->is_double = type == "double"; },
+          "element type (default float)")
+      ->check(CLI::IsMember({"float", "double"}));
+  // Spelled and checked by the library's own knob table.
+  command
+      ->add_option_function<std::string>(
+          "--values",
+          [o](const std::string &v) { o->values = config_with("dct_values", v).values; },
+          "dct_values: native, fp16 or bf16 (default native)")
+      ->check(knob("dct_values"));
+  command
+      ->add_option_function<std::string>(
+          "--backend",
+          [o](const std::string &v) { o->backend = config_with("dct_backend", v).backend; },
+          "dct_backend: kokkos, cuda or hip (default kokkos)")
+      ->check(knob("dct_backend"));
+  command->add_option("--seconds", o->seconds, "time budget of each measurement")
+      ->check(kPositive)
+      ->capture_default_str();
+  return [o] { return run(*o); };
 }
 
 }  // namespace dct::bench

@@ -27,7 +27,7 @@ cd "$(dirname "$0")/../.."
 build_dir=${DCT_SIM_BUILD_DIR:-build-smpi}
 
 # --- 1. Debian packages, installed only if missing -------------------------------------------
-packages=(g++ make cmake libtrilinos-kokkos-dev libsimgrid-dev gnuplot-nox python3 binutils)
+packages=(g++ make cmake libtrilinos-kokkos-dev libsimgrid-dev libcli11-dev gnuplot-nox python3 binutils)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||

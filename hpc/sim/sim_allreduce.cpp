@@ -32,12 +32,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,55 +62,54 @@ struct Options {
   unsigned seed = 12345;
 };
 
-std::vector<std::string> split_list(const std::string &text, char separator) {
-  std::vector<std::string> items;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = text.find(separator, begin);
-    items.push_back(text.substr(begin, end == std::string::npos ? end : end - begin));
-    if (end == std::string::npos) break;
-    begin = end + 1;
+/// One run from "mpi" or "ALGORITHM:DENSITY"; false if `text` is neither.
+bool parse_run(const std::string &text, Run &run) {
+  const std::size_t colon = text.find(':');
+  if (text == "mpi") {
+    run = {"mpi", "1"};
+    return true;
   }
-  return items;
-}
-
-bool parse_runs(const std::string &text, std::vector<Run> &runs) {
-  for (const std::string &item : split_list(text, ',')) {
-    const std::vector<std::string> parts = split_list(item, ':');
-    if (parts[0] == "mpi" && parts.size() == 1)
-      runs.push_back({"mpi", "1"});
-    else if (parts.size() == 2 && !parts[0].empty() && !parts[1].empty())
-      runs.push_back({parts[0], parts[1]});
-    else
-      return false;
-  }
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() ||
+      text.find(':', colon + 1) != std::string::npos)
+    return false;
+  run = {text.substr(0, colon), text.substr(colon + 1)};
   return true;
 }
 
-bool parse(int argc, char **argv, Options &options) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--check") {
-      options.check = true;
-    } else if (arg == "--shared-recv") {
-      options.shared_recv = true;
-    } else if (arg == "--count" && has_value) {
-      options.count = std::atoll(argv[++i]);
-    } else if (arg == "--scale" && has_value) {
-      options.scale = std::atof(argv[++i]);
-    } else if (arg == "--runs" && has_value) {
-      if (!parse_runs(argv[++i], options.runs)) return false;
-    } else if (arg == "--calls" && has_value) {
-      options.calls = std::atoi(argv[++i]);
-    } else if (arg == "--seed" && has_value) {
-      options.seed = static_cast<unsigned>(std::atol(argv[++i]));
-    } else {
-      return false;
-    }
+/// Options from the command line; a CLI::ParseError when they are bad (every rank parses).
+Options parse(CLI::App &app, int argc, char **argv) {
+  Options options;
+  std::vector<std::string> runs;
+  app.add_option("--count", options.count, "elements per rank")
+      ->check(CLI::Range(1LL, 1LL << 40))
+      ->capture_default_str();
+  app.add_option("--runs", runs, "mpi and ALGORITHM:DENSITY, a comma list")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string &text) -> std::string {
+            Run run;
+            return parse_run(text, run) ? ""
+                                        : "'" + text + "' is neither mpi nor ALGORITHM:DENSITY";
+          },
+          "RUN"));
+  app.add_option("--scale", options.scale, "recorded only: run.sh's tensor and bandwidth scale")
+      ->check(CLI::Range(1.0, 1e12))
+      ->capture_default_str();
+  app.add_option("--calls", options.calls, "calls per run; the last is reported")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--seed", options.seed, "seed of the gradients")->capture_default_str();
+  CLI::Option *check = app.add_flag("--check", options.check, "verify the results");
+  app.add_flag("--shared-recv", options.shared_recv,
+               "receive buffer from SMPI_SHARED_MALLOC (timing runs only)")
+      ->excludes(check);
+  app.parse(argc, argv);
+  for (const std::string &text : runs) {
+    options.runs.emplace_back();
+    parse_run(text, options.runs.back());
   }
-  return options.count >= 1 && options.calls >= 1 && options.scale >= 1.0 &&
-         !options.runs.empty() && !(options.check && options.shared_recv);
+  return options;
 }
 
 /// The gradient of this rank: `count` floats. Under SMPI every rank maps one shared buffer of
@@ -443,14 +444,15 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   Options options;
-  if (!parse(argc, argv, options)) {
-    if (rank == 0)
-      std::fprintf(stderr,
-                   "usage: sim_allreduce --count N --runs mpi,ALGORITHM:DENSITY,... [--scale F] "
-                   "[--calls C] [--seed S] [--check | --shared-recv]\n");
+  CLI::App app{"sim_allreduce: dct's allreduce and MPI_Allreduce under SimGrid's SMPI"};
+  try {
+    options = parse(app, argc, argv);
+  } catch (const CLI::ParseError &e) {
+    std::ostringstream quiet;
+    const int code = rank == 0 ? app.exit(e) : app.exit(e, quiet, quiet);
     MPI_Comm_free(&comm);
     MPI_Finalize();
-    return 2;
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
   }
   if (rank == 0)
     std::printf("CONFIG ranks=%d count=%lld scale=%g calls=%d shared_recv=%d\n", ranks,

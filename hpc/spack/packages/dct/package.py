@@ -38,6 +38,8 @@ class Dct(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("hip", when="+rocm")
     depends_on("hdf5+mpi", when="+hdf5")
     depends_on("zlib-api", when="+hdf5")
+    # dct-ckpt's command line (header-only).
+    depends_on("cli11", type="build", when="+hdf5")
 
     with when("+examples"):
         depends_on("blas")
