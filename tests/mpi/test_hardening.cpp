@@ -354,7 +354,8 @@ TEST(Hardening, AlltoallvCompressorIsAgreedOn) {
   }
 }
 
-/// The error-bounded sender's own choices (bound, its schedule, the lossless coder) may differ
+/// The error-bounded sender's own choices (bound, its schedule, the lossless coder, the tables
+/// of a row) may differ
 /// between ranks: every message says how to decode it, and each arrives within its sender's
 /// bound.
 TEST(Hardening, AlltoallvSendersBoundsMayDiffer) {
@@ -372,7 +373,8 @@ TEST(Hardening, AlltoallvSendersBoundsMayDiffer) {
                              {"dct_mp_compressor", "error_bounded"},
                              {"dct_error_bound", first ? "0.01" : "0"},
                              {"dct_error_bound_schedule", first ? "4,10" : "1,0"},
-                             {"dct_lossless", first ? "zstd" : "lz4"}});
+                             {"dct_lossless", first ? "zstd" : "lz4"},
+                             {"dct_table_columns", first ? "4" : "0"}});
   DCT_Request request = DCT_REQUEST_NULL;
   ASSERT_EQ(same_code_on_every_rank(DCT_Alltoallv_init(send.data(), counts.data(), displs.data(),
                                                        recv.data(), counts.data(), displs.data(),
