@@ -355,9 +355,8 @@ TEST(Hardening, AlltoallvCompressorIsAgreedOn) {
 }
 
 /// The error-bounded sender's own choices (bound, its schedule, the lossless coder, the tables
-/// of a row) may differ
-/// between ranks: every message says how to decode it, and each arrives within its sender's
-/// bound.
+/// of a row) may differ between ranks: every message says how to decode it, and each arrives
+/// within its sender's bound.
 TEST(Hardening, AlltoallvSendersBoundsMayDiffer) {
   const int p = size(), me = rank();
   constexpr int d = 8, rows = 2;
