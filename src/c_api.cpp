@@ -421,6 +421,13 @@ int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sd
                                          local_error ? 0 : persistent->engine->element_size()));
     fingerprint.add("dct_row_length", static_cast<std::uint64_t>(config.row_length));
     fingerprint.add("dct_values", static_cast<std::uint64_t>(config.values));
+    // The compressor, and whether an error-bounded backward is compressed, decide which
+    // collectives a call makes. The bounds, their schedule and the lossless coder are the
+    // sender's alone (every message says how to decode it): ranks may differ in those.
+    const bool error_bounded = config.mp_compressor == MpCompressor::error_bounded;
+    fingerprint.add("dct_mp_compressor", static_cast<std::uint64_t>(config.mp_compressor));
+    fingerprint.add("dct_backward_error_bound given",
+                    std::uint64_t(error_bounded && config.error_bound.backward_bound >= 0));
     agree(context->shared_comm(), context->rank(), local_error, fingerprint, __func__);
     persistent->sendbuf = sendbuf;
     persistent->recvbuf = recvbuf;

@@ -232,6 +232,7 @@ void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k
   for (std::size_t r = 0; r < nrows; ++r, out += k) {
     const T *row = rows + r * d;
     masks.offsets.push_back(masks.offsets.back() + k);
+    if (k == 0) continue;  // the insertion path below compares with top[k - 1]
     if (k <= kInsertionTopK && k < d) {
       std::size_t held = 0;
       for (std::size_t c = 0; c < d; ++c) {

@@ -1,9 +1,12 @@
 // Runs the fuzz harness without libFuzzer (any compiler, part of ctest): valid messages of
 // random shapes and data, every coder, then random byte flips, truncations and extensions of
-// them, and pure noise. `dct_fuzz_replay [iterations]`.
+// them, and pure noise. `dct_fuzz_replay [iterations] [SEED_DIR]`: with SEED_DIR, the first 8
+// intact messages are also written there (how corpus/error_bounded_decode/ was made).
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "error_bounded_codec.hpp"
@@ -12,7 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
 
 int main(int argc, char **argv) {
   namespace eb = dct::detail::eb;
-  const long iterations = argc > 1 ? std::atol(argv[1]) : 20000;
+  const long iterations = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 20000;
+  const std::string seed_dir = argc > 2 ? argv[2] : "";
+  int seeds_written = 0;
   std::mt19937_64 engine(2024);
   std::normal_distribution<double> normal(0.0, 1.0);
   eb::Workspace ws;
@@ -45,6 +50,11 @@ int main(int argc, char **argv) {
         for (std::size_t k = 4; k < input.size(); ++k) input[k] = std::uint8_t(engine());
         break;
       default:  // intact
+        if (!seed_dir.empty() && seeds_written < 8) {
+          std::ofstream seed(seed_dir + "/intact-" + std::to_string(seeds_written++),
+                             std::ios::binary);
+          seed.write(reinterpret_cast<const char *>(input.data()), std::streamsize(input.size()));
+        }
         break;
     }
     LLVMFuzzerTestOneInput(input.data(), input.size());

@@ -324,6 +324,79 @@ TEST(Hardening, AlltoallvConfigurationIsAgreedOn) {
   }
 }
 
+/// DCT-MP's compressor and whether an error-bounded backward is compressed decide which
+/// collectives a call makes: ranks that differ fail at init, all alike. Before they were agreed
+/// on, every rank's init succeeded and the first call mismatched its collectives.
+TEST(Hardening, AlltoallvCompressorIsAgreedOn) {
+  const int p = size();
+  constexpr int d = 8;
+  std::vector<int> counts(p, 2 * d), displs(p);
+  for (int j = 0; j < p; ++j) displs[j] = 2 * d * j;
+  std::vector<float> send(static_cast<std::size_t>(2 * d * p), 1.0f), recv(send.size());
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  const Pairs eb = {{"dct_row_length", "8"}, {"dct_mp_compressor", "error_bounded"}};
+  Pairs backward_on_rank_0 = eb;
+  if (rank() == 0) backward_on_rank_0.push_back({"dct_backward_error_bound", "0.01"});
+  for (const auto &[key, pairs] :
+       {std::pair<const char *, Pairs>{"dct_mp_compressor",
+                                       rank() == 0 ? eb : Pairs{{"dct_row_length", "8"}}},
+        {"dct_backward_error_bound", backward_on_rank_0}}) {
+    SCOPED_TRACE(key);
+    MPI_Info info = make_info(pairs);
+    DCT_Request request = DCT_REQUEST_NULL;
+    EXPECT_EQ(same_code_on_every_rank(DCT_Alltoallv_init(
+                  send.data(), counts.data(), displs.data(), recv.data(), counts.data(),
+                  displs.data(), MPI_FLOAT, MPI_COMM_WORLD, info, &request)),
+              DCT_ERR_MISMATCH);
+    EXPECT_EQ(request, DCT_REQUEST_NULL);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find(key), std::string::npos)
+        << DCT_Get_last_error();
+    MPI_Info_free(&info);
+  }
+}
+
+/// The error-bounded sender's own choices (bound, its schedule, the lossless coder, the tables
+/// of a row) may differ between ranks: every message says how to decode it, and each arrives
+/// within its sender's bound.
+TEST(Hardening, AlltoallvSendersBoundsMayDiffer) {
+  const int p = size(), me = rank();
+  constexpr int d = 8, rows = 2;
+  std::vector<int> counts(p, rows * d), displs(p);
+  for (int j = 0; j < p; ++j) displs[j] = rows * d * j;
+  // Rank r's block for rank j, element i: 10 r + j + 0.01 i (each block spans 0.15).
+  auto value = [](int r, int j, int i) { return float(10 * r + j) + 0.01f * float(i); };
+  std::vector<float> send(static_cast<std::size_t>(rows * d * p)), recv(send.size(), -1.0f);
+  for (int j = 0; j < p; ++j)
+    for (int i = 0; i < rows * d; ++i) send[std::size_t(displs[j] + i)] = value(me, j, i);
+  const bool first = me == 0;
+  MPI_Info info = make_info({{"dct_row_length", "8"},
+                             {"dct_mp_compressor", "error_bounded"},
+                             {"dct_error_bound", first ? "0.01" : "0"},
+                             {"dct_error_bound_schedule", first ? "4,10" : "1,0"},
+                             {"dct_lossless", first ? "zstd" : "lz4"},
+                             {"dct_table_columns", first ? "4" : "0"}});
+  DCT_Request request = DCT_REQUEST_NULL;
+  ASSERT_EQ(same_code_on_every_rank(DCT_Alltoallv_init(send.data(), counts.data(), displs.data(),
+                                                       recv.data(), counts.data(), displs.data(),
+                                                       MPI_FLOAT, MPI_COMM_WORLD, info, &request)),
+            DCT_SUCCESS)
+      << DCT_Get_last_error();
+  MPI_Info_free(&info);
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+  // Rank 0's bound on this first call: 0.01 x 4 of a block's span 0.15 (0.006); the others'
+  // blocks are exact.
+  for (int r = 0; r < p; ++r)
+    for (int i = 0; i < rows * d; ++i) {
+      const float got = recv[std::size_t(displs[r] + i)], want = value(r, me, i);
+      if (r == 0)
+        EXPECT_NEAR(got, want, 0.0075) << "from rank " << r << ", element " << i;
+      else
+        EXPECT_EQ(got, want) << "from rank " << r << ", element " << i;
+    }
+  DCT_Request_free(&request);
+}
+
 /// Compressed requests talk on their own communicators and progress without blocking, so
 /// ranks may start them in different orders; the sums stay each request's own.
 TEST(Hardening, CompressedRequestsStartedInDifferentOrders) {

@@ -57,6 +57,16 @@ TEST(RowCodec, TopKTiesAndNaN) {
   EXPECT_EQ(m.columns, (std::vector<std::uint32_t>{1, 2, 4, 6, 7}));
 }
 
+// Found by the row_masks fuzz harness: k = 0 read top[k - 1], before the buffer (the library
+// keeps at least 1 per row today, so only a caller outside it could reach this).
+TEST(RowCodec, TopKOfNone) {
+  const std::vector<float> rows = {1, -3, 3, 0, 2, 5};
+  RowMasks m;
+  select_top_k(rows.data(), 2, 3, 0, m);
+  EXPECT_EQ(m.offsets, (std::vector<std::size_t>{0, 0, 0}));
+  EXPECT_TRUE(m.columns.empty());
+}
+
 /// Both top-k paths (a buffer of the best for k <= 32, a histogram then selection above)
 /// against sorting, on rows full of ties, zeros, infinities and NaN.
 template <typename T>
