@@ -59,21 +59,19 @@ void Comm::start(int id) {
   const Member &member = bucket.members[size_t(m)];
   if (!bucket.buffer.empty())
     std::copy(member.grad, member.grad + member.count, &bucket.buffer[size_t(member.offset)]);
-  if (++bucket.ready < int(bucket.members.size())) return;
-  bucket.started = true;
-  start_sum(bucket.sum);
+  if (++bucket.ready == int(bucket.members.size())) start_sum(bucket.sum);
 }
 
 void Comm::wait_all() {
   wait_sums();
   for (Bucket &bucket : buckets_) {
-    if (bucket.started && !bucket.buffer.empty())
+    const bool started = bucket.ready == int(bucket.members.size());
+    if (started && !bucket.buffer.empty())
       for (const Member &member : bucket.members) {
         const float *sum = &bucket.buffer[size_t(member.offset)];
         std::copy(sum, sum + member.count, member.grad);
       }
     bucket.ready = 0;
-    bucket.started = false;
   }
 }
 

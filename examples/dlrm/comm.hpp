@@ -124,8 +124,7 @@ class Comm {
     int64_t elements = 0;
     std::vector<float> buffer;  ///< Unused (empty) when the bucket has one member.
     int sum = -1;               ///< The strategy's id, once registered.
-    int ready = 0;              ///< Members started this step.
-    bool started = false;
+    int ready = 0;              ///< Members started this step (all: the sum was started).
   };
   /// Registers the buckets with the strategy (at the first start: sizes are then final).
   void seal();

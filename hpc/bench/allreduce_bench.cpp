@@ -412,15 +412,7 @@ Run add_allreduce(CLI::App &app) {
   command->add_option("--interval", o->interval, "dct_interval")
       ->check(CLI::Range(1, INT_MAX))
       ->capture_default_str();
-  command->add_option("--type", o->type, "element type")
-      ->check(CLI::IsMember({"float", "double"}))
-      ->capture_default_str();
-  command->add_option("--iters", o->iters, "timed calls per row")
-      ->check(CLI::Range(1, INT_MAX))
-      ->capture_default_str();
-  command->add_option("--warmup", o->warmup, "untimed calls before them")
-      ->check(CLI::Range(0, INT_MAX))
-      ->capture_default_str();
+  add_timing_options(*command, o->type, o->iters, o->warmup);
   command->add_flag("--json", o->json, "one JSON array of rows instead of the table");
   return [o] { return run(*o); };
 }

@@ -261,15 +261,7 @@ Run add_alltoallv(CLI::App &app) {
   command->add_option("--data", o->data, "distribution of the activations and gradients")
       ->check(CLI::IsMember({"gaussian", "laplace"}))
       ->capture_default_str();
-  command->add_option("--type", o->type, "element type")
-      ->check(CLI::IsMember({"float", "double"}))
-      ->capture_default_str();
-  command->add_option("--iters", o->iters, "timed calls per row")
-      ->check(CLI::Range(1, INT_MAX))
-      ->capture_default_str();
-  command->add_option("--warmup", o->warmup, "untimed calls before them")
-      ->check(CLI::Range(0, INT_MAX))
-      ->capture_default_str();
+  add_timing_options(*command, o->type, o->iters, o->warmup);
   command->add_option("--compressor", o->compressors, "dct_mp_compressor, a comma list")
       ->delimiter(',')
       ->check(CLI::IsMember({"topk", "error_bounded"}))

@@ -29,6 +29,10 @@ std::vector<long long> parse_sizes(const std::string &list);
 CLI::Option *add_sizes_option(CLI::App &command, std::vector<long long> &sizes,
                               const std::string &help);
 
+/// Adds the options every timed collective takes: `--type float|double`, `--iters N` (timed
+/// calls per row, >= 1) and `--warmup N` (untimed calls before them, >= 0).
+void add_timing_options(CLI::App &command, std::string &type, int &iters, int &warmup);
+
 /// Checks for number options whose only bound is the sign, with a message that says so
 /// (CLI11's PositiveNumber prints DBL_MAX as its upper bound).
 extern const CLI::Validator kPositive;      ///< a number > 0

@@ -17,6 +17,7 @@
 // density 1 did not reproduce MPI_Allreduce exactly.
 #include <mpi.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +89,18 @@ std::vector<long long> parse_sizes(const std::string &list) {
   }
   if (sizes.empty()) throw std::invalid_argument("no size in '" + list + "'");
   return sizes;
+}
+
+void add_timing_options(CLI::App &command, std::string &type, int &iters, int &warmup) {
+  command.add_option("--type", type, "element type")
+      ->check(CLI::IsMember({"float", "double"}))
+      ->capture_default_str();
+  command.add_option("--iters", iters, "timed calls per row")
+      ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  command.add_option("--warmup", warmup, "untimed calls before them")
+      ->check(CLI::Range(0, INT_MAX))
+      ->capture_default_str();
 }
 
 CLI::Option *add_sizes_option(CLI::App &command, std::vector<long long> &sizes,

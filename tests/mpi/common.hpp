@@ -176,19 +176,21 @@ template <typename A, typename E>
 /// Bytes of the header every compressed call exchanges with each peer (4 x int64).
 constexpr MPI_Count kHeaderBytes = 32;
 
-/// Bytes of one 8-byte-padded sparse block of `nnz` entries of a tensor of `count`, values of
-/// `value_bytes`: indices as the smallest of 32-bit offsets, a bitmap of the tensor, and an
-/// Elias-Fano code (l = floor(log2(count / nnz)) low bits per entry plus nnz + (count - 1) / 2^l
-/// + 1 unary bits). Written from the format's definition, apart from the library's encoder.
+/// Bytes of the indices of a sparse block of `nnz` entries of a tensor of `count`: the smallest
+/// of 32-bit offsets, a bitmap of the tensor, and an Elias-Fano code (l = floor(log2(count /
+/// nnz)) low bits per entry plus nnz + (count - 1) / 2^l + 1 unary bits). Written from the
+/// format's definition, apart from the library's encoder.
+inline MPI_Count sparse_index_bytes(MPI_Count nnz, MPI_Count count) {
+  if (nnz <= 0) return 0;
+  int low = 0;
+  while ((count >> (low + 1)) >= nnz) ++low;
+  const MPI_Count elias_fano = (nnz * low + nnz + ((count - 1) >> low) + 1 + 7) / 8;
+  return std::min({4 * nnz, (count + 7) / 8, elias_fano});
+}
+
+/// Bytes of one 8-byte-padded sparse block of `nnz` entries, values of `value_bytes`.
 inline MPI_Count sparse_block_bytes(MPI_Count nnz, MPI_Count count, MPI_Count value_bytes) {
-  MPI_Count indices = 0;
-  if (nnz > 0) {
-    int low = 0;
-    while ((count >> (low + 1)) >= nnz) ++low;
-    const MPI_Count elias_fano = (nnz * low + nnz + ((count - 1) >> low) + 1 + 7) / 8;
-    indices = std::min({4 * nnz, (count + 7) / 8, elias_fano});
-  }
-  return (nnz * value_bytes + indices + 7) / 8 * 8;
+  return (nnz * value_bytes + sparse_index_bytes(nnz, count) + 7) / 8 * 8;
 }
 
 /// Rank 0's value of `value`, on every rank.

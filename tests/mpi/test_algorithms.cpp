@@ -183,14 +183,9 @@ TYPED_TEST(Algorithms, SignValuesCarryOneMagnitudePerRankAndConserveTheRest) {
       }
       if (status.algorithm == DCT_ALGORITHM_ALLGATHER && size() > 1 && status.nnz_sent > 0) {
         const MPI_Count nnz = status.nnz_sent;
-        // [magnitude][one bit per entry][indices], padded to 8 bytes; the indices in the
-        // smallest coding (sparse_block_bytes with 0-byte values is the padded index bytes)
-        int low = 0;
-        while ((MPI_Count(kCount) >> (low + 1)) >= nnz) ++low;
-        const MPI_Count elias_fano =
-            (nnz * low + nnz + ((MPI_Count(kCount) - 1) >> low) + 1 + 7) / 8;
-        const MPI_Count indices = std::min({4 * nnz, (MPI_Count(kCount) + 7) / 8, elias_fano});
-        const MPI_Count exact = (MPI_Count(sizeof(T)) + (nnz + 7) / 8 + indices + 7) / 8 * 8;
+        // [magnitude][one bit per entry][indices], padded to 8 bytes
+        const MPI_Count exact =
+            (MPI_Count(sizeof(T)) + (nnz + 7) / 8 + sparse_index_bytes(nnz, kCount) + 7) / 8 * 8;
         EXPECT_EQ(status.bytes_sent, (size() - 1) * (kHeaderBytes + exact));
       }
       expect_bytes_balance(status);
