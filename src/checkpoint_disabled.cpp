@@ -1,5 +1,5 @@
-// Built instead of checkpoint.cpp when dct is configured without HDF5: the entry points link
-// and say so.
+// Built instead of the checkpoint_*.cpp sources when dct is configured without HDF5: the entry
+// points link and say so.
 #include "checkpoint.hpp"
 #include "error.hpp"
 

@@ -1,0 +1,57 @@
+// What a checkpoint save or load agrees on between ranks before any collective HDF5 call: the
+// same file, the same requests, and the same outcome of every step (a failure on one rank ends
+// in the same error on all, never in a rank waiting in a collective read or write).
+//
+// Private header of src/: include it from the checkpoint sources only.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dct::detail {
+
+class CommContext;
+class RequestEngine;
+
+/// The communicator dct works on for `user_comm`, and this rank's place in it.
+struct Collective {
+  std::shared_ptr<CommContext> context;
+  MPI_Comm comm;
+  int rank;
+  int ranks;
+};
+
+/// Readies the library and finds dct's communicator for `user_comm` (throws if MPI was
+/// finalized).
+Collective open_collective(MPI_Comm user_comm);
+
+/// Runs `body` on every rank; if it failed anywhere, every rank throws the same error: the
+/// highest code, with the message of the lowest rank that has it.
+void run_agreed(MPI_Comm comm, const std::function<void()> &body);
+
+/// Whether a checkpoint holds a residual for `engine` (a dense request keeps none).
+bool has_residual(const RequestEngine &engine);
+
+/// The live requests, checked on every rank and the same on every rank: the collective HDF5
+/// calls that follow need every rank to handle the same requests in the same order.
+std::vector<RequestEngine *> agreed_engines(const Collective &c);
+
+/// Every rank must name the same file: ranks opening different files would wait for each
+/// other in collective MPI-IO calls forever. One allreduce of the path's CRC-32 and its
+/// complement gives the lowest and the highest CRC at once.
+void agree_on_path(MPI_Comm comm, const std::string &path);
+
+/// Open MPI before 5.0.10 (and 6.0.0) formats "<file name>.locktest.<rank>" into a 256-byte
+/// stack buffer when its sharedfp/lockedfile component is considered at MPI_File_open, so a
+/// long name aborts the process ("buffer overflow detected"; open-mpi/ompi#13565). HDF5's
+/// MPI-IO driver opens the file through that path. dct never uses shared file pointers, so for
+/// such a name it excludes the component (OMPI_MCA_sharedfp=^lockedfile, unless the variable
+/// is set), which takes effect if Open MPI has not read the variable yet in this process; if
+/// the component is still selectable, the name is refused with DCT_ERR_CKPT_IO, never opened.
+void avoid_lockedfile_overflow(const std::string &name, int ranks);
+
+}  // namespace dct::detail
