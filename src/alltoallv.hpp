@@ -57,18 +57,6 @@ struct MessageUnits {
   static std::size_t of(std::size_t bytes);
 };
 
-/// Checks the arguments of a backward request against its forward's layout (shapes reversed,
-/// host buffers); returns the elements it sends. Throws the documented codes.
-MPI_Count check_backward_args(const AlltoallvArgs &args, const AlltoallvLayout &forward, int ranks,
-                              std::int64_t d);
-
-/// A backward call may start only once its forward completed a call and is not running:
-/// throws DCT_ERR_ACTIVE otherwise (both compressors' backward requests).
-void require_backward_ready(bool forward_active, std::int64_t forward_calls);
-
-/// Checks the arguments of a forward request (reads no buffer): throws the documented code.
-void validate_alltoallv(const AlltoallvArgs &args, const Config &config);
-
 /// A forward request (collective: may duplicate `comm` on first use). `args` validated.
 std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
                                                      const Config &config);

@@ -10,7 +10,7 @@
 
 #include "agreement.hpp"
 #include "allreduce.hpp"
-#include "alltoallv.hpp"
+#include "alltoallv_validate.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "dct/dct.h"

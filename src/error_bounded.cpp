@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allreduce.hpp"
+#include "alltoallv_validate.hpp"
 #include "cost_model.hpp"
 #include "error.hpp"
 #include "error_bounded_codec.hpp"

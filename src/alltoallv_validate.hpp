@@ -1,0 +1,33 @@
+// The argument checks of DCT-MP's requests (both compressors), apart from the engines: what
+// DCT_Alltoallv_init and DCT_Alltoallv_backward_init refuse, and with which code, before any
+// state exists. Every check is local; DCT_Alltoallv_init agrees on the outcome across ranks.
+//
+// Private header of src/: include it from library sources only.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "alltoallv.hpp"
+#include "config.hpp"
+
+namespace dct::detail {
+
+/// Checks the arguments of a backward request against its forward's layout (shapes reversed,
+/// host buffers); returns the elements it sends. Throws the documented codes.
+MPI_Count check_backward_args(const AlltoallvArgs &args, const AlltoallvLayout &forward, int ranks,
+                              std::int64_t d);
+
+/// A backward call may start only once its forward completed a call and is not running:
+/// throws DCT_ERR_ACTIVE otherwise (both compressors' backward requests).
+void require_backward_ready(bool forward_active, std::int64_t forward_calls);
+
+/// Checks the arguments of a forward request (reads no buffer): throws the documented code.
+void validate_alltoallv(const AlltoallvArgs &args, const Config &config);
+
+/// Bytes of one element of `datatype` as DCT-MP compresses it: 4 (MPI_FLOAT, REAL), 8
+/// (MPI_DOUBLE, DOUBLE PRECISION), 0 for a datatype it does not compress.
+int alltoallv_element_size(MPI_Datatype datatype);
+
+}  // namespace dct::detail
