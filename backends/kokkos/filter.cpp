@@ -1,0 +1,149 @@
+// The Kokkos backend's filter: the kept entries of acc = send + residual compacted to (index,
+// value) lists, the rest left in the residual (error feedback).
+#include <algorithm>
+#include <vector>
+
+#include "error.hpp"
+#include "masks.hpp"
+
+namespace dct::detail::kernels::kokkos {
+namespace {
+
+// The filter in two passes over work items of kFilterChunk entries, reading send and residual
+// once. Pass 1, in blocks of 16: acc is computed and stored with no branch while a 16-bit mask
+// of the block's kept entries is built (SSE2 where the host has it: compare + movemask; a plain
+// loop elsewhere); only the set bits are then visited, on data still in L1, and each kept entry
+// is staged as (index, acc) in the work item's slot, its residual set to what stays home. An
+// exclusive scan of the work items' counts gives each its output position; pass 2 copies the
+// staged entries there (a few percent of the tensor's bytes). Entries past the caller's
+// capacity get acc back in the residual; a work item with more kept entries than its slot
+// holds finds the rest again in pass 2, after its last staged entry. A parallel_scan over the data
+// (its counting pass, then its writing pass) read send and residual twice on threaded backends:
+// 3-4x slower than Serial on OpenMP at 1 thread, and a second read of only the blocks with a kept
+// entry (pass 1 keeping the blocks' masks alone) was still 2x slower: at 1% density those are a
+// sixth of the cache lines, read back from memory one at a time.
+
+/// Scratch of the filter, kept between calls on this thread (as candidate_buffer).
+template <typename T>
+struct FilterScratch {
+  std::vector<WireIndex> index;  // the slots: staged kept entries
+  std::vector<T> acc;
+  static FilterScratch &get() {
+    static thread_local FilterScratch scratch;
+    return scratch;
+  }
+};
+
+template <typename T, bool kHasSend>
+std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
+                          WireIndex *idx, T *val, std::size_t capacity) {
+  const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
+  if (chunks == 0) return 0;
+  // A slot holds twice a work item's share of the capacity: overflowing it is rare, and costs
+  // the work item only a second look at its own blocks.
+  const std::size_t share = (2 * capacity + chunks - 1) / chunks + 32;
+  const std::size_t slot = std::min<std::size_t>(kFilterChunk, share);
+  FilterScratch<T> &scratch = FilterScratch<T>::get();
+  if (scratch.index.size() < chunks * slot) {
+    scratch.index.resize(chunks * slot);
+    scratch.acc.resize(chunks * slot);
+  }
+  WireIndex *const staged_index = scratch.index.data();
+  T *const staged_acc = scratch.acc.data();
+  Kokkos::View<std::size_t *, Kokkos::HostSpace> first(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::filter_first"), chunks);
+  const Policy work(0, static_cast<std::int64_t>(chunks));
+
+  Kokkos::parallel_for(
+      "dct::filter_stage", work, KOKKOS_LAMBDA(const std::int64_t c) {
+        const std::size_t begin = static_cast<std::size_t>(c) * kFilterChunk;
+        const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
+        WireIndex *const slot_index = staged_index + static_cast<std::size_t>(c) * slot;
+        T *const slot_acc = staged_acc + static_cast<std::size_t>(c) * slot;
+        std::size_t count = 0;
+        auto stage = [&](std::size_t block, unsigned mask) {
+          for (; mask != 0 && count < slot; mask &= mask - 1, ++count) {
+            const std::size_t i = block + static_cast<std::size_t>(__builtin_ctz(mask));
+            const T acc = residual[i];
+            slot_index[count] = static_cast<WireIndex>(i);
+            slot_acc[count] = acc;
+            residual[i] = wire_remainder(acc, wire_value(acc, coding));
+          }
+          count += static_cast<std::size_t>(__builtin_popcount(mask));  // past the slot
+        };
+        std::size_t block = begin;
+        for (; block + kFilterBlock <= end; block += kFilterBlock)
+          stage(block,
+                block_mask<BlockPass::filter, kHasSend, T>(
+                    kHasSend ? send + block : nullptr, residual + block, residual + block, tau));
+        if (block < end) {  // the last, partial block
+          unsigned mask = 0;
+          for (std::size_t i = block; i < end; ++i) {
+            residual[i] = (kHasSend ? send[i] : T(0)) + residual[i];
+            mask |= unsigned(keep_entry(residual[i], tau)) << (i - block);
+          }
+          stage(block, mask);
+        }
+        first(c) = count;
+      });
+  std::size_t kept = 0;
+  Kokkos::parallel_scan(
+      "dct::filter_positions", work,
+      KOKKOS_LAMBDA(const std::int64_t c, std::size_t &position, const bool final) {
+        const std::size_t count = first(c);
+        if (final) first(c) = position;
+        position += count;
+      },
+      kept);
+  Kokkos::parallel_for(
+      "dct::filter_emit", work, KOKKOS_LAMBDA(const std::int64_t c) {
+        const std::size_t begin = first(c);
+        const std::size_t count =
+            (static_cast<std::size_t>(c) + 1 < chunks ? first(c + 1) : kept) - begin;
+        const WireIndex *const slot_index = staged_index + static_cast<std::size_t>(c) * slot;
+        const T *const slot_acc = staged_acc + static_cast<std::size_t>(c) * slot;
+        const std::size_t staged = count < slot ? count : slot;
+        for (std::size_t j = 0; j < staged; ++j) {
+          const std::size_t position = begin + j;
+          if (position < capacity) {
+            idx[position] = slot_index[j];
+            val[position] = wire_value(slot_acc[j], coding);
+          } else {
+            residual[slot_index[j]] = slot_acc[j];  // stays home whole
+          }
+        }
+        if (count == staged || begin + staged >= capacity) return;
+        // The slot overflowed: the kept entries after the last staged one (whose residual still
+        // holds acc) are found again, while the capacity lasts.
+        const std::size_t stop = static_cast<std::size_t>(c) * kFilterChunk + kFilterChunk;
+        std::size_t position = begin + staged;
+        for (std::size_t i = std::size_t(slot_index[staged - 1]) + 1;
+             i < (stop < n ? stop : n) && position < capacity; ++i) {
+          const T acc = residual[i];
+          if (!keep_entry(acc, tau)) continue;
+          const T sent = wire_value(acc, coding);
+          idx[position] = static_cast<WireIndex>(i);
+          val[position] = sent;
+          residual[i] = wire_remainder(acc, sent);
+          ++position;
+        }
+      });
+  Exec().fence();
+  return kept;
+}
+
+}  // namespace
+
+template <typename T>
+std::size_t filter_impl(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
+                        WireIndex *idx, T *val, std::size_t capacity) {
+  return send ? filter_chunks<T, true>(send, residual, n, tau, coding, idx, val, capacity)
+              : filter_chunks<T, false>(send, residual, n, tau, coding, idx, val, capacity);
+}
+
+template std::size_t filter_impl(const float *, float *, std::size_t, float, ValueCoding,
+                                 WireIndex *, float *, std::size_t);
+template std::size_t filter_impl(const double *, double *, std::size_t, double, ValueCoding,
+                                 WireIndex *, double *, std::size_t);
+
+}  // namespace dct::detail::kernels::kokkos
