@@ -312,10 +312,7 @@ class ForwardEngine final : public MpEngine {
       const std::int64_t *h = &header_in[j * kHeaderWords];
       // Receive what the peer announced (so that no rank is left waiting), but never more
       // than the rows this rank expects could take; a liar is rejected by validate().
-      const std::size_t expected = rows(layout_.recvcounts[j]);
-      const std::size_t bound =
-          expected *
-          (format_.count_bytes() + format_.d * format_.value_bytes + format_.bitmap_bytes());
+      const std::size_t bound = format_.max_message_bytes(rows(layout_.recvcounts[j]));
       const std::size_t bytes =
           h[kBytes] >= 0 ? std::min(static_cast<std::size_t>(h[kBytes]), bound) : 0;
       in_units[j] = units_of(bytes);

@@ -45,6 +45,9 @@ struct AlltoallvLayout {
 };
 
 /// Per-rank message sizes in 8-byte units, as the int counts and displacements MPI takes.
+/// Construction throws DCT_ERR_COUNT past INT_MAX on this rank alone, so the exchanges never
+/// meet that: validate_alltoallv refuses, on every rank alike, a request whose largest
+/// messages would not fit (alltoallv_validate.hpp).
 struct MessageUnits {
   std::vector<int> counts, displs;
   std::size_t total = 0;

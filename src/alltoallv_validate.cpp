@@ -1,12 +1,17 @@
 #include "alltoallv_validate.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <string>
 
 #include "allreduce.hpp"
 #include "error.hpp"
 #include "error_bounded.hpp"
+#include "error_bounded_codec.hpp"
 #include "kernels.hpp"
+#include "row_codec.hpp"
+#include "test_hooks.hpp"
 
 namespace dct::detail {
 namespace {
@@ -42,6 +47,37 @@ void require_host(const void *buffer, const char *name) {
           std::string(name) + " is GPU memory: DCT-MP works on host buffers in this version");
 }
 
+/// The most 8-byte units MPI's int counts and displacements address (a test lowers it).
+std::size_t max_mpi_units() {
+#ifdef DCT_TESTING
+  if (testing::max_message_units > 0) return testing::max_message_units;
+#endif
+  return INT_MAX;
+}
+
+/// One side's longest messages must fit MPI's int counts, each and all together (the
+/// displacements): otherwise a call would fail on the one rank whose sizes do not fit while
+/// its peers wait in the exchange. Checked here, where the init agrees on every refusal, it
+/// fails on every rank alike; the backward's messages are the forward's, reversed.
+void check_message_units(const int *counts, int ranks, const Config &config, int element_size,
+                         const char *side) {
+  const std::size_t limit = max_mpi_units();
+  std::size_t total = 0;
+  for (int j = 0; j < ranks; ++j) {
+    const std::size_t rows = static_cast<std::size_t>(counts[j] / config.row_length);
+    const std::size_t units = longest_message_units(rows, config, element_size);
+    require(units <= limit, DCT_ERR_COUNT,
+            std::string("the message ") + side + " rank " + std::to_string(j) + " may take " +
+                std::to_string(units) + " 8-byte units, more than MPI's int counts address (" +
+                std::to_string(limit) + ")");
+    total += units;
+  }
+  require(total <= limit, DCT_ERR_COUNT,
+          std::string("the messages ") + side + " all ranks may take " + std::to_string(total) +
+              " 8-byte units together, more than MPI's int displacements address (" +
+              std::to_string(limit) + ")");
+}
+
 int comm_size(MPI_Comm comm) {
   require(comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
   int inter = 0, size = 0;
@@ -52,6 +88,16 @@ int comm_size(MPI_Comm comm) {
 }
 
 }  // namespace
+
+std::size_t longest_message_units(std::size_t rows, const Config &config, int element_size) {
+  const std::size_t d = static_cast<std::size_t>(config.row_length);
+  if (config.mp_compressor == MpCompressor::error_bounded)
+    return MessageUnits::of(eb::max_message_bytes(rows, d, d, std::size_t(element_size)));
+  mp::RowFormat format;
+  format.d = d;
+  format.value_bytes = value_bytes(config.values, static_cast<std::size_t>(element_size));
+  return MessageUnits::of(format.max_message_bytes(rows));
+}
 
 int alltoallv_element_size(MPI_Datatype datatype) {
   return AllreduceArgs{nullptr, nullptr, 0, datatype, MPI_SUM, MPI_COMM_NULL}
@@ -80,6 +126,9 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
   require_host(args.sendbuf, "sendbuf");
   require_host(args.recvbuf, "recvbuf");
   if (config.mp_compressor == MpCompressor::error_bounded) validate_error_bounded(config);
+  const int bytes = alltoallv_element_size(args.datatype);
+  check_message_units(args.sendcounts, ranks, config, bytes, "to");
+  check_message_units(args.recvcounts, ranks, config, bytes, "from");
 }
 
 void require_backward_ready(bool forward_active, std::int64_t forward_calls) {

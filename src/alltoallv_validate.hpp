@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "alltoallv.hpp"
@@ -29,5 +30,11 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config);
 /// Bytes of one element of `datatype` as DCT-MP compresses it: 4 (MPI_FLOAT, REAL), 8
 /// (MPI_DOUBLE, DOUBLE PRECISION), 0 for a datatype it does not compress.
 int alltoallv_element_size(MPI_Datatype datatype);
+
+/// 8-byte units of the longest message a block of `rows` rows can become with the configured
+/// compressor (what receivers accept at most; a backward's messages are never longer).
+/// validate_alltoallv refuses (DCT_ERR_COUNT) a request whose messages to or from the ranks could
+/// pass MPI's int counts, one or all together.
+std::size_t longest_message_units(std::size_t rows, const Config &config, int element_size);
 
 }  // namespace dct::detail

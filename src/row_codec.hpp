@@ -51,6 +51,10 @@ struct RowFormat {
   std::size_t mask_bytes(std::size_t kept) const {
     return uses_bitmap(kept) ? bitmap_bytes() : kept * index_bytes();
   }
+  /// The longest forward message of `rows` rows: what a receiver accepts at most.
+  std::size_t max_message_bytes(std::size_t rows) const {
+    return rows * (count_bytes() + d * value_bytes + bitmap_bytes());
+  }
 };
 
 /// What a sender announces for one message (validated by the receiver).

@@ -5,6 +5,7 @@
 //
 // - tamper_allreduce_indices, tamper_forward_message: damage outgoing messages on their way
 //   (the receivers' validation must reject them; the sender's own state stays intact).
+// - max_message_units: lowers the int-count limit DCT-MP's init checks message sizes against.
 // - DCT_TEST_CRASH_IN_CHECKPOINT_SAVE=<rank> (environment): that rank ends with std::_Exit(42)
 //   in the middle of a checkpoint save, the file half-written (crash safety).
 //
@@ -26,6 +27,10 @@ extern void (*tamper_allreduce_indices)(WireIndex *idx, std::size_t entries);
 /// When set, called on every DCT-MP forward message (both compressors) this rank is about to
 /// send, after encoding.
 extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
+
+/// When positive, replaces INT_MAX as the most 8-byte units DCT-MP's messages may take
+/// (alltoallv_validate.cpp): a test reaches the limit of MPI's int counts without 16 GiB.
+extern std::size_t max_message_units;
 
 /// Ends the process if DCT_TEST_CRASH_IN_CHECKPOINT_SAVE names `rank`.
 void crash_in_checkpoint_save(int rank);

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "allreduce.hpp"
+#include "alltoallv_validate.hpp"
 #include "common.hpp"
 #include "runtime.hpp"
 #include "test_hooks.hpp"
@@ -395,6 +396,65 @@ TEST(Hardening, AlltoallvSendersBoundsMayDiffer) {
         EXPECT_EQ(got, want) << "from rank " << r << ", element " << i;
     }
   DCT_Request_free(&request);
+}
+
+/// A request whose messages would pass MPI's int counts on one rank only, on its send side or
+/// its receive side, fails at init on every rank with DCT_ERR_COUNT. Before, the call failed on
+/// that rank alone while its peers waited in the exchange. The limit (INT_MAX 8-byte units, 16
+/// GiB) is lowered on the last rank through a test hook; both compressors.
+TEST(Hardening, MessagesPastIntCountsFailAtInitOnEveryRank) {
+  if (size() < 2) GTEST_SKIP() << "needs a peer";
+  const int p = size(), last = p - 1;
+  const bool me_last = rank() == last;
+  constexpr int d = 8, rows = 4;
+  for (const char *compressor : {"topk", "error_bounded"}) {
+    SCOPED_TRACE(compressor);
+    MPI_Info info = make_info({{"dct_row_length", "8"}, {"dct_mp_compressor", compressor}});
+    const std::size_t units = detail::longest_message_units(rows, detail::Config::from(info), 4);
+    // Every rank sends `rows` rows to every rank, except that with `last_sends` false the last
+    // rank sends nothing (its messages all come in: only its receive side is large).
+    auto init = [&](bool last_sends, std::size_t limit) {
+      std::vector<int> sendcounts(p, me_last && !last_sends ? 0 : rows * d), recvcounts(p),
+          displs(p);
+      for (int j = 0; j < p; ++j) {
+        recvcounts[j] = j == last && !last_sends ? 0 : rows * d;
+        displs[j] = rows * d * j;
+      }
+      std::vector<float> send(std::size_t(rows * d * p), 1.0f), recv(send.size(), -1.0f);
+      detail::testing::max_message_units = me_last ? limit : 0;
+      DCT_Request request = DCT_REQUEST_NULL;
+      const int code = same_code_on_every_rank(DCT_Alltoallv_init(
+          send.data(), sendcounts.data(), displs.data(), recv.data(), recvcounts.data(),
+          displs.data(), MPI_FLOAT, MPI_COMM_WORLD, info, &request));
+      detail::testing::max_message_units = 0;
+      if (code == DCT_SUCCESS) {  // a request that passed makes its calls
+        EXPECT_EQ(same_code_on_every_rank(DCT_Start(&request)), DCT_SUCCESS);
+        EXPECT_EQ(same_code_on_every_rank(DCT_Wait(&request, DCT_STATUS_IGNORE)), DCT_SUCCESS)
+            << DCT_Get_last_error();
+        DCT_Request_free(&request);
+      } else {
+        EXPECT_EQ(request, DCT_REQUEST_NULL);
+      }
+      return code;
+    };
+    // Exactly at the limit passes; one unit less refuses, whether one message or their sum
+    // (the displacements) is what no longer fits. The last rank says which.
+    auto expect_said = [&](const char *what) {
+      const std::string message = DCT_Get_last_error();
+      if (me_last) {
+        EXPECT_NE(message.find(what), std::string::npos) << message;
+      }
+    };
+    EXPECT_EQ(init(true, std::size_t(p) * units), DCT_SUCCESS) << DCT_Get_last_error();
+    EXPECT_EQ(init(true, std::size_t(p) * units - 1), DCT_ERR_COUNT);
+    expect_said("the messages to all ranks");
+    EXPECT_EQ(init(true, units - 1), DCT_ERR_COUNT);
+    expect_said("the message to rank 0");
+    EXPECT_EQ(init(false, std::size_t(p - 1) * units), DCT_SUCCESS) << DCT_Get_last_error();
+    EXPECT_EQ(init(false, std::size_t(p - 1) * units - 1), DCT_ERR_COUNT);
+    expect_said(p == 2 ? "the message from rank 0" : "the messages from all ranks");
+    MPI_Info_free(&info);
+  }
 }
 
 /// Compressed requests talk on their own communicators and progress without blocking, so
