@@ -338,6 +338,44 @@ TEST(Checkpoint, LongPathAfterOtherFilesIsRefusedOrWorks) {
   EXPECT_TRUE(Snapshot(model) == live);
 }
 
+/// A request saved as another kind (the file says "alltoallv" where the live request of that
+/// name is an allreduce) is a mismatch on every rank (docs/checkpoint-format.md), and nothing
+/// of the live state changes. The kind is not under the rows' checksums: only the load's
+/// comparison with the live request catches it.
+TEST(Checkpoint, RequestOfAnotherKindIsAMismatchOnEveryRank) {
+  const std::string good = scratch("kind_good");
+  Model model;
+  for (int i = 0; i < 3; ++i) model.step();
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  model.step();
+  const Snapshot live(model);
+  const std::string other = scratch("kind_alltoallv");
+  on_rank_zero([&] {
+    copy_file(good, other);
+    hid_t file = H5Fopen(other.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t group = H5Gopen2(file, "requests/layer.a", H5P_DEFAULT);
+    hid_t attribute = H5Aopen(group, "kind", H5P_DEFAULT);
+    hid_t type = H5Aget_type(attribute);
+    const std::string kind = "alltoallv";  // as long as "allreduce": the stored type holds it
+    EXPECT_EQ(H5Tget_size(type), kind.size());
+    EXPECT_GE(H5Awrite(attribute, type, kind.data()), 0);
+    H5Tclose(type);
+    H5Aclose(attribute);
+    H5Gclose(group);
+    H5Fclose(file);
+  });
+  const int code = DCT_Checkpoint_load(MPI_COMM_WORLD, other.c_str());
+  const std::string message = DCT_Get_last_error();
+  EXPECT_TRUE(all_ranks(code == DCT_ERR_CKPT_MISMATCH)) << "rank " << rank() << ": " << code;
+  EXPECT_NE(message.find("'layer.a' is an allreduce request, the checkpoint holds an alltoallv"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(Snapshot(model) == live) << "a refused load changed the live state";
+  // The untouched file still loads: the refusal left nothing behind.
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+  EXPECT_EQ(Snapshot(model).a_calls, 3);
+}
+
 TEST(Checkpoint, RequestOfAnotherSizeIsAMismatch) {
   const std::string path = scratch("size");
   {
