@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <utility>
 
 #include "checkpoint.hpp"
 #include "error.hpp"
@@ -32,6 +33,37 @@ std::vector<RequestEngine *> live_engines(const CommContext *context) {
             "request '" + name + "' is started: complete it with DCT_Wait first");
   }
   return engines;
+}
+
+/// The live requests, checked on every rank and the same on every rank.
+std::vector<RequestEngine *> agreed_engines(MPI_Comm comm, const CommContext *context) {
+  std::vector<RequestEngine *> engines;
+  std::string manifest;
+  run_agreed(comm, [&] {
+    engines = live_engines(context);
+    for (const RequestEngine *e : engines)
+      manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
+                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
+  });
+  const std::uint32_t mine = checksum(manifest.data(), manifest.size());
+  std::uint32_t lowest = 0, highest = 0;
+  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(&mine, &highest, 1, MPI_UINT32_T, MPI_MAX, comm), "MPI_Allreduce");
+  require(lowest == highest, DCT_ERR_CKPT_MISMATCH,
+          "ranks hold different requests (names, counts or datatypes) on this communicator");
+  return engines;
+}
+
+/// Every rank must name the same file: ranks opening different files would wait for each
+/// other in collective MPI-IO calls forever. One allreduce of the path's CRC-32 and its
+/// complement gives the lowest and the highest CRC at once.
+void agree_on_path(MPI_Comm comm, const std::string &path) {
+  const std::uint32_t crc = checksum(path.data(), path.size());
+  const std::uint32_t mine[2] = {crc, ~crc};
+  std::uint32_t lowest[2] = {0, 0};
+  check_mpi(MPI_Allreduce(mine, lowest, 2, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
+  require(lowest[0] == ~lowest[1], DCT_ERR_ARG,
+          "ranks passed different checkpoint paths (this rank: " + path + ")");
 }
 
 }  // namespace
@@ -67,38 +99,14 @@ bool has_residual(const RequestEngine &engine) {
   return engine.residual() != nullptr && engine.count() > 0;
 }
 
-Collective open_collective(MPI_Comm user_comm) {
+Collective open_collective(MPI_Comm user_comm, const std::string &path) {
   ensure_library_ready();
   std::shared_ptr<CommContext> context = comm_context(user_comm);
   require(context->comm() != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
-  return Collective{context, context->comm(), context->rank(), context->size()};
-}
-
-std::vector<RequestEngine *> agreed_engines(const Collective &c) {
-  std::vector<RequestEngine *> engines;
-  std::string manifest;
-  run_agreed(c.comm, [&] {
-    engines = live_engines(c.context.get());
-    for (const RequestEngine *e : engines)
-      manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
-                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
-  });
-  const std::uint32_t mine = checksum(manifest.data(), manifest.size());
-  std::uint32_t lowest = 0, highest = 0;
-  check_mpi(MPI_Allreduce(&mine, &lowest, 1, MPI_UINT32_T, MPI_MIN, c.comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(&mine, &highest, 1, MPI_UINT32_T, MPI_MAX, c.comm), "MPI_Allreduce");
-  require(lowest == highest, DCT_ERR_CKPT_MISMATCH,
-          "ranks hold different requests (names, counts or datatypes) on this communicator");
-  return engines;
-}
-
-void agree_on_path(MPI_Comm comm, const std::string &path) {
-  const std::uint32_t crc = checksum(path.data(), path.size());
-  const std::uint32_t mine[2] = {crc, ~crc};
-  std::uint32_t lowest[2] = {0, 0};
-  check_mpi(MPI_Allreduce(mine, lowest, 2, MPI_UINT32_T, MPI_MIN, comm), "MPI_Allreduce");
-  require(lowest[0] == ~lowest[1], DCT_ERR_ARG,
-          "ranks passed different checkpoint paths (this rank: " + path + ")");
+  const MPI_Comm comm = context->comm();
+  agree_on_path(comm, path);
+  std::vector<RequestEngine *> engines = agreed_engines(comm, context.get());
+  return Collective{context, comm, context->rank(), context->size(), std::move(engines)};
 }
 
 void avoid_lockedfile_overflow(const std::string &name, int ranks) {

@@ -17,17 +17,22 @@ namespace dct::detail {
 class CommContext;
 class RequestEngine;
 
-/// The communicator dct works on for `user_comm`, and this rank's place in it.
+/// What a save or a load starts from: the communicator dct works on for `user_comm`, this
+/// rank's place in it, and the live requests to save or load, sorted by name.
 struct Collective {
   std::shared_ptr<CommContext> context;
   MPI_Comm comm;
   int rank;
   int ranks;
+  std::vector<RequestEngine *> engines;
 };
 
-/// Readies the library and finds dct's communicator for `user_comm` (throws if MPI was
-/// finalized).
-Collective open_collective(MPI_Comm user_comm);
+/// Collective over `user_comm`: readies the library, finds dct's communicator (throws if MPI
+/// was finalized), and agrees that every rank names the same `path` and holds the same live
+/// requests (names, counts, datatypes): the collective HDF5 calls that follow need every rank
+/// to open the same file and handle the same requests in the same order. Throws the same
+/// error on every rank otherwise.
+Collective open_collective(MPI_Comm user_comm, const std::string &path);
 
 /// Runs `body` on every rank; if it failed anywhere, every rank throws the same error: the
 /// highest code, with the message of the lowest rank that has it.
@@ -35,15 +40,6 @@ void run_agreed(MPI_Comm comm, const std::function<void()> &body);
 
 /// Whether a checkpoint holds a residual for `engine` (a dense request keeps none).
 bool has_residual(const RequestEngine &engine);
-
-/// The live requests, checked on every rank and the same on every rank: the collective HDF5
-/// calls that follow need every rank to handle the same requests in the same order.
-std::vector<RequestEngine *> agreed_engines(const Collective &c);
-
-/// Every rank must name the same file: ranks opening different files would wait for each
-/// other in collective MPI-IO calls forever. One allreduce of the path's CRC-32 and its
-/// complement gives the lowest and the highest CRC at once.
-void agree_on_path(MPI_Comm comm, const std::string &path);
 
 /// Open MPI before 5.0.10 (and 6.0.0) formats "<file name>.locktest.<rank>" into a 256-byte
 /// stack buffer when its sharedfp/lockedfile component is considered at MPI_File_open, so a

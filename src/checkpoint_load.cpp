@@ -110,11 +110,10 @@ void read_rows(const CheckpointReader &reader, PendingState &state, std::size_t 
 }  // namespace
 
 void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
-  const Collective c = open_collective(user_comm);
+  const Collective c = open_collective(user_comm, path);
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
-  agree_on_path(comm, path);
-  const std::vector<RequestEngine *> engines = agreed_engines(c);
+  const std::vector<RequestEngine *> &engines = c.engines;
   // Rank 0 looks first, so that a missing or foreign file never reaches collective HDF5 calls.
   run_agreed(comm, [&] {
     if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);

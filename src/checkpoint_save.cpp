@@ -95,11 +95,10 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
 }  // namespace
 
 void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
-  const Collective c = open_collective(user_comm);
+  const Collective c = open_collective(user_comm, path);
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
-  agree_on_path(comm, path);
-  const std::vector<RequestEngine *> engines = agreed_engines(c);
+  const std::vector<RequestEngine *> &engines = c.engines;
   run_agreed(comm, [&] {
     for (const RequestEngine *engine : engines)
       require(engine->config().momentum == 0.0, DCT_ERR_ARG,
