@@ -1,5 +1,6 @@
 // Checkpoints of the error-feedback state in one parallel-HDF5 file (docs/checkpoint-format.md).
-// The format lives here only: DCT_Checkpoint_save/load and the dct-ckpt tool both use it.
+// The format lives in checkpoint_format.hpp (constants, checksums, HDF5 helpers), used by
+// DCT_Checkpoint_save/load and the dct-ckpt tool alike.
 #pragma once
 
 #include <mpi.h>

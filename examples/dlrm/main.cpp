@@ -65,8 +65,9 @@ bool load_data(const std::string &dir, int train_limit, int test_limit, dlrm::Sp
 }
 
 void print_table(const json &runs, bool model_parallel) {
-  std::printf("\n%-6s %10s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc", "loss",
-              "DP ratio", "MP ratio", "MP fwd", "comm s", "wall s", "checksum");
+  std::printf("\n%-6s %10s %12s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc",
+              "best (ep)", "loss", "DP ratio", "MP ratio", "MP fwd", "comm s", "wall s",
+              "checksum");
   for (const json &run : runs) {
     const json &f = run["final"];
     double comm = 0.0;
@@ -76,9 +77,12 @@ void print_table(const json &runs, bool model_parallel) {
       std::snprintf(mp, sizeof mp, "%.1fx", f["mp_ratio"].get<double>());
       std::snprintf(fwd, sizeof fwd, "%.1fx", f["mp_forward_ratio"].get<double>());
     }
-    std::printf("%-6s %9.2f%% %10.4f %9.1fx %10s %10s %10.2f %10.2f %18s\n",
+    char best[32];
+    std::snprintf(best, sizeof best, "%.2f%% (%d)", 100.0 * f["best_test_accuracy"].get<double>(),
+                  f["best_epoch"].get<int>());
+    std::printf("%-6s %9.2f%% %12s %10.4f %9.1fx %10s %10s %10.2f %10.2f %18s\n",
                 run["mode"].get<std::string>().c_str(), 100.0 * f["test_accuracy"].get<double>(),
-                f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, fwd, comm,
+                best, f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, fwd, comm,
                 f["wall_s"].get<double>(), f["checksum"].get<std::string>().c_str());
   }
 }

@@ -155,6 +155,15 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   final["first_batch_loss"] = first_batch_loss;
   final["train_loss"] = run["epochs"].back()["train_loss"];  // epochs >= 1
   final["test_accuracy"] = run["epochs"].back()["test_accuracy"];
+  // The best epoch too: a run stopped early at its best (a dense run that overfits) is what a
+  // compressed run's final accuracy should also be compared with.
+  int best = 0;
+  for (int e = 1; e < int(run["epochs"].size()); ++e)
+    if (run["epochs"][size_t(e)]["test_accuracy"].get<double>() >
+        run["epochs"][size_t(best)]["test_accuracy"].get<double>())
+      best = e;
+  final["best_test_accuracy"] = run["epochs"][size_t(best)]["test_accuracy"];
+  final["best_epoch"] = best + 1;
   final["dp_bytes_sent"] = dp_sent;
   final["dp_dense_bytes"] = dp_dense;
   final["dp_ratio"] = dp_sent > 0 ? double(dp_dense) / dp_sent : 0.0;

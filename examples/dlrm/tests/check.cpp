@@ -94,6 +94,12 @@ void bytes(const json &doc) {
       dp_sent += ds, dp_dense += dd, mp_sent += ms, mp_dense += md;
     }
     const json &f = run["final"];
+    double best = -1.0;
+    int best_epoch = 0;
+    for (const json &e : run["epochs"])
+      if (double(e["test_accuracy"]) > best) best = e["test_accuracy"], best_epoch = e["epoch"];
+    expect(double(f["best_test_accuracy"]) == best && int(f["best_epoch"]) == best_epoch,
+           mode + ": best_test_accuracy/best_epoch are not the first best epoch's");
     expect(f["dp_bytes_sent"] == dp_sent && f["dp_dense_bytes"] == dp_dense,
            mode + ": final DP bytes are not the sum over epochs");
     expect(f["mp_bytes_sent"] == mp_sent && f["mp_dense_bytes"] == mp_dense,
