@@ -192,7 +192,7 @@ class CompressedEngine final : public RequestEngine {
     }
     if (!exchange_) {
       if (!header_complete(block)) return false;
-      exchange_ = begin_exchange(decide_algorithm());
+      exchange_ = begin_exchange(read_headers());
     }
     const bool done = exchange_->advance(block);
     if (done) {
@@ -498,59 +498,40 @@ class CompressedEngine final : public RequestEngine {
   }
 
   // Validates every rank's header and decides the algorithm from what every rank announced,
-  // so that every rank takes the same decision.
-  DCT_Algorithm decide_algorithm() {
+  // so that every rank takes the same decision. The messages are formatted only on failure:
+  // this loop runs over every rank on every call.
+  DCT_Algorithm read_headers() {
     const int ranks = context_->size();
     kept_per_rank_.assign(static_cast<std::size_t>(ranks), 0);
     rebalance_ = false;
     double total_kept = 0;
     for (int rank = 0; rank < ranks; ++rank) {
       const std::int64_t *h = &headers_[static_cast<std::size_t>(rank) * kHeaderWords];
-      require(h[1] == count_ && h[2] == std::int64_t(sizeof(T)), DCT_ERR_MISMATCH,
-              "rank " + std::to_string(rank) + " reduces " + std::to_string(h[1]) +
-                  " elements of " + std::to_string(h[2]) + " bytes, rank " +
-                  std::to_string(context_->rank()) + " reduces " + std::to_string(count_) + " of " +
-                  std::to_string(sizeof(T)));
-      require(h[0] >= 0 && h[0] <= count_, DCT_ERR_PEER,
-              "rank " + std::to_string(rank) + " announced " + std::to_string(h[0]) +
-                  " entries for a tensor of " + std::to_string(count_));
+      require(h[1] == count_ && h[2] == std::int64_t(sizeof(T)), DCT_ERR_MISMATCH, [&] {
+        return "rank " + std::to_string(rank) + " reduces " + std::to_string(h[1]) +
+               " elements of " + std::to_string(h[2]) + " bytes, rank " +
+               std::to_string(context_->rank()) + " reduces " + std::to_string(count_) + " of " +
+               std::to_string(sizeof(T));
+      });
+      require(h[0] >= 0 && h[0] <= count_, DCT_ERR_PEER, [&] {
+        return "rank " + std::to_string(rank) + " announced " + std::to_string(h[0]) +
+               " entries for a tensor of " + std::to_string(count_);
+      });
       kept_per_rank_[static_cast<std::size_t>(rank)] = h[0];
       total_kept += double(h[0]);
       rebalance_ = rebalance_ || h[3] != 0;
     }
     status_.bytes_sent = status_.bytes_received =
         static_cast<MPI_Count>(ranks - 1) * kHeaderWords * sizeof(std::int64_t);
-
-    DCT_Algorithm algorithm = config_.algorithm;
-    if (algorithm == DCT_ALGORITHM_AUTO && config_.result_density < 1.0)
-      algorithm = DCT_ALGORITHM_SPLIT;  // the only one that can bound the result
-    if (algorithm == DCT_ALGORITHM_AUTO) {
-      ExchangeSize size;
-      size.ranks = ranks;
-      size.count = double(count_);
-      size.value_bytes = static_cast<int>(sizeof(T));
-      size.own_value_bytes = value_bytes_per_entry(config_.values, sizeof(T));
-      size.total_kept = total_kept;
-      size.union_hint = union_hint_;
-      size.result_budget = config_.result_density < 1.0 ? config_.result_density * size.count : 0;
-      algorithm = cheapest_algorithm(size, config_.network);
-    }
-    // Sparse messages are described by int counts of 8-byte units; beyond, only dense works.
-    const double limit = double(INT_MAX) * wire::kUnitBytes;
-    const double dense_bytes = double(count_) * sizeof(T) + 8.0 * ranks;
-    const double gathered_bytes = total_kept * (sizeof(T) + sizeof(WireIndex)) + 8.0 * ranks;
-    if (algorithm == DCT_ALGORITHM_ALLGATHER && gathered_bytes > limit)
-      algorithm = DCT_ALGORITHM_DENSE;
-    if (algorithm != DCT_ALGORITHM_ALLGATHER && dense_bytes > limit)
-      algorithm = DCT_ALGORITHM_DENSE;
-    return algorithm;
+    return decide_algorithm(config_, ranks, double(count_), sizeof(T), total_kept, union_hint_);
   }
 
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
-    SparseInput<T> input{comm(),         context_->rank(), context_->size(), elements(),
-                         kept_per_rank_, outgoing_idx(),   outgoing_val(),   host_result()};
+    SparseInput<T> input{comm(),         context_->rank(),      context_->size(),
+                         elements(),     kept_per_rank_.data(), outgoing_idx(),
+                         outgoing_val(), host_result()};
     input.host = kernels::kokkos_backend();
     input.values = config_.values;
     input.rebalance = rebalance_;

@@ -305,10 +305,9 @@ int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
     require(count >= 0, DCT_ERR_ARG, "count is negative");
     require(count == 0 || requests != nullptr, DCT_ERR_ARG, "requests is NULL");
     for (int i = 0; i < count && statuses; ++i) {
-      const std::string what = "statuses[" + std::to_string(i) + "]";
-      check_status(status_at(statuses, stride, i), what);
+      check_status(status_at(statuses, stride, i), "statuses", i);
       require(status_at(statuses, stride, i)->size == stride, DCT_ERR_ARG,
-              what + ".size differs from statuses[0].size");
+              [&] { return status_name("statuses", i) + ".size differs from statuses[0].size"; });
     }
   });
   if (checked != DCT_SUCCESS) return checked;

@@ -1,9 +1,11 @@
 #include "cost_model.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "exchange/exchange.hpp"
+#include "float16.hpp"
 
 namespace dct::detail {
 namespace {
@@ -99,6 +101,32 @@ DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &n
     }
   }
   return best;
+}
+
+DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
+                               double total_kept, double union_hint) {
+  DCT_Algorithm algorithm = config.algorithm;
+  if (algorithm == DCT_ALGORITHM_AUTO && config.result_density < 1.0)
+    algorithm = DCT_ALGORITHM_SPLIT;  // the only one that can bound the result
+  if (algorithm == DCT_ALGORITHM_AUTO) {
+    ExchangeSize size;
+    size.ranks = ranks;
+    size.count = count;
+    size.value_bytes = value_bytes;
+    size.own_value_bytes =
+        value_bytes_per_entry(config.values, static_cast<std::size_t>(value_bytes));
+    size.total_kept = total_kept;
+    size.union_hint = union_hint;
+    algorithm = cheapest_algorithm(size, config.network);
+  }
+  // Sparse messages are described by int counts of 8-byte units; beyond, only dense works.
+  const double limit = double(INT_MAX) * wire::kUnitBytes;
+  const double dense_bytes = count * value_bytes + 8.0 * ranks;
+  const double gathered_bytes = total_kept * (value_bytes + sizeof(WireIndex)) + 8.0 * ranks;
+  if (algorithm == DCT_ALGORITHM_ALLGATHER && gathered_bytes > limit)
+    algorithm = DCT_ALGORITHM_DENSE;
+  if (algorithm != DCT_ALGORITHM_ALLGATHER && dense_bytes > limit) algorithm = DCT_ALGORITHM_DENSE;
+  return algorithm;
 }
 
 }  // namespace dct::detail

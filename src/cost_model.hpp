@@ -39,6 +39,15 @@ DCT_INTERNAL_API double predicted_seconds(DCT_Algorithm algorithm, const Exchang
 DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
                                                   const NetworkModel &network);
 
+/// The algorithm of one call of the sparse allreduce, from what every rank knows identically
+/// after the header exchange (so every rank decides alike): `config.algorithm`, auto resolved
+/// by cheapest_algorithm (split whenever dct_result_density bounds the result: the only one
+/// that can), then dense wherever the algorithm's messages would exceed what MPI's int counts
+/// of 8-byte units can describe. `total_kept`: the entries all ranks send; `union_hint`: as in
+/// ExchangeSize.
+DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
+                               double total_kept, double union_hint);
+
 /// The modelled speed-up of sending a message through a lossless coder rather than as it is
 /// (Feng et al., SC'24): 1 / (1/ratio + B (1/compress + 1/decompress)), with B the model's
 /// bandwidth and the coder's throughputs in bytes per second of uncompressed data. Above 1

@@ -20,18 +20,27 @@ constexpr std::size_t kStatusBody = offsetof(DCT_Status, count);
 static_assert(sizeof(MPI_Count) != 8 || (sizeof(DCT_Status) == kStatusMinSize && kStatusBody == 16),
               "DCT_Status: append fields after max_abs_error and keep 0.4.0's layout in front");
 
-/// Throws DCT_ERR_ARG unless `status` (not NULL) carries a header dct can trust.
-inline void check_status(const DCT_Status *status, const std::string &what) {
-  require(status->magic == DCT_STATUS_MAGIC, DCT_ERR_ARG,
-          what +
-              " is not initialised: set it with DCT_STATUS_INITIALIZER (dct.h; statuses of "
-              "dct 0.3 and older have no header)");
+/// The name of a caller's status in messages: `what`, or `what[index]` for index >= 0.
+inline std::string status_name(const char *what, int index) {
+  return index < 0 ? std::string(what) : std::string(what) + "[" + std::to_string(index) + "]";
+}
+
+/// Throws DCT_ERR_ARG unless `status` (not NULL) carries a header dct can trust. `what`
+/// (`index`): its name in the message (status_name).
+inline void check_status(const DCT_Status *status, const char *what, int index = -1) {
+  require(status->magic == DCT_STATUS_MAGIC, DCT_ERR_ARG, [&] {
+    return status_name(what, index) +
+           " is not initialised: set it with DCT_STATUS_INITIALIZER (dct.h; statuses of dct 0.3 "
+           "and older have no header)";
+  });
   require(status->size >= kStatusMinSize && status->size <= kStatusMaxSize &&
               status->size % alignof(DCT_Status) == 0,
-          DCT_ERR_ARG,
-          what + ".size = " + std::to_string(status->size) + " is not a DCT_Status layout (" +
-              std::to_string(kStatusMinSize) + " to " + std::to_string(kStatusMaxSize) +
-              " bytes, a multiple of " + std::to_string(alignof(DCT_Status)) + ")");
+          DCT_ERR_ARG, [&] {
+            return status_name(what, index) + ".size = " + std::to_string(status->size) +
+                   " is not a DCT_Status layout (" + std::to_string(kStatusMinSize) + " to " +
+                   std::to_string(kStatusMaxSize) + " bytes, a multiple of " +
+                   std::to_string(alignof(DCT_Status)) + ")";
+          });
 }
 
 /// Writes the fields of `full` that lie within the caller's `out->size`; the header and any

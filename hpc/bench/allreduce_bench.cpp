@@ -2,7 +2,7 @@
 //
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01[,0.1,...]]
 //       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
-//       [--type float|double] [--iters 20] [--warmup 3] [--json]
+//       [--type float|double] [--iters 20] [--warmup 3] [--stat mean|median] [--json]
 //
 // One row per size x density x algorithm (in that nesting order). --sizes takes a comma list of
 // sizes in bytes (suffix K, M or G: powers of 1024) and of ranges A-B, which stand for the
@@ -10,8 +10,12 @@
 // OSU-style: a barrier, then one call alone is timed; the mean over `iters` calls (after
 // `warmup` calls), then the mean over ranks. MPI_Allreduce is timed once per size, on the same
 // gradients, and that figure is reused by every density and algorithm of the size. dct is a
-// persistent request (DCT_Start + DCT_Wait) created for each row. Columns:
+// persistent request (DCT_Start + DCT_Wait) created for each row. `--stat median` is for the
+// per-call overhead of small tensors (microseconds, on a machine other jobs share): each row
+// times MPI_Allreduce again, alternating with dct call for call so that both see the same
+// load, and takes each rank's median instead of its mean (then the mean over ranks). Columns:
 //   mpi_us, dct_us  time per call of MPI_Allreduce and of dct
+//   overhead_us     dct_us - mpi_us (the last column of the table)
 //   time_ratio      mpi_us / dct_us (>1: dct faster)
 //   rx_max, rx_mean max and mean over ranks of DCT_Status.bytes_received of the last timed
 //                   call (logical payload bytes; per-rank volumes differ between algorithms)
@@ -45,6 +49,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -70,7 +75,9 @@ struct Options {
   std::string type = "float";
   int iters = 20;
   int warmup = 3;
+  std::string stat = "mean";  // or "median" (MPI_Allreduce timed again in each row, alternating)
   bool json = false;
+  bool median() const { return stat == "median"; }
 };
 
 std::string join(const std::vector<std::string> &items) {
@@ -159,7 +166,7 @@ class SizeBench {
         gradients_(n_, rank_),
         send_(n_),
         recv_(n_) {
-    mpi_us_ = time_calls([&] { mpi_allreduce(); }, [] {});
+    if (!o_.median()) mpi_us_ = time_calls({[&] { mpi_allreduce(); }}, [](std::size_t) {})[0];
     // The reference for cum_err: the sum of MPI_Allreduce over the calls the error pass makes.
     mpi_sum_.assign(n_, T(0));
     for (int i = 0; i < o_.iters; ++i) {
@@ -183,12 +190,16 @@ class SizeBench {
         row.supported = false;
         return row;
       }
-      row.dct_us = time_calls([&] { status = (*request)(); },
-                              [&] {
-                                const double dev = (status.density - target) / target;
-                                deviation[0] = std::max(deviation[0], dev);
-                                deviation[1] = std::max(deviation[1], -dev);
-                              });
+      std::vector<std::function<void()>> calls = {[&] { status = (*request)(); }};
+      if (o_.median()) calls.push_back([&] { mpi_allreduce(); });
+      const std::vector<double> us = time_calls(calls, [&](std::size_t which) {
+        if (which != 0) return;
+        const double dev = (status.density - target) / target;
+        deviation[0] = std::max(deviation[0], dev);
+        deviation[1] = std::max(deviation[1], -dev);
+      });
+      row.dct_us = us[0];
+      if (o_.median()) row.mpi_us = us[1];
     }
     MPI_Allreduce(MPI_IN_PLACE, deviation, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     row.worst_dev = deviation[0] >= deviation[1] ? deviation[0] : -deviation[1];
@@ -245,24 +256,42 @@ class SizeBench {
                   MPI_COMM_WORLD);
   }
 
-  // OSU's method: a barrier, then the call alone is timed; mean over calls, then over ranks.
-  // `after` runs after each timed (not warm-up) call, outside the timing.
-  template <typename Call, typename After>
-  double time_calls(Call &&call, After &&after) {
-    double total = 0;
+  // OSU's method: a barrier, then the call alone is timed; the mean (--stat median: the median)
+  // over calls, then the mean over ranks. Several calls are timed alternately, one of each per
+  // iteration; `after(i)` runs after each timed (not warm-up) call of calls[i], untimed.
+  template <typename After>
+  std::vector<double> time_calls(const std::vector<std::function<void()>> &calls, After &&after) {
+    std::vector<std::vector<double>> seconds(calls.size());
+    for (auto &each : seconds) each.reserve(static_cast<std::size_t>(o_.iters));
     for (int i = 0; i < o_.warmup + o_.iters; ++i) {
       gradients_.load(i, send_.data());
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double start = MPI_Wtime();
-      call();
-      if (i < o_.warmup) continue;
-      total += MPI_Wtime() - start;
-      after();
+      for (std::size_t c = 0; c < calls.size(); ++c) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double start = MPI_Wtime();
+        calls[c]();
+        const double elapsed = MPI_Wtime() - start;
+        if (i < o_.warmup) continue;
+        seconds[c].push_back(elapsed);
+        after(c);
+      }
     }
-    const double mine = total / o_.iters * 1e6;
-    double sum = 0;
-    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    return sum / ranks_;
+    std::vector<double> us(calls.size());
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      std::vector<double> &s = seconds[c];
+      double mine = 0;
+      if (o_.median()) {
+        std::sort(s.begin(), s.end());
+        const std::size_t half = s.size() / 2;
+        mine = s.size() % 2 ? s[half] : (s[half - 1] + s[half]) / 2;
+      } else {
+        for (double t : s) mine += t;
+        mine /= double(s.size());
+      }
+      mine *= 1e6;
+      MPI_Allreduce(&mine, &us[c], 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      us[c] /= ranks_;
+    }
+    return us;
   }
 
   // max |a - b| / max |b| on this rank.
@@ -322,14 +351,16 @@ int bench_sizes(const Options &o, int rank, int ranks) {
         const double target = std::atof(density.c_str());
         if (o.json) {
           // One object per row as it is measured, so that a long run can be followed.
-          nlohmann::ordered_json row = {{"size_bytes", bytes},
-                                        {"ranks", ranks},
-                                        {"type", o.type},
-                                        {"target_density", target},
-                                        {"algorithm_requested", algorithm},
-                                        {"supported", r.supported},
-                                        {"mpi_us", r.mpi_us}};
+          nlohmann::ordered_json row = {
+              {"size_bytes", bytes},      {"ranks", ranks},
+              {"type", o.type},           {"stat", o.stat},
+              {"target_density", target}, {"algorithm_requested", algorithm},
+              {"supported", r.supported}};
+          // --stat median times MPI_Allreduce in the row itself: none in a refused one
+          row["mpi_us"] = r.supported || !o.median() ? nlohmann::ordered_json(r.mpi_us)
+                                                     : nlohmann::ordered_json();
           const nlohmann::ordered_json measured = {{"dct_us", r.dct_us},
+                                                   {"overhead_us", r.dct_us - r.mpi_us},
                                                    {"time_ratio", r.mpi_us / r.dct_us},
                                                    {"bytes_ratio", r.bytes_ratio},
                                                    {"rx_max_bytes", r.rx_max},
@@ -346,10 +377,10 @@ int bench_sizes(const Options &o, int rank, int ranks) {
         } else if (r.supported) {
           std::printf(
               "%12lld %8s %-18s %-18s %12.1f %12.1f %10.3f %11.2f %12lld %12.1f %9.5f %+9.0f%% "
-              "%10.2e %10.2e\n",
+              "%10.2e %10.2e %11.2f\n",
               bytes, density.c_str(), algorithm.c_str(), DCT_Algorithm_name(r.algorithm), r.mpi_us,
               r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio, r.rx_max, r.rx_mean, r.density,
-              100 * r.worst_dev, r.call_err, r.cum_err);
+              100 * r.worst_dev, r.call_err, r.cum_err, r.dct_us - r.mpi_us);
         } else {
           std::printf("%12lld %8s %-18s n/a (not supported by this build)\n", bytes,
                       density.c_str(), algorithm.c_str());
@@ -371,18 +402,18 @@ int run(const Options &o) {
   if (rank == 0 && !o.json) {
     std::printf(
         "# dct-bench allreduce: dct %d.%d.%d, %d ranks, %s, interval %d, %d iterations (+%d "
-        "warm-up), densities %s, algorithms %s\n",
-        major, minor, patch, ranks, o.type.c_str(), o.interval, o.iters, o.warmup,
+        "warm-up, %s per call), densities %s, algorithms %s\n",
+        major, minor, patch, ranks, o.type.c_str(), o.interval, o.iters, o.warmup, o.stat.c_str(),
         join(o.densities).c_str(), join(o.algorithms).c_str());
     std::printf(
         "# time_ratio = mpi_us / dct_us (>1: dct faster); rx = bytes dct received per rank "
         "(max, mean over ranks);\n# bytes_ratio = ring MPI_Allreduce bytes per rank / rx_max; "
         "used = algorithm of the last timed call;\n# worst_dev = worst (density - target) / "
         "target of one timed call on any rank\n");
-    std::printf("%12s %8s %-18s %-18s %12s %12s %10s %11s %12s %12s %9s %10s %10s %10s\n",
+    std::printf("%12s %8s %-18s %-18s %12s %12s %10s %11s %12s %12s %9s %10s %10s %10s %11s\n",
                 "size(B)", "target", "algorithm", "used", "mpi_us", "dct_us", "time_ratio",
                 "bytes_ratio", "rx_max(B)", "rx_mean(B)", "density", "worst_dev", "call_err",
-                "cum_err");
+                "cum_err", "overhead_us");
   }
   if (rank == 0 && o.json) std::printf("[\n");
   const int exit_code =
@@ -413,6 +444,12 @@ Run add_allreduce(CLI::App &app) {
       ->check(CLI::Range(1, INT_MAX))
       ->capture_default_str();
   add_timing_options(*command, o->type, o->iters, o->warmup);
+  command
+      ->add_option("--stat", o->stat,
+                   "per-call statistic of each rank: mean, or median (MPI_Allreduce then timed "
+                   "again in each row, alternating with dct call for call)")
+      ->check(CLI::IsMember({"mean", "median"}))
+      ->capture_default_str();
   command->add_flag("--json", o->json, "one JSON array of rows instead of the table");
   return [o] { return run(*o); };
 }

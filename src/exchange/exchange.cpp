@@ -162,9 +162,10 @@ DCT_INSTANTIATE_CODEC(double)
 #undef DCT_INSTANTIATE_CODEC
 
 int mpi_units(std::size_t units) {
-  require(units <= static_cast<std::size_t>(INT_MAX), DCT_ERR_COUNT,
-          "a message of " + std::to_string(units * kUnitBytes) +
-              " bytes exceeds what one MPI call can describe");
+  require(units <= static_cast<std::size_t>(INT_MAX), DCT_ERR_COUNT, [&] {
+    return "a message of " + std::to_string(units * kUnitBytes) +
+           " bytes exceeds what one MPI call can describe";
+  });
   return static_cast<int>(units);
 }
 

@@ -55,11 +55,13 @@ struct SparseInput {
   MPI_Comm comm;  ///< the request's own communicator (no other traffic on it)
   int rank;
   int ranks;
-  std::size_t count;               ///< n, the tensor length
-  std::vector<std::int64_t> kept;  ///< entries sent by every rank (validated)
-  const WireIndex *idx;            ///< this rank's entries
-  const T *val;                    ///< already rounded to `values` (wire_value)
-  T *result;                       ///< n elements: the sum, on every rank
+  std::size_t count;  ///< n, the tensor length
+  /// Entries sent by every rank (`ranks` of them, validated); the caller's, unchanged until
+  /// the call completes (a pointer: no copy per call).
+  const std::int64_t *kept;
+  const WireIndex *idx;  ///< this rank's entries
+  const T *val;          ///< already rounded to `values` (wire_value)
+  T *result;             ///< n elements: the sum, on every rank
   /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
   Backend *host = nullptr;
   ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel

@@ -112,9 +112,11 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       // A size we cannot bound would make us receive blindly: give up now.
       require(peer_size_ == kDense ||
                   (peer_size_ >= 0 && static_cast<std::uint64_t>(peer_size_) <= in_.count),
-              DCT_ERR_PEER,
-              "rank " + std::to_string(s.peer) + " announced " + std::to_string(peer_size_) +
-                  " entries for a tensor of " + std::to_string(in_.count));
+              DCT_ERR_PEER, [&] {
+                return "rank " + std::to_string(s.peer) + " announced " +
+                       std::to_string(peer_size_) + " entries for a tensor of " +
+                       std::to_string(in_.count);
+              });
       const std::size_t units = peer_size_ == kDense
                                     ? wire::dense_units<T>(in_.count)
                                     : list_format(static_cast<std::size_t>(peer_size_)).units();

@@ -138,9 +138,11 @@ class SplitExchange final : public SparseExchange<T> {
     for (std::size_t r = 0; r < ranks(); ++r) {
       // A count we cannot bound would make us allocate or receive blindly: give up now.
       require(recv_counts_[r] >= 0 && static_cast<std::uint64_t>(recv_counts_[r]) <= in_.count,
-              DCT_ERR_PEER,
-              "rank " + std::to_string(r) + " announced " + std::to_string(recv_counts_[r]) +
-                  " entries for a tensor of " + std::to_string(in_.count));
+              DCT_ERR_PEER, [&] {
+                return "rank " + std::to_string(r) + " announced " +
+                       std::to_string(recv_counts_[r]) + " entries for a tensor of " +
+                       std::to_string(in_.count);
+              });
       send_offsets_[r] = wire::mpi_units(send_total);
       send_units_[r] = wire::mpi_units(entry_format(send_counts_[r], r).units());
       send_total += static_cast<std::size_t>(send_units_[r]);
@@ -229,7 +231,7 @@ class SplitExchange final : public SparseExchange<T> {
   // Returns the nonzeros left.
   std::size_t drop_small_sums(std::uint64_t first, std::size_t nonzeros) {
     std::int64_t total = 0, received = 0;
-    for (std::int64_t k : in_.kept) total += k;
+    for (int r = 0; r < in_.ranks; ++r) total += in_.kept[r];
     for (std::int64_t c : recv_counts_) received += c;
     if (total == 0 || owned_.empty()) return nonzeros;
     const double share = double(in_.result_budget) * double(received) / double(total);
@@ -268,12 +270,15 @@ class SplitExchange final : public SparseExchange<T> {
     traffic_.result_nnz = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       // Every rank sees the same announcements, so every rank stops here together.
-      require(owned_nnz_all_[r] != kRejected, DCT_ERR_PEER,
-              "rank " + std::to_string(r) + " rejected a message sent to it in this call");
+      require(owned_nnz_all_[r] != kRejected, DCT_ERR_PEER, [&] {
+        return "rank " + std::to_string(r) + " rejected a message sent to it in this call";
+      });
       require(owned_nnz_all_[r] >= 0 && static_cast<std::uint64_t>(owned_nnz_all_[r]) <= length(r),
-              DCT_ERR_PEER,
-              "rank " + std::to_string(r) + " announced " + std::to_string(owned_nnz_all_[r]) +
-                  " nonzeros in a segment of " + std::to_string(length(r)));
+              DCT_ERR_PEER, [&] {
+                return "rank " + std::to_string(r) + " announced " +
+                       std::to_string(owned_nnz_all_[r]) + " nonzeros in a segment of " +
+                       std::to_string(length(r));
+              });
       const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
       gather_offsets_[r] = wire::mpi_units(total);
       gather_units_[r] = wire::mpi_units(segment_sparse(r) ? segment_format(r, nnz).units()

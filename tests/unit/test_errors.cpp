@@ -1,4 +1,4 @@
-// Return-code strings and the version query.
+// Return-code strings, the version query, and the internal checks' messages.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dct/dct.h"
+#include "error.hpp"
 
 namespace {
 
@@ -53,6 +54,26 @@ TEST(LastError, CallsBeforeMpiInitFailCleanly) {
   EXPECT_EQ(DCT_Allreduce(&x, &x, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), DCT_ERR_NOT_INITIALIZED);
   EXPECT_NE(std::string(DCT_Get_last_error()).find("MPI is not initialized"), std::string::npos);
   EXPECT_EQ(x, 1.0f);
+}
+
+// Checks run on every call, some once per rank: a formatted message is built only when the
+// check fails (error.hpp).
+TEST(Require, FormatsAMessageOnlyWhenTheCheckFails) {
+  int formatted = 0;
+  const auto message = [&] {
+    ++formatted;
+    return "rank " + std::to_string(3) + " announced too much";
+  };
+  dct::detail::require(true, DCT_ERR_PEER, message);
+  EXPECT_EQ(formatted, 0);
+  try {
+    dct::detail::require(false, DCT_ERR_PEER, message);
+    ADD_FAILURE() << "no exception";
+  } catch (const dct::detail::Error &e) {
+    EXPECT_EQ(e.code(), DCT_ERR_PEER);
+    EXPECT_STREQ(e.what(), "rank 3 announced too much");
+  }
+  EXPECT_EQ(formatted, 1);
 }
 
 }  // namespace
