@@ -171,21 +171,10 @@ class DenseComm : public Comm {
   float *fwd_recv_ = nullptr, *bwd_recv_ = nullptr;
 };
 
-/// MPI_Info holding the dct_ keys that were given; the rest stays the library's default.
-class Info {
- public:
-  Info() { MPI_Info_create(&info_); }
-  ~Info() { MPI_Info_free(&info_); }
-  Info(const Info &) = delete;
-  Info &operator=(const Info &) = delete;
-  void set(const char *key, const std::string &value) {
-    if (!value.empty()) MPI_Info_set(info_, key, value.c_str());
-  }
-  MPI_Info get() const { return info_; }
-
- private:
-  MPI_Info info_;
-};
+/// Sets the dct_ keys that were given on the command line; the rest stays the library's default.
+void set_given(dct::Info &info, const char *key, const std::string &value) {
+  if (!value.empty()) info.set(key, value);
+}
 
 /// DCT-DP: one persistent request per gradient; DCT-MP: one forward/backward pair, top-k or
 /// (`error_bounded`) every lookup within an error bound.
@@ -195,13 +184,13 @@ class DctComm : public Comm {
       : Comm(comm), options_(options), error_bounded_(error_bounded) {}
 
   int add_sum(float *grad, int count) override {
-    Info info;
-    info.set("dct_density", options_.density);
-    info.set("dct_interval", options_.interval);
-    info.set("dct_values", options_.values);
-    info.set("dct_algorithm", options_.algorithm);
-    info.set("dct_result_density", options_.result_density);
-    info.set("dct_momentum", options_.momentum);
+    dct::Info info;
+    set_given(info, "dct_density", options_.density);
+    set_given(info, "dct_interval", options_.interval);
+    set_given(info, "dct_values", options_.values);
+    set_given(info, "dct_algorithm", options_.algorithm);
+    set_given(info, "dct_result_density", options_.result_density);
+    set_given(info, "dct_momentum", options_.momentum);
     requests_.emplace_back(static_cast<const float *>(nullptr), grad, size_t(count), comm_,
                            info.get());
     handles_.push_back(requests_.back().handle());
@@ -227,20 +216,21 @@ class DctComm : public Comm {
   void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
                      int rows_per_rank, int d) override {
     layout_ = std::make_unique<Layout>(comm_size(comm_), rows_per_rank, d);
-    Info info;
-    info.set("dct_row_length", std::to_string(d));
-    info.set("dct_keep", options_.keep);
-    info.set("dct_values", options_.mp_values.empty() ? options_.values : options_.mp_values);
-    info.set("dct_interval", options_.interval);
-    info.set("dct_mp_select", options_.mp_select);
+    dct::Info info;
+    set_given(info, "dct_row_length", std::to_string(d));
+    set_given(info, "dct_keep", options_.keep);
+    set_given(info, "dct_values",
+              options_.mp_values.empty() ? options_.values : options_.mp_values);
+    set_given(info, "dct_interval", options_.interval);
+    set_given(info, "dct_mp_select", options_.mp_select);
     if (error_bounded_) {
-      info.set("dct_mp_compressor", "error_bounded");
-      info.set("dct_error_bound", options_.error_bound);
-      info.set("dct_error_bound_schedule", options_.error_bound_schedule);
-      info.set("dct_lossless", options_.lossless);
-      info.set("dct_beta_gbps", options_.beta_gbps);
-      info.set("dct_table_columns", options_.table_columns);
-      info.set("dct_backward_error_bound", options_.backward_error_bound);
+      set_given(info, "dct_mp_compressor", "error_bounded");
+      set_given(info, "dct_error_bound", options_.error_bound);
+      set_given(info, "dct_error_bound_schedule", options_.error_bound_schedule);
+      set_given(info, "dct_lossless", options_.lossless);
+      set_given(info, "dct_beta_gbps", options_.beta_gbps);
+      set_given(info, "dct_table_columns", options_.table_columns);
+      set_given(info, "dct_backward_error_bound", options_.backward_error_bound);
     }
     const Layout &l = *layout_;
     forward_ = std::make_unique<dct::AlltoallvRequest>(fwd_send, l.counts.data(), l.displs.data(),

@@ -141,19 +141,6 @@ class Gradients {
   std::vector<T> values_;
 };
 
-class Info {
- public:
-  Info() { MPI_Info_create(&info_); }
-  ~Info() { MPI_Info_free(&info_); }
-  Info(const Info &) = delete;
-  Info &operator=(const Info &) = delete;
-  void set(const char *key, const std::string &value) { MPI_Info_set(info_, key, value.c_str()); }
-  MPI_Info get() const { return info_; }
-
- private:
-  MPI_Info info_;
-};
-
 // One tensor size: its gradients, buffers and MPI_Allreduce baseline, shared by the rows.
 template <typename T>
 class SizeBench {
@@ -306,7 +293,7 @@ class SizeBench {
 
   dct::AllreduceRequest make_request(const std::string &density, const std::string &algorithm,
                                      std::size_t count) {
-    Info info;
+    dct::Info info;
     info.set("dct_density", density);
     info.set("dct_algorithm", algorithm);
     info.set("dct_interval", std::to_string(o_.interval));

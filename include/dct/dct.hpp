@@ -56,6 +56,28 @@ inline void checkpoint_load(MPI_Comm comm, const std::string &path) {
 }
 
 /**
+ * @brief Owns an `MPI_Info` (created empty, freed with the object) to hand dct its
+ * configuration keys: `dct::Info info; info.set("dct_density", "0.01");` then `info.get()`.
+ * Not copyable.
+ */
+class Info {
+ public:
+  Info() { MPI_Info_create(&info_); }
+  ~Info() { MPI_Info_free(&info_); }
+  Info(const Info &) = delete;
+  Info &operator=(const Info &) = delete;
+  /** @brief Sets `key` to `value` (MPI_Info_set); returns *this to chain. */
+  Info &set(const char *key, const std::string &value) {
+    MPI_Info_set(info_, key, value.c_str());
+    return *this;
+  }
+  MPI_Info get() const noexcept { return info_; }
+
+ private:
+  MPI_Info info_;
+};
+
+/**
  * @brief Owns a persistent dct request (freed with DCT_Request_free); the operations common to
  * every kind. Movable, not copyable.
  */

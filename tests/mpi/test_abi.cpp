@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common.hpp"
+#include "dct/dct.hpp"
 
 namespace dct::test {
 namespace {
@@ -160,6 +161,17 @@ std::map<std::string, std::string> request_info(DCT_Request request) {
   MPI_Info info = MPI_INFO_NULL;
   EXPECT_EQ(DCT_Request_get_info(request, &info), DCT_SUCCESS) << DCT_Get_last_error();
   return info == MPI_INFO_NULL ? std::map<std::string, std::string>{} : entries(info);
+}
+
+/// The C++ layer's dct::Info hands its keys to a request, which reads them back.
+TEST(GetInfo, CxxInfoConfiguresARequest) {
+  std::vector<float> send(300), recv(300);
+  dct::Info info;
+  info.set("dct_density", "0.02").set("dct_algorithm", "allgather");
+  dct::AllreduceRequest request(send.data(), recv.data(), send.size(), MPI_COMM_WORLD, info.get());
+  std::map<std::string, std::string> used = request_info(request.handle());
+  EXPECT_EQ(used["dct_density"], "0.02");
+  EXPECT_EQ(used["dct_algorithm"], "allgather");
 }
 
 TEST(GetInfo, RequestShowsEveryValueInForceAndCreatesItsTwin) {
