@@ -39,7 +39,9 @@ if(DCT_ENABLE_CUDA)
   # MPI's headers only: MPI::MPI_C's compile options (e.g. -pthread) are not nvcc options.
   target_include_directories(dct_cuda_kernels SYSTEM PRIVATE ${MPI_C_INCLUDE_DIRS})
   target_compile_definitions(dct_cuda_kernels PRIVATE OMPI_SKIP_MPICXX MPICH_SKIP_MPICXX)
-  target_compile_options(dct_cuda_kernels PRIVATE
+  # --fmad=false: no multiply-add contraction, so that the kernels compute the host backend's
+  # bits (momentum's m * u + g differed in the last bit on an H100 with nvcc's default).
+  target_compile_options(dct_cuda_kernels PRIVATE --fmad=false
     -Xcompiler=-Wall,-Wextra,-Wshadow  # not -Wpedantic: nvcc's generated code uses GNU line markers
     $<$<BOOL:${DCT_WERROR}>:SHELL:-Werror all-warnings>
     $<$<BOOL:${DCT_WERROR}>:-Xcompiler=-Werror>)
@@ -65,7 +67,9 @@ if(DCT_ENABLE_HIP)
   set(DCT_HIP_ARCHITECTURES gfx90a CACHE STRING "AMD GPU architectures (MI250X: gfx90a)")
   find_package(hip CONFIG REQUIRED)
   find_package(rocprim CONFIG REQUIRED)
+  # -ffp-contract=off: the host backend's bits (hip-clang contracts a * b + c by default).
   set(_dct_hip_flags -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden
+      -ffp-contract=off
       -Wall -Wextra -Wpedantic -Wshadow -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX)
   foreach(_arch IN LISTS DCT_HIP_ARCHITECTURES)
     list(APPEND _dct_hip_flags --offload-arch=${_arch})

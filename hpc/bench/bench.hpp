@@ -17,6 +17,7 @@ Run add_allreduce(CLI::App &app);   // allreduce_bench.cpp
 Run add_alltoallv(CLI::App &app);   // alltoallv_bench.cpp
 Run add_calibrate(CLI::App &app);   // calibrate_bench.cpp
 Run add_checkpoint(CLI::App &app);  // checkpoint_bench.cpp (HDF5 builds)
+Run add_device(CLI::App &app);      // device_bench.cpp (CUDA builds)
 Run add_kernels(CLI::App &app);     // kernels_bench.cpp
 Run add_model(CLI::App &app);       // model_bench.cpp
 

@@ -8,6 +8,8 @@
 //   mpiexec -n 2 dct-bench calibrate [--reps 1000] [--mib 64] [--beta-reps 10]
 //                                                                        (calibrate_bench.cpp)
 //   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .] (checkpoint_bench.cpp)
+//   mpiexec -n 4 dct-bench device [--sizes 4M,64M,256M] [--density 0.01] [--no-nccl]
+//                                          (device_bench.cpp, CUDA builds: GPU buffers, NCCL)
 //   dct-bench kernels [--sizes 1M-1G] [--density 0.01] [--sample 65536] ... (kernels_bench.cpp)
 //   dct-bench model [--ranks 2,4,...] [--sizes 256K,4M,100M] [--density 0.001,...]
 //       [--type float|double] [--result-density 1]                          (model_bench.cpp)
@@ -136,6 +138,9 @@ int main(int argc, char **argv) {
     {"calibrate", dct::bench::add_calibrate(app)},
     {"kernels", dct::bench::add_kernels(app)},
     {"model", dct::bench::add_model(app)},
+#if DCT_HAVE_CUDA
+    {"device", dct::bench::add_device(app)},
+#endif
 #if DCT_HAVE_HDF5
     {"checkpoint", dct::bench::add_checkpoint(app)},
 #else

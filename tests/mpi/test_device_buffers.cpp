@@ -1,0 +1,170 @@
+// The allreduce on GPU memory (docs/backends.md, "GPU-aware MPI and staging"): a request whose
+// buffers live on the device (dct_backend=auto finds the owner by pointer attributes) gives
+// the same sums, sends the same bytes and keeps the same residual as the same request on host
+// memory, bit for bit, call after call; density 1 is MPI_Allreduce. Every GPU backend compiled
+// in runs; a backend with no device on this node is skipped with a message (the CI machine has
+// none: .ci/gpu/README.md runs this suite on a GPU node).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "kernels.hpp"
+
+namespace dct::test {
+namespace {
+
+using detail::Backend;
+using detail::BackendArray;
+
+/// The GPU backends compiled into this build that find a device.
+std::vector<Backend *> gpus() {
+  std::vector<Backend *> found;
+  for (Backend *backend : {detail::kernels::cuda_backend(), detail::kernels::hip_backend()})
+    if (backend != nullptr && backend->available()) found.push_back(backend);
+  return found;
+}
+
+template <typename T>
+void to_device(Backend &gpu, T *device, const std::vector<T> &host) {
+  gpu.copy(device, host.data(), host.size() * sizeof(T), nullptr);
+}
+template <typename T>
+std::vector<T> from_device(Backend &gpu, const T *device, std::size_t n) {
+  std::vector<T> host(n);
+  gpu.copy(host.data(), device, n * sizeof(T), nullptr);
+  return host;
+}
+
+/// One request on the host and its twin on the device, fed the same gradients.
+template <typename T>
+class Twins {
+ public:
+  Twins(Backend &gpu, std::size_t n, const std::vector<std::pair<std::string, std::string>> &keys)
+      : gpu_(gpu), n_(n), send_(n), recv_(n), device_send_(gpu, n), device_recv_(gpu, n) {
+    MPI_Info info = make_info(keys);
+    EXPECT_EQ(DCT_Allreduce_init(send_.data(), recv_.data(), n, mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, info, &host_),
+              DCT_SUCCESS)
+        << DCT_Get_last_error();
+    EXPECT_EQ(DCT_Allreduce_init(device_send_.data(), device_recv_.data(), n, mpi_type<T>(),
+                                 MPI_SUM, MPI_COMM_WORLD, info, &device_),
+              DCT_SUCCESS)
+        << DCT_Get_last_error();
+    MPI_Info_free(&info);
+  }
+  ~Twins() {
+    DCT_Request_free(&host_);
+    DCT_Request_free(&device_);
+  }
+
+  /// One call of each on `gradient`; false (with a message) where they differ.
+  ::testing::AssertionResult step(const std::vector<T> &gradient) {
+    overwrite(send_, gradient);
+    to_device(gpu_, device_send_.data(), gradient);
+    std::fill(recv_.begin(), recv_.end(), T(-7));
+    to_device(gpu_, device_recv_.data(), recv_);
+    DCT_Status host_status{}, device_status{};
+    if (DCT_Start(&host_) != DCT_SUCCESS || DCT_Wait(&host_, &host_status) != DCT_SUCCESS)
+      return ::testing::AssertionFailure() << "host request: " << DCT_Get_last_error();
+    if (DCT_Start(&device_) != DCT_SUCCESS || DCT_Wait(&device_, &device_status) != DCT_SUCCESS)
+      return ::testing::AssertionFailure() << "device request: " << DCT_Get_last_error();
+    if (!gpu_.owns(device_recv_.data()))
+      return ::testing::AssertionFailure() << "the device buffer is not device memory";
+    if (!same_bits(from_device(gpu_, device_recv_.data(), n_), recv_))
+      return ::testing::AssertionFailure() << "the sums differ";
+    if (!same_bits(residual_of<T>(device_, n_), residual_of<T>(host_, n_)))
+      return ::testing::AssertionFailure() << "the residuals differ";
+    if (device_status.bytes_sent != host_status.bytes_sent ||
+        device_status.bytes_received != host_status.bytes_received ||
+        device_status.nnz_sent != host_status.nnz_sent)
+      return ::testing::AssertionFailure()
+             << "bytes or nnz differ: device " << device_status.bytes_sent << "/"
+             << device_status.nnz_sent << ", host " << host_status.bytes_sent << "/"
+             << host_status.nnz_sent;
+    last_density_ = device_status.density;
+    return ::testing::AssertionSuccess();
+  }
+
+  const std::vector<T> &host_result() const { return recv_; }
+  double last_density() const { return last_density_; }
+
+ private:
+  Backend &gpu_;
+  std::size_t n_;
+  std::vector<T> send_, recv_;
+  BackendArray<T> device_send_, device_recv_;
+  DCT_Request host_ = DCT_REQUEST_NULL, device_ = DCT_REQUEST_NULL;
+  double last_density_ = 0;
+};
+
+template <typename T>
+void expect_twins_agree(const std::vector<std::pair<std::string, std::string>> &keys,
+                        std::size_t n, int calls) {
+  const std::vector<Backend *> found = gpus();
+  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
+  for (Backend *gpu : found) {
+    SCOPED_TRACE(DCT_Backend_name(gpu->kind()));
+    Twins<T> twins(*gpu, n, keys);
+    for (int call = 0; call < calls; ++call) {
+      const ::testing::AssertionResult agree = twins.step(gradient<T>(n, call));
+      ASSERT_TRUE(all_ranks(agree)) << "call " << call << ": " << agree.message();
+    }
+  }
+}
+
+TEST(DeviceBuffers, CompressedSumsAndResidualsEqualTheHostRequestsBitForBit) {
+  // The library's defaults (auto algorithm, adaptive top-k), float and double, and a size that
+  // is not a multiple of any block or warp size.
+  expect_twins_agree<float>({{"dct_density", "0.01"}}, 100003, 12);
+  expect_twins_agree<double>({{"dct_density", "0.01"}}, 100003, 12);
+}
+
+TEST(DeviceBuffers, EveryAlgorithmAndWireCodingAgreesWithTheHost) {
+  for (const char *algorithm : {"allgather", "split", "recursive_doubling", "dense"})
+    for (const char *values : {"native", "fp16"}) {
+      SCOPED_TRACE(std::string(algorithm) + " " + values);
+      expect_twins_agree<float>(
+          {{"dct_density", "0.05"}, {"dct_algorithm", algorithm}, {"dct_values", values}}, 8191,
+          5);
+    }
+}
+
+TEST(DeviceBuffers, FixedScheduleAgreesWithTheHost) {
+  expect_twins_agree<float>(
+      {{"dct_density", "0.02"}, {"dct_tau_control", "fixed"}, {"dct_interval", "3"}}, 65536, 8);
+}
+
+// u = m u + g on the device must not contract into a fused multiply-add (nvcc's default): the
+// host backend rounds the product, and one ulp apart the two requests send different entries.
+TEST(DeviceBuffers, MomentumAgreesWithTheHost) {
+  expect_twins_agree<float>({{"dct_density", "0.02"}, {"dct_momentum", "0.9"}}, 65536, 8);
+  expect_twins_agree<double>({{"dct_density", "0.02"}, {"dct_momentum", "0.9"}}, 65536, 8);
+}
+
+TEST(DeviceBuffers, DensityOneIsMpiAllreduceBitForBit) {
+  const std::vector<Backend *> found = gpus();
+  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
+  constexpr std::size_t n = 1 << 20;
+  for (Backend *gpu : found) {
+    BackendArray<float> send(*gpu, n), recv(*gpu, n);
+    MPI_Info info = make_info({{"dct_density", "1"}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_SUCCESS);
+    MPI_Info_free(&info);
+    for (int call = 0; call < 3; ++call) {
+      const std::vector<float> g = gradient<float>(n, call);
+      to_device(*gpu, send.data(), g);
+      ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+      EXPECT_TRUE(all_ranks(same_bits(from_device(*gpu, recv.data(), n), mpi_sum(g))))
+          << "call " << call;
+    }
+    DCT_Request_free(&request);
+  }
+}
+
+}  // namespace
+}  // namespace dct::test
