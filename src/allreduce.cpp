@@ -197,7 +197,7 @@ class CompressedEngine final : public RequestEngine {
     const bool done = exchange_->advance(block);
     if (done) {
       account(*exchange_);
-      if (staged_ && elements() > 0)
+      if (staged_ && !result_on_device_ && elements() > 0)
         backend_->copy(recv_, result_host_.data(), elements() * sizeof(T), stream_);
       // The adaptive floor moves only with a completed call, and lives in tau_ so that a
       // checkpoint saves what the next call uses.
@@ -523,7 +523,8 @@ class CompressedEngine final : public RequestEngine {
     }
     status_.bytes_sent = status_.bytes_received =
         static_cast<MPI_Count>(ranks - 1) * kHeaderWords * sizeof(std::int64_t);
-    return decide_algorithm(config_, ranks, double(count_), sizeof(T), total_kept, union_hint_);
+    return decide_algorithm(config_, ranks, double(count_), sizeof(T), total_kept, union_hint_,
+                            staged_);
   }
 
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
@@ -531,8 +532,12 @@ class CompressedEngine final : public RequestEngine {
     status_.algorithm = algorithm;
     SparseInput<T> input{comm(),         context_->rank(),      context_->size(),
                          elements(),     kept_per_rank_.data(), outgoing_idx(),
-                         outgoing_val(), host_result()};
+                         outgoing_val(), nullptr};
     input.host = kernels::kokkos_backend();
+    // Staged GPU requests: allgather sums on the device, into the user's buffer.
+    result_on_device_ = staged_ && algorithm == DCT_ALGORITHM_ALLGATHER;
+    input.result = result_on_device_ ? recv_ : host_result();
+    if (result_on_device_) input.device = backend_;
     input.values = config_.values;
     input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
@@ -598,6 +603,7 @@ class CompressedEngine final : public RequestEngine {
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;
   BackendArray<T> result_host_;  // the exchange's result (staged_ only)
+  bool result_on_device_ = false;  // this call's exchange sums into recv_ on the device
   std::size_t kept_ = 0;
   const T *send_ = nullptr;
   T *recv_ = nullptr;

@@ -44,7 +44,8 @@ double lossless_speedup(double ratio, double compress_bytes_per_s, double decomp
 double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
                          const NetworkModel &network) {
   const int p = size.ranks;
-  if (p <= 1) return 0;
+  const double host_result = algorithm == DCT_ALGORITHM_ALLGATHER ? 0 : size.host_result_seconds;
+  if (p <= 1) return host_result;
   const double alpha = network.alpha_us * 1e-6;
   const double per_byte = 1.0 / (network.beta_gbps * 1e9);
   const double rounds = ceil_log2(p);
@@ -62,16 +63,17 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
 
   switch (algorithm) {
     case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)
-      return 2 * rounds * alpha + 2 * share * dense * per_byte;
+      return host_result + 2 * rounds * alpha + 2 * share * dense * per_byte;
     case DCT_ALGORITHM_ALLGATHER:  // every rank receives every other rank's list
-      return rounds * alpha + share * size.total_kept * own_entry * per_byte;
+      return host_result + rounds * alpha + share * size.total_kept * own_entry * per_byte;
     case DCT_ALGORITHM_SPLIT: {
       // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
       // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
       const double kept_sums =
           size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
       const double gathered = std::min(kept_sums * entry, dense);
-      return (3 * rounds + (p - 1)) * alpha + share * (kept * own_entry + gathered) * per_byte;
+      return host_result + (3 * rounds + (p - 1)) * alpha +
+             share * (kept * own_entry + gathered) * per_byte;
     }
     case DCT_ALGORITHM_RECURSIVE_DOUBLING: {
       // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is
@@ -82,7 +84,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
         const double held = expected_union(size.count, kept, group);
         seconds += 2 * alpha + std::min(held * entry, dense) * per_byte;
       }
-      return seconds;
+      return host_result + seconds;
     }
     default:
       return HUGE_VAL;
@@ -104,7 +106,7 @@ DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &n
 }
 
 DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
-                               double total_kept, double union_hint) {
+                               double total_kept, double union_hint, bool staged) {
   DCT_Algorithm algorithm = config.algorithm;
   if (algorithm == DCT_ALGORITHM_AUTO && config.result_density < 1.0)
     algorithm = DCT_ALGORITHM_SPLIT;  // the only one that can bound the result
@@ -117,6 +119,7 @@ DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, in
         value_bytes_per_entry(config.values, static_cast<std::size_t>(value_bytes));
     size.total_kept = total_kept;
     size.union_hint = union_hint;
+    if (staged) size.host_result_seconds = count * value_bytes / kHostResultBytesPerSecond;
     algorithm = cheapest_algorithm(size, config.network);
   }
   // Sparse messages are described by int counts of 8-byte units; beyond, only dense works.

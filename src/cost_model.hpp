@@ -28,7 +28,17 @@ struct ExchangeSize {
   double union_hint = 0;
   /// split with dct_result_density: the entries the result may keep (<= 0: no bound).
   double result_budget = 0;
+  /// GPU buffers staged through the host (MPI not GPU-aware): seconds to write the n-element
+  /// sum in host memory and copy it to the device, charged to every algorithm but allgather,
+  /// which sums the gathered entries on the device (0: host buffers).
+  double host_result_seconds = 0;
 };
+
+/// What writing the sum in host memory and copying it to the device costs per byte of the
+/// tensor, for staged GPU requests: about 10 GB/s (on the H100 node of docs/backends.md, a
+/// 256 MiB host copy took 47 ms and the pinned round trip to the GPU 10 ms; the host result
+/// is zeroed, summed into and copied).
+constexpr double kHostResultBytesPerSecond = 10e9;
 
 /// Predicted seconds of one call of `algorithm` (allgather, split, recursive_doubling, dense).
 DCT_INTERNAL_API double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
@@ -45,8 +55,9 @@ DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
 /// that can), then dense wherever the algorithm's messages would exceed what MPI's int counts
 /// of 8-byte units can describe. `total_kept`: the entries all ranks send; `union_hint`: as in
 /// ExchangeSize.
+/// `staged`: GPU buffers staged through the host (ExchangeSize::host_result_seconds).
 DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
-                               double total_kept, double union_hint);
+                               double total_kept, double union_hint, bool staged = false);
 
 /// The modelled speed-up of sending a message through a lossless coder rather than as it is
 /// (Feng et al., SC'24): 1 / (1/ratio + B (1/compress + 1/decompress)), with B the model's

@@ -1,8 +1,8 @@
 // dct-bench device (CUDA builds): dct's compressed allreduce on GPU buffers against what a user
 // would otherwise call, in the same run, and the exact selection against a CUB radix sort.
 //
-//   mpiexec -n 4 dct-bench device [--sizes 4M,64M,256M] [--density 0.01] [--iters 20]
-//       [--warmup 3] [--no-nccl]
+//   mpiexec -n 4 dct-bench device [--sizes 4M,64M,256M] [--density 0.01] [--algorithm auto]
+//       [--iters 20] [--warmup 3] [--no-nccl]
 //
 // Each rank uses GPU (node-local rank) mod (GPUs on the node); several ranks may share one.
 // Per size, float, calls cycling through 4 gradients (signal + noise, as in `allreduce`), each
@@ -14,7 +14,7 @@
 //               reason where it refuses, e.g. two ranks on one GPU)
 //   dct_us      DCT_Start + DCT_Wait on the device buffers (filter and threshold on the GPU,
 //               the kept pairs staged through pinned host memory), library defaults but
-//               dct_density
+//               dct_density and dct_algorithm
 //   bytes_x     DCT_Status.dense_bytes / bytes_sent of the last call
 // With --density 1 dct's sum must equal the staged MPI_Allreduce bit for bit (exit code 2 if not).
 // Then, on rank 0 alone: the exact selection (the k-th largest |x|, k = density n) against
@@ -46,6 +46,7 @@ namespace {
 struct DeviceOptions {
   std::vector<long long> sizes = parse_sizes("4M,64M,256M");
   double density = 0.01;
+  std::string algorithm = "auto";
   int iters = 20, warmup = 3;
   bool nccl = true;
 };
@@ -188,7 +189,7 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
 #endif
 
   Info info;
-  info.set("dct_density", std::to_string(o.density));
+  info.set("dct_density", std::to_string(o.density)).set("dct_algorithm", o.algorithm);
   DCT_Request request = DCT_REQUEST_NULL;
   if (DCT_Allreduce_init(send.data, recv.data, static_cast<MPI_Count>(n), MPI_FLOAT, MPI_SUM,
                          MPI_COMM_WORLD, info.get(), &request) != DCT_SUCCESS)
@@ -211,9 +212,9 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
   }
   const double bytes_x = status.bytes_sent > 0 ? double(status.dense_bytes) / double(status.bytes_sent) : 0;
   if (rank == 0)
-    std::printf("%10lld %10.1f %10.1f %12s %10.1f %8.2f %8.1f %9.4f%s\n", bytes, staged_us, mpi_us,
-                nccl_text.c_str(), dct_us, staged_us / dct_us, bytes_x, status.density,
-                exact ? "" : "  NOT EXACT");
+    std::printf("%10lld %10.1f %10.1f %12s %10.1f %8.2f %8.1f %9.4f %s%s\n", bytes, staged_us,
+                mpi_us, nccl_text.c_str(), dct_us, staged_us / dct_us, bytes_x, status.density,
+                DCT_Algorithm_name(status.algorithm), exact ? "" : "  NOT EXACT");
   return exact ? 0 : 2;
 }
 
@@ -264,8 +265,8 @@ int run(const DeviceOptions &o) {
     std::printf("# dct-bench device: %d ranks, %d GPU(s) per node (%s), float, density %g, "
                 "mean of %d calls after %d, slowest rank\n",
                 size, devices, prop.name, o.density, o.iters, o.warmup);
-    std::printf("%10s %10s %10s %12s %10s %8s %8s %9s\n", "bytes", "staged_us", "mpi_us",
-                "nccl_us", "dct_us", "stg/dct", "bytes_x", "density");
+    std::printf("%10s %10s %10s %12s %10s %8s %8s %9s %s\n", "bytes", "staged_us", "mpi_us",
+                "nccl_us", "dct_us", "stg/dct", "bytes_x", "density", "algorithm");
   }
   int code = 0;
   for (long long bytes : o.sizes) code = std::max(code, run_size(o, bytes, rank, nccl_state));
@@ -287,6 +288,9 @@ Run add_device(CLI::App &app) {
   add_sizes_option(*command, o->sizes, "tensor sizes")->default_str("4M,64M,256M");
   command->add_option("--density", o->density, "dct_density")
       ->check(kUnitInterval)
+      ->capture_default_str();
+  command->add_option("--algorithm", o->algorithm, "dct_algorithm")
+      ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}))
       ->capture_default_str();
   command->add_option("--iters", o->iters, "timed calls per row")
       ->check(CLI::Range(1, 1 << 20))

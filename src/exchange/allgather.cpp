@@ -80,11 +80,24 @@ class AllgatherExchange final : public SparseExchange<T> {
       first += entries;
     }
     this->finish();
-    in_.host->fill_zero(in_.result, in_.count, nullptr);
+    Backend &sum = in_.device != nullptr ? *in_.device : *in_.host;
+    const WireIndex *idx = idx_.data();
+    const T *val = val_.data();
+    if (in_.device != nullptr && first > 0) {
+      if (device_idx_.size() < first) {
+        device_idx_ = BackendArray<WireIndex>(*in_.device, first + first / 4);
+        device_val_ = BackendArray<T>(*in_.device, device_idx_.size());
+      }
+      in_.device->copy(device_idx_.data(), idx, first * sizeof(WireIndex), nullptr);
+      in_.device->copy(device_val_.data(), val, first * sizeof(T), nullptr);
+      idx = device_idx_.data();
+      val = device_val_.data();
+    }
+    sum.fill_zero(in_.result, in_.count, nullptr);
     first = 0;
     for (int r = 0; r < in_.ranks; ++r) {  // one list at a time: scatter_add wants distinct indices
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      in_.host->scatter_add(idx_.data() + first, val_.data() + first, entries, in_.result, nullptr);
+      sum.scatter_add(idx + first, val + first, entries, in_.result, nullptr);
       first += entries;
     }
   }
@@ -98,6 +111,8 @@ class AllgatherExchange final : public SparseExchange<T> {
   std::vector<std::byte> message_, gathered_;
   std::vector<WireIndex> idx_;  // every rank's entries, decoded
   std::vector<T> val_;
+  BackendArray<WireIndex> device_idx_;  // their copies on the device (in_.device only)
+  BackendArray<T> device_val_;
 };
 
 }  // namespace

@@ -64,6 +64,11 @@ struct SparseInput {
   T *result;             ///< n elements: the sum, on every rank
   /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
   Backend *host = nullptr;
+  /// allgather only, GPU requests staged through the host: `result` is the user's device
+  /// buffer and this its backend. The decoded entries (every rank's list, O(k P)) go to the
+  /// device and are summed there, in rank order as on the host: the n-element result never
+  /// passes through host memory.
+  Backend *device = nullptr;
   ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
   /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
   /// added to its `residual` (n elements), so error feedback still conserves every input.
