@@ -530,9 +530,9 @@ class CompressedEngine final : public RequestEngine {
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
-    SparseInput<T> input{comm(),         context_->rank(),      context_->size(),
-                         elements(),     kept_per_rank_.data(), outgoing_idx(),
-                         outgoing_val(), nullptr};
+    SparseInput<T> input{
+        comm(),         context_->rank(), context_->size(), elements(), kept_per_rank_.data(),
+        outgoing_idx(), outgoing_val(),   nullptr};
     input.host = kernels::kokkos_backend();
     // Staged GPU requests: allgather sums on the device, into the user's buffer.
     result_on_device_ = staged_ && algorithm == DCT_ALGORITHM_ALLGATHER;
@@ -602,7 +602,7 @@ class CompressedEngine final : public RequestEngine {
   BackendArray<T> val_;
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;
-  BackendArray<T> result_host_;  // the exchange's result (staged_ only)
+  BackendArray<T> result_host_;    // the exchange's result (staged_ only)
   bool result_on_device_ = false;  // this call's exchange sums into recv_ on the device
   std::size_t kept_ = 0;
   const T *send_ = nullptr;

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced on a GPU node, from the repository root, after .ci/gpu/pack.sh's tarballs came along:
 #   source .ci/gpu/setup.sh .gpu build-cuda
 # Unpacks the libraries (Open MPI's trees at their compiled-in paths, the rest in

@@ -139,9 +139,9 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
     for (float &x : signal) x = normal(engine);
     for (int c = 0; c < kCycle; ++c) {
       for (std::size_t j = 0; j < n; ++j) gradient[j] = signal[j] + normal(engine);
-      check(cudaMemcpy(pool.data + c * n, gradient.data(), n * sizeof(float),
-                       cudaMemcpyHostToDevice),
-            "cudaMemcpy");
+      check(
+          cudaMemcpy(pool.data + c * n, gradient.data(), n * sizeof(float), cudaMemcpyHostToDevice),
+          "cudaMemcpy");
     }
   }
   auto load = [&](int call) {
@@ -210,7 +210,8 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
     exact = std::memcmp(dct_sum.data(), host_recv.data, bytes) == 0 ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &exact, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   }
-  const double bytes_x = status.bytes_sent > 0 ? double(status.dense_bytes) / double(status.bytes_sent) : 0;
+  const double bytes_x =
+      status.bytes_sent > 0 ? double(status.dense_bytes) / double(status.bytes_sent) : 0;
   if (rank == 0)
     std::printf("%10lld %10.1f %10.1f %12s %10.1f %8.2f %8.1f %9.4f %s%s\n", bytes, staged_us,
                 mpi_us, nccl_text.c_str(), dct_us, staged_us / dct_us, bytes_x, status.density,
@@ -262,17 +263,20 @@ int run(const DeviceOptions &o) {
   }
 #endif
   if (rank == 0) {
-    std::printf("# dct-bench device: %d ranks, %d GPU(s) per node (%s), float, density %g, "
-                "mean of %d calls after %d, slowest rank\n",
-                size, devices, prop.name, o.density, o.iters, o.warmup);
+    std::printf(
+        "# dct-bench device: %d ranks, %d GPU(s) per node (%s), float, density %g, "
+        "mean of %d calls after %d, slowest rank\n",
+        size, devices, prop.name, o.density, o.iters, o.warmup);
     std::printf("%10s %10s %10s %12s %10s %8s %8s %9s %s\n", "bytes", "staged_us", "mpi_us",
                 "nccl_us", "dct_us", "stg/dct", "bytes_x", "density", "algorithm");
   }
   int code = 0;
   for (long long bytes : o.sizes) code = std::max(code, run_size(o, bytes, rank, nccl_state));
   if (rank == 0) {
-    std::printf("# exact selection (k = density n) against CUB's radix sort of the keys, best of "
-                "10\n%10s %10s %10s %8s\n", "bytes", "exact_ms", "sort_ms", "sort/ex");
+    std::printf(
+        "# exact selection (k = density n) against CUB's radix sort of the keys, best of "
+        "10\n%10s %10s %10s %8s\n",
+        "bytes", "exact_ms", "sort_ms", "sort/ex");
     for (long long bytes : o.sizes) selection_row(o, bytes);
   }
   MPI_Barrier(MPI_COMM_WORLD);

@@ -99,8 +99,8 @@ class Twins {
 };
 
 template <typename T>
-void expect_twins_agree(const std::vector<std::pair<std::string, std::string>> &keys,
-                        std::size_t n, int calls) {
+void expect_twins_agree(const std::vector<std::pair<std::string, std::string>> &keys, std::size_t n,
+                        int calls) {
   const std::vector<Backend *> found = gpus();
   if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
   for (Backend *gpu : found) {
@@ -125,8 +125,7 @@ TEST(DeviceBuffers, EveryAlgorithmAndWireCodingAgreesWithTheHost) {
     for (const char *values : {"native", "fp16"}) {
       SCOPED_TRACE(std::string(algorithm) + " " + values);
       expect_twins_agree<float>(
-          {{"dct_density", "0.05"}, {"dct_algorithm", algorithm}, {"dct_values", values}}, 8191,
-          5);
+          {{"dct_density", "0.05"}, {"dct_algorithm", algorithm}, {"dct_values", values}}, 8191, 5);
     }
 }
 

@@ -49,13 +49,16 @@ TEST(DecideAlgorithm, StagedGpuRequestsChargeTheHostResult) {
     size.ranks = ranks;
     size.count = count;
     size.total_kept = kept * ranks;
-    const double network = dct::detail::predicted_seconds(DCT_ALGORITHM_SPLIT, size, config.network);
+    const double network =
+        dct::detail::predicted_seconds(DCT_ALGORITHM_SPLIT, size, config.network);
     size.host_result_seconds = count * 4 / dct::detail::kHostResultBytesPerSecond;
     EXPECT_DOUBLE_EQ(dct::detail::predicted_seconds(DCT_ALGORITHM_SPLIT, size, config.network),
                      network + size.host_result_seconds);
-    const double allgather = dct::detail::predicted_seconds(DCT_ALGORITHM_ALLGATHER, size, config.network);
+    const double allgather =
+        dct::detail::predicted_seconds(DCT_ALGORITHM_ALLGATHER, size, config.network);
     size.host_result_seconds = 0;
-    EXPECT_DOUBLE_EQ(dct::detail::predicted_seconds(DCT_ALGORITHM_ALLGATHER, size, config.network), allgather);
+    EXPECT_DOUBLE_EQ(dct::detail::predicted_seconds(DCT_ALGORITHM_ALLGATHER, size, config.network),
+                     allgather);
   }
 }
 
