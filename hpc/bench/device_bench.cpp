@@ -10,8 +10,8 @@
 //   staged_us   cudaMemcpy device->host, MPI_Allreduce on pinned host buffers, host->device:
 //               what an application without CUDA-aware MPI does
 //   mpi_us      the MPI_Allreduce inside staged_us alone
-//   nccl_us     ncclAllReduce on the device buffers + stream synchronize ("n/a" with NCCL's
-//               reason where it refuses, e.g. two ranks on one GPU)
+//   nccl_us     ncclAllReduce on the device buffers + stream synchronize ("n/a" where NCCL
+//               refuses, e.g. two ranks on one GPU: the header line says why)
 //   dct_us      DCT_Start + DCT_Wait on the device buffers (filter and threshold on the GPU,
 //               the kept pairs staged through pinned host memory), library defaults but
 //               dct_density and dct_algorithm
@@ -162,27 +162,20 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
   });
   mpi_seconds.erase(mpi_seconds.begin(), mpi_seconds.begin() + o.warmup);
   const double mpi_us = slowest_mean_us(mpi_seconds);
-  std::vector<float> staged_sum(host_recv.data, host_recv.data + n);
 
-  std::string nccl_text = "n/a (not built with NCCL)";
+  std::string nccl_text = "n/a";  // why: in the header
 #if defined(DCT_BENCH_HAVE_NCCL)
-  if (nccl_state != nullptr) {
-    auto &nccl = *static_cast<Nccl *>(nccl_state);
-    if (nccl.comm == nullptr) {
-      nccl_text = "n/a (" + nccl.refusal + ")";
-    } else {
-      const double us = time_calls(o, load, [&] {
-        if (ncclAllReduce(send.data, recv.data, n, ncclFloat, ncclSum, nccl.comm, nccl.stream) !=
-            ncclSuccess)
-          throw std::runtime_error("ncclAllReduce failed");
-        check(cudaStreamSynchronize(nccl.stream), "cudaStreamSynchronize");
-      });
-      char text[32];
-      std::snprintf(text, sizeof text, "%.1f", us);
-      nccl_text = text;
-    }
-  } else {
-    nccl_text = "n/a (--no-nccl)";
+  auto *nccl = static_cast<Nccl *>(nccl_state);
+  if (nccl != nullptr && nccl->comm != nullptr) {
+    const double us = time_calls(o, load, [&] {
+      if (ncclAllReduce(send.data, recv.data, n, ncclFloat, ncclSum, nccl->comm, nccl->stream) !=
+          ncclSuccess)
+        throw std::runtime_error("ncclAllReduce failed");
+      check(cudaStreamSynchronize(nccl->stream), "cudaStreamSynchronize");
+    });
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", us);
+    nccl_text = text;
   }
 #else
   (void)nccl_state;
@@ -267,6 +260,13 @@ int run(const DeviceOptions &o) {
         "# dct-bench device: %d ranks, %d GPU(s) per node (%s), float, density %g, "
         "mean of %d calls after %d, slowest rank\n",
         size, devices, prop.name, o.density, o.iters, o.warmup);
+    std::string nccl_note = "not built with NCCL";
+#if defined(DCT_BENCH_HAVE_NCCL)
+    nccl_note = !o.nccl                 ? "left out (--no-nccl)"
+                : nccl->comm == nullptr ? "n/a: ncclCommInitRank: " + nccl->refusal
+                                        : "ncclAllReduce on the device buffers";
+#endif
+    std::printf("# nccl_us: %s\n", nccl_note.c_str());
     std::printf("%10s %10s %10s %12s %10s %8s %8s %9s %s\n", "bytes", "staged_us", "mpi_us",
                 "nccl_us", "dct_us", "stg/dct", "bytes_x", "density", "algorithm");
   }
