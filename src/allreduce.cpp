@@ -197,7 +197,7 @@ class CompressedEngine final : public RequestEngine {
     const bool done = exchange_->advance(block);
     if (done) {
       account(*exchange_);
-      if (staged_ && !result_on_device_ && elements() > 0)
+      if (staged_ && !sums_on_device(status_.algorithm) && elements() > 0)
         backend_->copy(recv_, result_host_.data(), elements() * sizeof(T), stream_);
       // The adaptive floor moves only with a completed call, and lives in tau_ so that a
       // checkpoint saves what the next call uses.
@@ -527,6 +527,12 @@ class CompressedEngine final : public RequestEngine {
                             staged_);
   }
 
+  // Staged GPU requests: allgather sums on the device, into the user's buffer; the other
+  // algorithms write the sum in host memory (result_host_), copied over when they complete.
+  bool sums_on_device(int algorithm) const {
+    return staged_ && algorithm == DCT_ALGORITHM_ALLGATHER;
+  }
+
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
@@ -534,10 +540,8 @@ class CompressedEngine final : public RequestEngine {
         comm(),         context_->rank(), context_->size(), elements(), kept_per_rank_.data(),
         outgoing_idx(), outgoing_val(),   nullptr};
     input.host = kernels::kokkos_backend();
-    // Staged GPU requests: allgather sums on the device, into the user's buffer.
-    result_on_device_ = staged_ && algorithm == DCT_ALGORITHM_ALLGATHER;
-    input.result = result_on_device_ ? recv_ : host_result();
-    if (result_on_device_) input.device = backend_;
+    input.result = sums_on_device(algorithm) ? recv_ : host_result();
+    if (sums_on_device(algorithm)) input.device = backend_;
     input.values = config_.values;
     input.rebalance = rebalance_;
     if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
@@ -602,8 +606,7 @@ class CompressedEngine final : public RequestEngine {
   BackendArray<T> val_;
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;
-  BackendArray<T> result_host_;    // the exchange's result (staged_ only)
-  bool result_on_device_ = false;  // this call's exchange sums into recv_ on the device
+  BackendArray<T> result_host_;  // the exchange's result (staged_ only)
   std::size_t kept_ = 0;
   const T *send_ = nullptr;
   T *recv_ = nullptr;

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace dct::detail {
+struct Config;  // src/config.hpp
+}  // namespace dct::detail
+
 namespace dct::bench {
 
 /// Runs a subcommand whose options have been parsed; returns the process's exit code.
@@ -33,6 +37,14 @@ CLI::Option *add_sizes_option(CLI::App &command, std::vector<long long> &sizes,
 /// Adds the options every timed collective takes: `--type float|double`, `--iters N` (timed
 /// calls per row, >= 1) and `--warmup N` (untimed calls before them, >= 0).
 void add_timing_options(CLI::App &command, std::string &type, int &iters, int &warmup);
+
+/// The library's configuration with one key set: its knob table (src/config.cpp) parses and
+/// checks the value; throws its error otherwise.
+detail::Config config_with(const char *key, const std::string &value);
+
+/// A CLI11 check that the library accepts `value` for `key`, with the library's message (a bad
+/// value is then a usage error, exit code 2, before anything runs).
+CLI::Validator knob(const char *key);
 
 /// Checks for number options whose only bound is the sign, with a message that says so
 /// (CLI11's PositiveNumber prints DBL_MAX as its upper bound).

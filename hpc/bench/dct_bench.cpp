@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "config.hpp"
 #include "dct/dct_config.h"
 
 namespace dct::bench {
@@ -74,6 +75,33 @@ const CLI::Validator kNonNegative =
     number_check("NONNEGATIVE", "is not a number >= 0", [](double v) { return v >= 0; });
 const CLI::Validator kUnitInterval =
     number_check("(0,1]", "is not a number in (0, 1]", [](double v) { return v > 0 && v <= 1; });
+
+detail::Config config_with(const char *key, const std::string &value) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, key, value.c_str());
+  try {
+    const detail::Config config = detail::Config::from(info);
+    MPI_Info_free(&info);
+    return config;
+  } catch (...) {
+    MPI_Info_free(&info);
+    throw;
+  }
+}
+
+CLI::Validator knob(const char *key) {
+  return CLI::Validator(
+      [key](std::string &value) -> std::string {
+        try {
+          config_with(key, value);
+        } catch (const std::exception &e) {
+          return e.what();
+        }
+        return {};
+      },
+      key);
+}
 
 std::vector<long long> parse_sizes(const std::string &list) {
   std::vector<long long> sizes;

@@ -51,29 +51,7 @@ struct DeviceOptions {
   bool nccl = true;
 };
 
-void check(cudaError_t error, const char *what) {
-  if (error != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
-}
-
-template <typename T>
-struct DeviceArray {
-  explicit DeviceArray(std::size_t n) { check(cudaMalloc(&data, n * sizeof(T)), "cudaMalloc"); }
-  ~DeviceArray() { cudaFree(data); }
-  DeviceArray(const DeviceArray &) = delete;
-  DeviceArray &operator=(const DeviceArray &) = delete;
-  T *data = nullptr;
-};
-template <typename T>
-struct PinnedArray {
-  explicit PinnedArray(std::size_t n) {
-    check(cudaMallocHost(&data, n * sizeof(T)), "cudaMallocHost");
-  }
-  ~PinnedArray() { cudaFreeHost(data); }
-  PinnedArray(const PinnedArray &) = delete;
-  PinnedArray &operator=(const PinnedArray &) = delete;
-  T *data = nullptr;
-};
+using detail::BackendArray;
 
 /// Mean over calls of one rank's times, then the slowest rank, in microseconds.
 double slowest_mean_us(const std::vector<double> &seconds) {
@@ -115,7 +93,7 @@ struct Nccl {
       if (result == ncclSuccess) ncclCommDestroy(comm);
       comm = nullptr;
     }
-    check(cudaStreamCreate(&stream), "cudaStreamCreate");
+    check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
   }
   ~Nccl() {
     if (comm != nullptr) ncclCommDestroy(comm);
@@ -130,8 +108,9 @@ struct Nccl {
 int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state) {
   const std::size_t n = static_cast<std::size_t>(bytes) / sizeof(float);
   constexpr int kCycle = 4;
-  DeviceArray<float> pool(n * kCycle), send(n), recv(n);
-  PinnedArray<float> host_send(n), host_recv(n);
+  detail::Backend &cuda = *detail::kernels::cuda_backend();
+  BackendArray<float> pool(cuda, n * kCycle), send(cuda, n), recv(cuda, n);
+  BackendArray<float> host_send(cuda, n, true), host_recv(cuda, n, true);
   {
     std::mt19937_64 engine(1234567u + 7919u * static_cast<unsigned>(rank));
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -139,26 +118,28 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
     for (float &x : signal) x = normal(engine);
     for (int c = 0; c < kCycle; ++c) {
       for (std::size_t j = 0; j < n; ++j) gradient[j] = signal[j] + normal(engine);
-      check(
-          cudaMemcpy(pool.data + c * n, gradient.data(), n * sizeof(float), cudaMemcpyHostToDevice),
-          "cudaMemcpy");
+      check_cuda(cudaMemcpy(pool.data() + c * n, gradient.data(), n * sizeof(float),
+                            cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
     }
   }
   auto load = [&](int call) {
-    check(cudaMemcpy(send.data, pool.data + (call % kCycle) * n, n * sizeof(float),
-                     cudaMemcpyDeviceToDevice),
-          "cudaMemcpy");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check_cuda(cudaMemcpy(send.data(), pool.data() + (call % kCycle) * n, n * sizeof(float),
+                          cudaMemcpyDeviceToDevice),
+               "cudaMemcpy");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   };
   const int count = static_cast<int>(n);
 
   std::vector<double> mpi_seconds;
   const double staged_us = time_calls(o, load, [&] {
-    check(cudaMemcpy(host_send.data, send.data, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check_cuda(cudaMemcpy(host_send.data(), send.data(), bytes, cudaMemcpyDeviceToHost),
+               "cudaMemcpy");
     const double start = MPI_Wtime();
-    MPI_Allreduce(host_send.data, host_recv.data, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(host_send.data(), host_recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     mpi_seconds.push_back(MPI_Wtime() - start);
-    check(cudaMemcpy(recv.data, host_recv.data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check_cuda(cudaMemcpy(recv.data(), host_recv.data(), bytes, cudaMemcpyHostToDevice),
+               "cudaMemcpy");
   });
   mpi_seconds.erase(mpi_seconds.begin(), mpi_seconds.begin() + o.warmup);
   const double mpi_us = slowest_mean_us(mpi_seconds);
@@ -168,10 +149,10 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
   auto *nccl = static_cast<Nccl *>(nccl_state);
   if (nccl != nullptr && nccl->comm != nullptr) {
     const double us = time_calls(o, load, [&] {
-      if (ncclAllReduce(send.data, recv.data, n, ncclFloat, ncclSum, nccl->comm, nccl->stream) !=
-          ncclSuccess)
+      if (ncclAllReduce(send.data(), recv.data(), n, ncclFloat, ncclSum, nccl->comm,
+                        nccl->stream) != ncclSuccess)
         throw std::runtime_error("ncclAllReduce failed");
-      check(cudaStreamSynchronize(nccl->stream), "cudaStreamSynchronize");
+      check_cuda(cudaStreamSynchronize(nccl->stream), "cudaStreamSynchronize");
     });
     char text[32];
     std::snprintf(text, sizeof text, "%.1f", us);
@@ -184,9 +165,9 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
   Info info;
   info.set("dct_density", std::to_string(o.density)).set("dct_algorithm", o.algorithm);
   DCT_Request request = DCT_REQUEST_NULL;
-  if (DCT_Allreduce_init(send.data, recv.data, static_cast<MPI_Count>(n), MPI_FLOAT, MPI_SUM,
+  if (DCT_Allreduce_init(send.data(), recv.data(), static_cast<MPI_Count>(n), MPI_FLOAT, MPI_SUM,
                          MPI_COMM_WORLD, info.get(), &request) != DCT_SUCCESS)
-    throw std::runtime_error(std::string("DCT_Allreduce_init: ") + DCT_Get_last_error());
+    throw std::runtime_error(DCT_Get_last_error());
   DCT_Status status{};
   const double dct_us = time_calls(o, load, [&] {
     if (DCT_Start(&request) != DCT_SUCCESS || DCT_Wait(&request, &status) != DCT_SUCCESS)
@@ -197,10 +178,12 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
   if (o.density >= 1) {
     // The last call's input is gradient (warmup + iters - 1) mod 4; redo the staged sum of it.
     std::vector<float> dct_sum(n);
-    check(cudaMemcpy(dct_sum.data(), recv.data, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    check(cudaMemcpy(host_send.data, send.data, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    MPI_Allreduce(host_send.data, host_recv.data, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    exact = std::memcmp(dct_sum.data(), host_recv.data, bytes) == 0 ? 1 : 0;
+    check_cuda(cudaMemcpy(dct_sum.data(), recv.data(), bytes, cudaMemcpyDeviceToHost),
+               "cudaMemcpy");
+    check_cuda(cudaMemcpy(host_send.data(), send.data(), bytes, cudaMemcpyDeviceToHost),
+               "cudaMemcpy");
+    MPI_Allreduce(host_send.data(), host_recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    exact = std::memcmp(dct_sum.data(), host_recv.data(), bytes) == 0 ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &exact, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   }
   const double bytes_x =
@@ -213,24 +196,24 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
 }
 
 void selection_row(const DeviceOptions &o, long long bytes) {
-  detail::Backend *cuda = detail::kernels::cuda_backend();
+  detail::Backend &cuda = *detail::kernels::cuda_backend();
   const std::size_t n = static_cast<std::size_t>(bytes) / sizeof(float);
   const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(o.density * double(n)));
-  DeviceArray<float> values(n), zeros(n);
+  BackendArray<float> values(cuda, n), zeros(cuda, n);
   std::vector<float> host(n);
   std::mt19937_64 engine(99);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float &x : host) x = normal(engine);
-  check(cudaMemcpy(values.data, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemset(zeros.data, 0, bytes), "cudaMemset");
+  check_cuda(cudaMemcpy(values.data(), host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check_cuda(cudaMemset(zeros.data(), 0, bytes), "cudaMemset");
   double exact_ms = 1e30;
   float tau = 0;
   for (int rep = 0; rep <= 10; ++rep) {
     const double start = MPI_Wtime();
-    tau = cuda->kth_largest_abs(values.data, zeros.data, n, k, nullptr);
+    tau = cuda.kth_largest_abs(values.data(), zeros.data(), n, k, nullptr);
     if (rep > 0) exact_ms = std::min(exact_ms, (MPI_Wtime() - start) * 1e3);
   }
-  const double sort_ms = cub_radix_sort_ms(values.data, n, 10);
+  const double sort_ms = cub_radix_sort_ms(values.data(), n, 10);
   std::printf("%10lld %10.3f %10.3f %8.1f   tau %.6g\n", bytes, exact_ms, sort_ms,
               sort_ms / exact_ms, static_cast<double>(tau));
 }
@@ -243,10 +226,10 @@ int run(const DeviceOptions &o) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_free(&node);
-  check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  check(cudaSetDevice(local_rank % devices), "cudaSetDevice");
+  check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  check_cuda(cudaSetDevice(local_rank % devices), "cudaSetDevice");
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, local_rank % devices), "cudaGetDeviceProperties");
+  check_cuda(cudaGetDeviceProperties(&prop, local_rank % devices), "cudaGetDeviceProperties");
   void *nccl_state = nullptr;
 #if defined(DCT_BENCH_HAVE_NCCL)
   std::unique_ptr<Nccl> nccl;
@@ -294,7 +277,7 @@ Run add_device(CLI::App &app) {
       ->check(kUnitInterval)
       ->capture_default_str();
   command->add_option("--algorithm", o->algorithm, "dct_algorithm")
-      ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}))
+      ->check(knob("dct_algorithm"))
       ->capture_default_str();
   command->add_option("--iters", o->iters, "timed calls per row")
       ->check(CLI::Range(1, 1 << 20))

@@ -75,35 +75,6 @@ double best_time(
   return best;
 }
 
-/// The library's configuration with one key set: its knob table parses and checks the value.
-Config config_with(const char *key, const std::string &value) {
-  MPI_Info info;
-  MPI_Info_create(&info);
-  MPI_Info_set(info, key, value.c_str());
-  try {
-    const Config config = Config::from(info);
-    MPI_Info_free(&info);
-    return config;
-  } catch (...) {
-    MPI_Info_free(&info);
-    throw;
-  }
-}
-
-/// A CLI11 check that the library accepts `value` for `key`, with the library's message.
-CLI::Validator knob(const char *key) {
-  return CLI::Validator(
-      [key](std::string &value) -> std::string {
-        try {
-          config_with(key, value);
-        } catch (const std::exception &e) {
-          return e.what();
-        }
-        return {};
-      },
-      key);
-}
-
 template <typename T>
 void run(const KernelOptions &o, Backend &backend, long long bytes) {
   const std::size_t n = static_cast<std::size_t>(bytes) / sizeof(T);
