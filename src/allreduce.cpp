@@ -16,6 +16,7 @@
 #include "error.hpp"
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
+#include "peer_headers.hpp"
 #include "progress.hpp"
 #include "request_engine.hpp"
 #include "tau_control.hpp"
@@ -173,10 +174,6 @@ class CompressedEngine final : public RequestEngine {
   }
 
  private:
-  // What each rank announces before the payload: kept entries, tensor length, element size,
-  // and whether it asks split to re-balance its segments (any rank asking decides for all).
-  static constexpr int kHeaderWords = 4;
-
   bool exact() const { return config_.density >= 1.0; }
   std::size_t elements() const { return static_cast<std::size_t>(count_); }
   MPI_Comm comm() const {
@@ -477,13 +474,14 @@ class CompressedEngine final : public RequestEngine {
   }
 
   void post_header_exchange(MPI_Comm comm) {
-    header_[0] = static_cast<std::int64_t>(kept_);
-    header_[1] = static_cast<std::int64_t>(count_);
-    header_[2] = static_cast<std::int64_t>(sizeof(T));
-    header_[3] = status_.tau_reestimated || layout_.boundaries.empty() ? 1 : 0;
-    headers_.resize(static_cast<std::size_t>(context_->size()) * kHeaderWords);
-    check_mpi(MPI_Iallgather(header_, kHeaderWords, MPI_INT64_T, headers_.data(), kHeaderWords,
-                             MPI_INT64_T, comm, &header_request_),
+    using namespace peer::allreduce;
+    header_[kKept] = static_cast<std::int64_t>(kept_);
+    header_[kCount] = static_cast<std::int64_t>(count_);
+    header_[kValueBytes] = static_cast<std::int64_t>(sizeof(T));
+    header_[kRebalance] = status_.tau_reestimated || layout_.boundaries.empty() ? 1 : 0;
+    headers_.resize(static_cast<std::size_t>(context_->size()) * kWords);
+    check_mpi(MPI_Iallgather(header_, kWords, MPI_INT64_T, headers_.data(), kWords, MPI_INT64_T,
+                             comm, &header_request_),
               "MPI_Iallgather");
   }
 
@@ -497,34 +495,19 @@ class CompressedEngine final : public RequestEngine {
     return complete != 0;
   }
 
-  // Validates every rank's header and decides the algorithm from what every rank announced,
-  // so that every rank takes the same decision. The messages are formatted only on failure:
-  // this loop runs over every rank on every call.
+  // Validates every rank's header (peer_headers.hpp) and decides the algorithm from what every
+  // rank announced, so that every rank takes the same decision.
   DCT_Algorithm read_headers() {
     const int ranks = context_->size();
     kept_per_rank_.assign(static_cast<std::size_t>(ranks), 0);
-    rebalance_ = false;
-    double total_kept = 0;
-    for (int rank = 0; rank < ranks; ++rank) {
-      const std::int64_t *h = &headers_[static_cast<std::size_t>(rank) * kHeaderWords];
-      require(h[1] == count_ && h[2] == std::int64_t(sizeof(T)), DCT_ERR_MISMATCH, [&] {
-        return "rank " + std::to_string(rank) + " reduces " + std::to_string(h[1]) +
-               " elements of " + std::to_string(h[2]) + " bytes, rank " +
-               std::to_string(context_->rank()) + " reduces " + std::to_string(count_) + " of " +
-               std::to_string(sizeof(T));
-      });
-      require(h[0] >= 0 && h[0] <= count_, DCT_ERR_PEER, [&] {
-        return "rank " + std::to_string(rank) + " announced " + std::to_string(h[0]) +
-               " entries for a tensor of " + std::to_string(count_);
-      });
-      kept_per_rank_[static_cast<std::size_t>(rank)] = h[0];
-      total_kept += double(h[0]);
-      rebalance_ = rebalance_ || h[3] != 0;
-    }
+    const peer::AllreduceAnnouncements announced =
+        peer::read_allreduce_headers(headers_.data(), ranks, context_->rank(), count_,
+                                     std::int64_t(sizeof(T)), kept_per_rank_.data());
+    rebalance_ = announced.rebalance;
     status_.bytes_sent = status_.bytes_received =
-        static_cast<MPI_Count>(ranks - 1) * kHeaderWords * sizeof(std::int64_t);
-    return decide_algorithm(config_, ranks, double(count_), sizeof(T), total_kept, union_hint_,
-                            staged_);
+        static_cast<MPI_Count>(ranks - 1) * peer::allreduce::kWords * sizeof(std::int64_t);
+    return decide_algorithm(config_, ranks, double(count_), sizeof(T), announced.total_kept,
+                            union_hint_, staged_);
   }
 
   // Staged GPU requests: allgather sums on the device, into the user's buffer; the other
@@ -610,7 +593,7 @@ class CompressedEngine final : public RequestEngine {
   std::size_t kept_ = 0;
   const T *send_ = nullptr;
   T *recv_ = nullptr;
-  std::int64_t header_[kHeaderWords] = {};
+  std::int64_t header_[peer::allreduce::kWords] = {};
   std::vector<std::int64_t> headers_;
   MPI_Request header_request_ = MPI_REQUEST_NULL;
   std::vector<std::int64_t> kept_per_rank_;

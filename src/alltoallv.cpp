@@ -12,6 +12,7 @@
 #include "error_bounded.hpp"
 #include "exchange/exchange.hpp"
 #include "kernels.hpp"
+#include "peer_headers.hpp"
 #include "row_codec.hpp"
 #include "tau_control.hpp"
 #include "test_hooks.hpp"
@@ -50,12 +51,7 @@ struct MaskState {
   bool forward_active = false;     ///< a forward call is started and not completed
 };
 
-/// Words each rank announces to each peer before a forward payload.
-enum HeaderWord { kRows, kRowLength, kFormat, kNnz, kUniform, kBytes, kHeaderWords };
-
-std::int64_t format_word(std::size_t element_size, ValueCoding coding) {
-  return static_cast<std::int64_t>(element_size) * 16 + static_cast<std::int64_t>(coding);
-}
+using peer::ForwardAnnouncement;
 
 std::size_t units_of(std::size_t bytes) {
   return MessageUnits::of(bytes);
@@ -155,7 +151,7 @@ class ForwardEngine final : public MpEngine {
     select(sent);
     received.resize(static_cast<std::size_t>(ranks()));
     std::vector<std::uint64_t> &in = in_;
-    std::vector<MessageShape> shapes;
+    std::vector<ForwardAnnouncement> shapes;
     int code = DCT_SUCCESS;
     std::string why;
     transfer_or_record(sent, in, shapes, code, why);
@@ -274,17 +270,19 @@ class ForwardEngine final : public MpEngine {
   /// Sends the headers and the messages; `in` receives every peer's message and `shapes`
   /// what each peer announced.
   void transfer(const std::vector<RowMasks> &sent, std::vector<std::uint64_t> &in,
-                std::vector<MessageShape> &shapes) {
+                std::vector<ForwardAnnouncement> &shapes) {
+    using namespace peer::forward;
     const std::size_t p = static_cast<std::size_t>(ranks());
-    std::vector<std::int64_t> header_out(p * kHeaderWords), header_in(p * kHeaderWords);
+    const std::int64_t format = peer::forward_format_word(sizeof(T), config_.values);
+    std::vector<std::int64_t> header_out(p * kWords), header_in(p * kWords);
     std::vector<MessageShape> out_shapes(p);
     std::vector<std::size_t> out_units(p), in_units(p);
     for (std::size_t j = 0; j < p; ++j) {
       out_shapes[j] = mp::forward_shape(sent[j], format_);
-      std::int64_t *h = &header_out[j * kHeaderWords];
+      std::int64_t *h = &header_out[j * kWords];
       h[kRows] = static_cast<std::int64_t>(out_shapes[j].rows);
       h[kRowLength] = static_cast<std::int64_t>(format_.d);
-      h[kFormat] = format_word(sizeof(T), config_.values);
+      h[kFormat] = format;
       h[kNnz] = static_cast<std::int64_t>(out_shapes[j].nnz);
       h[kUniform] = out_shapes[j].uniform;
       h[kBytes] = static_cast<std::int64_t>(out_shapes[j].bytes);
@@ -302,27 +300,18 @@ class ForwardEngine final : public MpEngine {
         testing::tamper_forward_message(int(j), out_layout.at(out, j), out_shapes[j].bytes);
 #endif
 
-    check_mpi(MPI_Alltoall(header_out.data(), kHeaderWords, MPI_INT64_T, header_in.data(),
-                           kHeaderWords, MPI_INT64_T, comm()),
+    check_mpi(MPI_Alltoall(header_out.data(), kWords, MPI_INT64_T, header_in.data(), kWords,
+                           MPI_INT64_T, comm()),
               "MPI_Alltoall");
     status_.bytes_sent = status_.bytes_received =
-        MPI_Count(p - 1) * kHeaderWords * MPI_Count(sizeof(std::int64_t));
-    shapes.assign(p, MessageShape{});
+        MPI_Count(p - 1) * kWords * MPI_Count(sizeof(std::int64_t));
+    shapes.resize(p);
     for (std::size_t j = 0; j < p; ++j) {
-      const std::int64_t *h = &header_in[j * kHeaderWords];
       // Receive what the peer announced (so that no rank is left waiting), but never more
       // than the rows this rank expects could take; a liar is rejected by validate().
-      const std::size_t bound = format_.max_message_bytes(rows(layout_.recvcounts[j]));
-      const std::size_t bytes =
-          h[kBytes] >= 0 ? std::min(static_cast<std::size_t>(h[kBytes]), bound) : 0;
-      in_units[j] = units_of(bytes);
-      shapes[j].rows = h[kRows] >= 0 ? static_cast<std::size_t>(h[kRows]) : SIZE_MAX;
-      shapes[j].nnz = h[kNnz] >= 0 ? static_cast<std::size_t>(h[kNnz]) : SIZE_MAX;
-      shapes[j].uniform = h[kUniform];
-      shapes[j].bytes = h[kBytes] >= 0 ? static_cast<std::size_t>(h[kBytes]) : SIZE_MAX;
-      if (h[kRowLength] != std::int64_t(format_.d) ||
-          h[kFormat] != format_word(sizeof(T), config_.values))
-        shapes[j].rows = SIZE_MAX - 1;  // flagged for validate()
+      shapes[j] = peer::read_forward_header(&header_in[j * kWords], format_.d, format,
+                                            format_.max_message_bytes(rows(layout_.recvcounts[j])));
+      in_units[j] = units_of(shapes[j].receive);
     }
     in_units_ = std::make_unique<Units>(in_units);
     exchange(out, out_layout, in, *in_units_);
@@ -331,7 +320,7 @@ class ForwardEngine final : public MpEngine {
   /// transfer(), with its failure reported in `code` rather than thrown: a rank that gave
   /// up here would leave the others waiting in the agreement that follows.
   void transfer_or_record(const std::vector<RowMasks> &sent, std::vector<std::uint64_t> &in,
-                          std::vector<MessageShape> &shapes, int &code, std::string &why) {
+                          std::vector<ForwardAnnouncement> &shapes, int &code, std::string &why) {
     try {
       transfer(sent, in, shapes);
     } catch (const Error &e) {
@@ -340,29 +329,19 @@ class ForwardEngine final : public MpEngine {
     }
   }
 
-  void validate(std::vector<std::uint64_t> &in, const std::vector<MessageShape> &shapes,
+  void validate(std::vector<std::uint64_t> &in, const std::vector<ForwardAnnouncement> &shapes,
                 std::vector<RowMasks> &received, int &code, std::string &why) {
     for (int j = 0; j < ranks() && code == DCT_SUCCESS; ++j) {
-      const MessageShape &shape = shapes[j];
-      const std::string peer = "rank " + std::to_string(j) + ": ";
-      if (shape.rows == SIZE_MAX - 1) {
-        code = DCT_ERR_MISMATCH;
-        why = peer + "sends rows of another length, datatype or dct_values";
-      } else if (shape.rows != rows(layout_.recvcounts[j])) {
-        code = DCT_ERR_MISMATCH;
-        why = peer + "sends " + std::to_string(shape.rows) + " rows, recvcounts expects " +
-              std::to_string(rows(layout_.recvcounts[j]));
-      } else if (shape.bytes > std::size_t(in_units_->counts[j]) * wire::kUnitBytes) {
-        code = DCT_ERR_PEER;
-        why = peer + "announced a message longer than its rows can take";
-      } else {
-        const std::string error =
-            mp::decode_masks(in_units_->at(in, std::size_t(j)), shape, format_, received[j]);
-        if (!error.empty()) {
-          code = DCT_ERR_PEER;
-          why = peer + error;
-        }
+      std::string error;
+      code =
+          peer::check_forward_header(shapes[j], rows(layout_.recvcounts[j]),
+                                     std::size_t(in_units_->counts[j]) * wire::kUnitBytes, error);
+      if (code == DCT_SUCCESS) {
+        error = mp::decode_masks(in_units_->at(in, std::size_t(j)), shapes[j].shape, format_,
+                                 received[j]);
+        if (!error.empty()) code = DCT_ERR_PEER;
       }
+      if (code != DCT_SUCCESS) why = "rank " + std::to_string(j) + ": " + error;
     }
   }
 

@@ -13,6 +13,7 @@
 #include "error.hpp"
 #include "error_bounded_codec.hpp"
 #include "exchange/exchange.hpp"
+#include "peer_headers.hpp"
 #include "test_hooks.hpp"
 
 namespace dct::detail {
@@ -27,8 +28,7 @@ struct PairState {
   bool forward_active = false;
 };
 
-/// Words each rank announces to each peer before a message.
-enum HeaderWord { kRows, kRowLength, kValueBytes, kTableColumns, kBytes, kHeaderWords };
+using namespace peer::error_bounded;  // the header words (kRows, ..., kWords)
 
 std::size_t table_columns(const Config &config) {
   const std::int64_t columns = config.error_bound.table_columns;
@@ -221,7 +221,7 @@ class ErrorBoundedEngine final : public RequestEngine {
     const bool probe = probe_due();
     if (!backward_ && config_.error_bound.automatic && probe) choose_table_bounds();
     const double factor = schedule_factor();
-    std::vector<std::int64_t> header_out(p * kHeaderWords), header_in(p * kHeaderWords);
+    std::vector<std::int64_t> header_out(p * kWords), header_in(p * kWords);
     std::vector<std::size_t> out_units(p), in_units(p), bytes(p), offsets(p);
     std::size_t total_units = 0;
     out_.clear();
@@ -253,7 +253,7 @@ class ErrorBoundedEngine final : public RequestEngine {
 #endif
       }
       total_units += out_units[j];
-      std::int64_t *h = &header_out[j * kHeaderWords];
+      std::int64_t *h = &header_out[j * kWords];
       h[kRows] = std::int64_t(nrows);
       h[kRowLength] = std::int64_t(d_);
       h[kValueBytes] = std::int64_t(sizeof(T));
@@ -261,18 +261,17 @@ class ErrorBoundedEngine final : public RequestEngine {
       h[kBytes] = std::int64_t(bytes[j]);
     }
     status_.max_abs_error = max_error;
-    check_mpi(MPI_Alltoall(header_out.data(), kHeaderWords, MPI_INT64_T, header_in.data(),
-                           kHeaderWords, MPI_INT64_T, comm()),
+    check_mpi(MPI_Alltoall(header_out.data(), kWords, MPI_INT64_T, header_in.data(), kWords,
+                           MPI_INT64_T, comm()),
               "MPI_Alltoall");
     status_.bytes_sent = status_.bytes_received =
-        MPI_Count(p - 1) * kHeaderWords * MPI_Count(sizeof(std::int64_t));
+        MPI_Count(p - 1) * kWords * MPI_Count(sizeof(std::int64_t));
     announced_.assign(header_in.begin(), header_in.end());
     for (std::size_t j = 0; j < p; ++j) {
       // Receive what the peer announced (no rank is left waiting), but never more than the
       // rows this rank expects could take; a liar is rejected by validate().
-      const std::int64_t *h = &header_in[j * kHeaderWords];
       const std::size_t cap = eb::max_message_bytes(rows(layout_.recvcounts[j]), d_, d_, sizeof(T));
-      in_units[j] = MessageUnits::of(h[kBytes] >= 0 ? std::min(std::size_t(h[kBytes]), cap) : 0);
+      in_units[j] = MessageUnits::of(peer::receive_bytes(header_in[j * kWords + kBytes], cap));
     }
     const MessageUnits out_layout(out_units);
     in_layout_ = std::make_unique<MessageUnits>(in_units);
@@ -301,34 +300,19 @@ class ErrorBoundedEngine final : public RequestEngine {
     staging_.resize(total);
     peer_columns_.assign(p, d_);
     for (std::size_t j = 0; j < p && code == DCT_SUCCESS; ++j) {
-      const std::int64_t *h = &announced_[j * kHeaderWords];
-      const std::string peer = "rank " + std::to_string(j) + ": ";
+      const std::int64_t *h = &announced_[j * kWords];
       const std::size_t expected = rows(layout_.recvcounts[j]);
       const std::size_t received = std::size_t(in_layout_->counts[j]) * wire::kUnitBytes;
-      if (h[kRowLength] != std::int64_t(d_) || h[kValueBytes] != std::int64_t(sizeof(T))) {
-        code = DCT_ERR_MISMATCH;
-        why = peer + "sends rows of another length or datatype";
-      } else if (h[kRows] != std::int64_t(expected)) {
-        code = DCT_ERR_MISMATCH;
-        why = peer + "sends " + std::to_string(h[kRows]) + " rows, recvcounts expects " +
-              std::to_string(expected);
-      } else if (h[kTableColumns] < 1 || h[kTableColumns] > std::int64_t(d_) ||
-                 d_ % std::size_t(h[kTableColumns]) != 0) {
-        code = DCT_ERR_PEER;
-        why = peer + "announces tables of " + std::to_string(h[kTableColumns]) + " columns";
-      } else if (h[kBytes] < 0 || std::size_t(h[kBytes]) > received) {
-        code = DCT_ERR_PEER;
-        why = peer + "announced a message longer than its rows can take";
-      } else {
+      std::string error;
+      code = peer::check_error_bounded_header(h, d_, sizeof(T), expected, received, error);
+      if (code == DCT_SUCCESS) {
         const eb::Tables tables{d_, std::size_t(h[kTableColumns])};
-        const std::string error = eb::decode(in_layout_->at(in_, j), std::size_t(h[kBytes]),
-                                             expected, tables, staging_.data() + staged_[j], ws_);
+        error = eb::decode(in_layout_->at(in_, j), std::size_t(h[kBytes]), expected, tables,
+                           staging_.data() + staged_[j], ws_);
         peer_columns_[j] = tables.columns;
-        if (!error.empty()) {
-          code = DCT_ERR_PEER;
-          why = peer + error;
-        }
+        if (!error.empty()) code = DCT_ERR_PEER;
       }
+      if (code != DCT_SUCCESS) why = "rank " + std::to_string(j) + ": " + error;
     }
   }
 

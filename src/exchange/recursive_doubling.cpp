@@ -12,6 +12,7 @@
 
 #include "error.hpp"
 #include "exchange.hpp"
+#include "peer_headers.hpp"
 
 namespace dct::detail {
 namespace {
@@ -110,13 +111,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   void post_payloads(const Step &s) {
     if (receives(s)) {
       // A size we cannot bound would make us receive blindly: give up now.
-      require(peer_size_ == kDense ||
-                  (peer_size_ >= 0 && static_cast<std::uint64_t>(peer_size_) <= in_.count),
-              DCT_ERR_PEER, [&] {
-                return "rank " + std::to_string(s.peer) + " announced " +
-                       std::to_string(peer_size_) + " entries for a tensor of " +
-                       std::to_string(in_.count);
-              });
+      if (peer_size_ != kDense)
+        peer::announced_entries(peer_size_, in_.count, s.peer, "entries for a tensor of");
       const std::size_t units = peer_size_ == kDense
                                     ? wire::dense_units<T>(in_.count)
                                     : list_format(static_cast<std::size_t>(peer_size_)).units();

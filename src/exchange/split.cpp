@@ -14,6 +14,7 @@
 
 #include "error.hpp"
 #include "exchange.hpp"
+#include "peer_headers.hpp"
 
 namespace dct::detail {
 namespace {
@@ -137,12 +138,7 @@ class SplitExchange final : public SparseExchange<T> {
     std::size_t send_total = 0, recv_total = 0;
     for (std::size_t r = 0; r < ranks(); ++r) {
       // A count we cannot bound would make us allocate or receive blindly: give up now.
-      require(recv_counts_[r] >= 0 && static_cast<std::uint64_t>(recv_counts_[r]) <= in_.count,
-              DCT_ERR_PEER, [&] {
-                return "rank " + std::to_string(r) + " announced " +
-                       std::to_string(recv_counts_[r]) + " entries for a tensor of " +
-                       std::to_string(in_.count);
-              });
+      peer::announced_entries(recv_counts_[r], in_.count, int(r), "entries for a tensor of");
       send_offsets_[r] = wire::mpi_units(send_total);
       send_units_[r] = wire::mpi_units(entry_format(send_counts_[r], r).units());
       send_total += static_cast<std::size_t>(send_units_[r]);
@@ -273,13 +269,8 @@ class SplitExchange final : public SparseExchange<T> {
       require(owned_nnz_all_[r] != kRejected, DCT_ERR_PEER, [&] {
         return "rank " + std::to_string(r) + " rejected a message sent to it in this call";
       });
-      require(owned_nnz_all_[r] >= 0 && static_cast<std::uint64_t>(owned_nnz_all_[r]) <= length(r),
-              DCT_ERR_PEER, [&] {
-                return "rank " + std::to_string(r) + " announced " +
-                       std::to_string(owned_nnz_all_[r]) + " nonzeros in a segment of " +
-                       std::to_string(length(r));
-              });
-      const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+      const std::size_t nnz =
+          peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
       gather_offsets_[r] = wire::mpi_units(total);
       gather_units_[r] = wire::mpi_units(segment_sparse(r) ? segment_format(r, nnz).units()
                                                            : wire::dense_units<T>(length(r)));
@@ -308,7 +299,8 @@ class SplitExchange final : public SparseExchange<T> {
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       if (!segment_sparse(r)) continue;
-      const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+      const std::size_t nnz =
+          peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
       if (!wire::decode_block(segment_format(r, nnz), segment(r),
                               std::size_t(gather_units_[r]) * wire::kUnitBytes, begin(r),
                               decoded_idx_.data() + first, decoded_val_.data() + first))
@@ -324,7 +316,8 @@ class SplitExchange final : public SparseExchange<T> {
         if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(length(r));
         continue;
       }
-      const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+      const std::size_t nnz =
+          peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
       in_.host->fill_zero(out, length(r), nullptr);
       in_.host->scatter_add(decoded_idx_.data() + first, decoded_val_.data() + first, nnz,
                             in_.result, nullptr);
