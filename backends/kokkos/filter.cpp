@@ -34,6 +34,89 @@ struct FilterScratch {
   }
 };
 
+/// One filter call's work items: pass 1 (stage) and pass 2 (emit) of work item c.
+template <typename T, bool kHasSend>
+struct FilterPasses {
+  const T *send;
+  T *residual;
+  std::size_t n;
+  T tau;
+  ValueCoding coding;
+  WireIndex *idx;
+  T *val;
+  std::size_t capacity;
+  std::size_t chunks;
+  std::size_t slot;
+  WireIndex *staged_index;
+  T *staged_acc;
+
+  /// Pass 1: acc into the residual, the kept entries staged in the work item's slot; returns
+  /// the work item's count of kept entries (past its slot too).
+  std::size_t stage(std::size_t c) const {
+    const std::size_t begin = c * kFilterChunk;
+    const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
+    WireIndex *const slot_index = staged_index + c * slot;
+    T *const slot_acc = staged_acc + c * slot;
+    std::size_t count = 0;
+    auto stage_block = [&](std::size_t block, unsigned mask) {
+      for (; mask != 0 && count < slot; mask &= mask - 1, ++count) {
+        const std::size_t i = block + static_cast<std::size_t>(__builtin_ctz(mask));
+        const T acc = residual[i];
+        slot_index[count] = static_cast<WireIndex>(i);
+        slot_acc[count] = acc;
+        residual[i] = wire_remainder(acc, wire_value(acc, coding));
+      }
+      count += static_cast<std::size_t>(__builtin_popcount(mask));  // past the slot
+    };
+    std::size_t block = begin;
+    for (; block + kFilterBlock <= end; block += kFilterBlock)
+      stage_block(block,
+                  block_mask<BlockPass::filter, kHasSend, T>(
+                      kHasSend ? send + block : nullptr, residual + block, residual + block, tau));
+    if (block < end) {  // the last, partial block
+      unsigned mask = 0;
+      for (std::size_t i = block; i < end; ++i) {
+        residual[i] = (kHasSend ? send[i] : T(0)) + residual[i];
+        mask |= unsigned(keep_entry(residual[i], tau)) << (i - block);
+      }
+      stage_block(block, mask);
+    }
+    return count;
+  }
+
+  /// Pass 2: work item c's `count` kept entries to positions begin, ... (while the capacity
+  /// lasts; the others get acc back in the residual).
+  void emit(std::size_t c, std::size_t begin, std::size_t count) const {
+    const WireIndex *const slot_index = staged_index + c * slot;
+    const T *const slot_acc = staged_acc + c * slot;
+    const std::size_t staged = count < slot ? count : slot;
+    for (std::size_t j = 0; j < staged; ++j) {
+      const std::size_t position = begin + j;
+      if (position < capacity) {
+        idx[position] = slot_index[j];
+        val[position] = wire_value(slot_acc[j], coding);
+      } else {
+        residual[slot_index[j]] = slot_acc[j];  // stays home whole
+      }
+    }
+    if (count == staged || begin + staged >= capacity) return;
+    // The slot overflowed: the kept entries after the last staged one (whose residual still
+    // holds acc) are found again, while the capacity lasts.
+    const std::size_t stop = c * kFilterChunk + kFilterChunk;
+    std::size_t position = begin + staged;
+    for (std::size_t i = std::size_t(slot_index[staged - 1]) + 1;
+         i < (stop < n ? stop : n) && position < capacity; ++i) {
+      const T acc = residual[i];
+      if (!keep_entry(acc, tau)) continue;
+      const T sent = wire_value(acc, coding);
+      idx[position] = static_cast<WireIndex>(i);
+      val[position] = sent;
+      residual[i] = wire_remainder(acc, sent);
+      ++position;
+    }
+  }
+};
+
 template <typename T, bool kHasSend>
 std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
                           WireIndex *idx, T *val, std::size_t capacity) {
@@ -48,44 +131,32 @@ std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, Valu
     scratch.index.resize(chunks * slot);
     scratch.acc.resize(chunks * slot);
   }
-  WireIndex *const staged_index = scratch.index.data();
-  T *const staged_acc = scratch.acc.data();
+  const FilterPasses<T, kHasSend> passes{send,
+                                         residual,
+                                         n,
+                                         tau,
+                                         coding,
+                                         idx,
+                                         val,
+                                         capacity,
+                                         chunks,
+                                         slot,
+                                         scratch.index.data(),
+                                         scratch.acc.data()};
+  if (chunks == 1) {
+    // One work item (n <= kFilterChunk): both passes here, on the calling thread. Three kernel
+    // launches, a View and a scan cost more than the work on such tensors (about 1 us of a
+    // call of 1,000 floats); the passes are the kernels' own, so the bits are theirs.
+    const std::size_t kept = passes.stage(0);
+    passes.emit(0, 0, kept);
+    return kept;
+  }
   Kokkos::View<std::size_t *, Kokkos::HostSpace> first(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::filter_first"), chunks);
   const Policy work(0, static_cast<std::int64_t>(chunks));
-
   Kokkos::parallel_for(
-      "dct::filter_stage", work, KOKKOS_LAMBDA(const std::int64_t c) {
-        const std::size_t begin = static_cast<std::size_t>(c) * kFilterChunk;
-        const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
-        WireIndex *const slot_index = staged_index + static_cast<std::size_t>(c) * slot;
-        T *const slot_acc = staged_acc + static_cast<std::size_t>(c) * slot;
-        std::size_t count = 0;
-        auto stage = [&](std::size_t block, unsigned mask) {
-          for (; mask != 0 && count < slot; mask &= mask - 1, ++count) {
-            const std::size_t i = block + static_cast<std::size_t>(__builtin_ctz(mask));
-            const T acc = residual[i];
-            slot_index[count] = static_cast<WireIndex>(i);
-            slot_acc[count] = acc;
-            residual[i] = wire_remainder(acc, wire_value(acc, coding));
-          }
-          count += static_cast<std::size_t>(__builtin_popcount(mask));  // past the slot
-        };
-        std::size_t block = begin;
-        for (; block + kFilterBlock <= end; block += kFilterBlock)
-          stage(block,
-                block_mask<BlockPass::filter, kHasSend, T>(
-                    kHasSend ? send + block : nullptr, residual + block, residual + block, tau));
-        if (block < end) {  // the last, partial block
-          unsigned mask = 0;
-          for (std::size_t i = block; i < end; ++i) {
-            residual[i] = (kHasSend ? send[i] : T(0)) + residual[i];
-            mask |= unsigned(keep_entry(residual[i], tau)) << (i - block);
-          }
-          stage(block, mask);
-        }
-        first(c) = count;
-      });
+      "dct::filter_stage", work,
+      KOKKOS_LAMBDA(const std::int64_t c) { first(c) = passes.stage(std::size_t(c)); });
   std::size_t kept = 0;
   Kokkos::parallel_scan(
       "dct::filter_positions", work,
@@ -100,33 +171,7 @@ std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, Valu
         const std::size_t begin = first(c);
         const std::size_t count =
             (static_cast<std::size_t>(c) + 1 < chunks ? first(c + 1) : kept) - begin;
-        const WireIndex *const slot_index = staged_index + static_cast<std::size_t>(c) * slot;
-        const T *const slot_acc = staged_acc + static_cast<std::size_t>(c) * slot;
-        const std::size_t staged = count < slot ? count : slot;
-        for (std::size_t j = 0; j < staged; ++j) {
-          const std::size_t position = begin + j;
-          if (position < capacity) {
-            idx[position] = slot_index[j];
-            val[position] = wire_value(slot_acc[j], coding);
-          } else {
-            residual[slot_index[j]] = slot_acc[j];  // stays home whole
-          }
-        }
-        if (count == staged || begin + staged >= capacity) return;
-        // The slot overflowed: the kept entries after the last staged one (whose residual still
-        // holds acc) are found again, while the capacity lasts.
-        const std::size_t stop = static_cast<std::size_t>(c) * kFilterChunk + kFilterChunk;
-        std::size_t position = begin + staged;
-        for (std::size_t i = std::size_t(slot_index[staged - 1]) + 1;
-             i < (stop < n ? stop : n) && position < capacity; ++i) {
-          const T acc = residual[i];
-          if (!keep_entry(acc, tau)) continue;
-          const T sent = wire_value(acc, coding);
-          idx[position] = static_cast<WireIndex>(i);
-          val[position] = sent;
-          residual[i] = wire_remainder(acc, sent);
-          ++position;
-        }
+        passes.emit(std::size_t(c), begin, count);
       });
   Exec().fence();
   return kept;

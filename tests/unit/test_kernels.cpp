@@ -218,35 +218,39 @@ TYPED_TEST(Kernels, KthLargestRanksNanAndInfinityOnTop) {
   EXPECT_EQ(this->kth_largest(nullptr, residual, 5), T(1));
 }
 
+// 50001: 13 work items of 4096, the last block partial; 4096 and 1001: one work item, run on
+// the calling thread without kernel launches.
 TYPED_TEST(Kernels, FilterMatchesReferenceAndConservesExactly) {
   using T = typename TestFixture::Value;
-  const std::size_t n = 50001;  // 13 work items of 4096, the last block partial
-  const auto send = normal<T>(n, 11);
-  const auto residual_before = normal<T>(n, 12, 0.3);
-  const T tau = this->kth_largest(&send, residual_before, n / 100);
-  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
-    const auto out = this->filter(&send, residual_before, tau, coding, n);
-    std::size_t expected_kept = 0, j = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const T acc = send[i] + residual_before[i];
-      if (!keep_entry(acc, tau)) {
-        ASSERT_TRUE(same_bits(out.residual[i], acc)) << i;  // kept back exactly
-        continue;
+  for (const std::size_t n : {std::size_t(50001), std::size_t(4096), std::size_t(1001)}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const auto send = normal<T>(n, 11);
+    const auto residual_before = normal<T>(n, 12, 0.3);
+    const T tau = this->kth_largest(&send, residual_before, n / 100);
+    for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+      const auto out = this->filter(&send, residual_before, tau, coding, n);
+      std::size_t expected_kept = 0, j = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const T acc = send[i] + residual_before[i];
+        if (!keep_entry(acc, tau)) {
+          ASSERT_TRUE(same_bits(out.residual[i], acc)) << i;  // kept back exactly
+          continue;
+        }
+        ++expected_kept;
+        ASSERT_LT(j, out.kept);
+        ASSERT_EQ(out.idx[j], i);
+        const T sent = out.val[j];
+        // Sent what the wire carries; the rest stays: sent + residual == acc, exactly.
+        ASSERT_TRUE(same_bits(sent, wire_value(acc, coding))) << i;
+        if (coding == ValueCoding::native) {
+          ASSERT_TRUE(same_bits(out.residual[i], T(0)));
+        }
+        ASSERT_TRUE(same_bits(T(sent + out.residual[i]), acc)) << i;
+        ++j;
       }
-      ++expected_kept;
-      ASSERT_LT(j, out.kept);
-      ASSERT_EQ(out.idx[j], i);
-      const T sent = out.val[j];
-      // Sent what the wire carries; the rest stays: sent + residual == acc, exactly.
-      ASSERT_TRUE(same_bits(sent, wire_value(acc, coding))) << i;
-      if (coding == ValueCoding::native) {
-        ASSERT_TRUE(same_bits(out.residual[i], T(0)));
-      }
-      ASSERT_TRUE(same_bits(T(sent + out.residual[i]), acc)) << i;
-      ++j;
+      EXPECT_EQ(out.kept, expected_kept);
+      EXPECT_GE(out.kept, n / 100);  // ties can only add entries
     }
-    EXPECT_EQ(out.kept, expected_kept);
-    EXPECT_GE(out.kept, n / 100);  // ties can only add entries
   }
 }
 
@@ -274,28 +278,33 @@ TYPED_TEST(Kernels, FilterOverflowSecondPassCollectsTheRest) {
 
 // Kept entries bunched in one stretch (here 3000 in one work item of 4096, more than a work
 // item's share of any of these capacities), with capacities that cut the list inside it.
+// The second layout (4000 entries) is one work item, run on the calling thread.
 TYPED_TEST(Kernels, FilterKeepsOrderAndCapacityWhenKeptEntriesBunch) {
   using T = typename TestFixture::Value;
-  const std::size_t n = 4 * 4096 + 3, from = 5000, bunch = 3000;
-  const auto send = normal<T>(n, 31, 0.01);
-  auto residual_before = normal<T>(n, 32, 0.01);
-  for (std::size_t i = from; i < from + bunch; ++i) residual_before[i] = T(1) + T(1e-4) * T(i);
-  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16}) {
-    for (std::size_t capacity : {bunch, bunch - 500, std::size_t(1000), std::size_t(0)}) {
-      const auto out = this->filter(&send, residual_before, T(0.5), coding, capacity);
-      EXPECT_EQ(out.kept, bunch);
-      const std::size_t sent = std::min(bunch, capacity);
-      ASSERT_EQ(out.idx.size(), sent);
-      for (std::size_t i = 0; i < n; ++i) {
-        const T acc = send[i] + residual_before[i];
-        const std::size_t j = i - from;
-        if (i < from || j >= sent) {  // not kept, or past the capacity: stays home whole
-          ASSERT_TRUE(same_bits(out.residual[i], acc)) << i << " capacity " << capacity;
-          continue;
+  const std::size_t bunch = 3000;
+  for (const auto &[n, from] : {std::pair<std::size_t, std::size_t>{4 * 4096 + 3, 5000},
+                                std::pair<std::size_t, std::size_t>{4000, 500}}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const auto send = normal<T>(n, 31, 0.01);
+    auto residual_before = normal<T>(n, 32, 0.01);
+    for (std::size_t i = from; i < from + bunch; ++i) residual_before[i] = T(1) + T(1e-4) * T(i);
+    for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16}) {
+      for (std::size_t capacity : {bunch, bunch - 500, std::size_t(1000), std::size_t(0)}) {
+        const auto out = this->filter(&send, residual_before, T(0.5), coding, capacity);
+        EXPECT_EQ(out.kept, bunch);
+        const std::size_t sent = std::min(bunch, capacity);
+        ASSERT_EQ(out.idx.size(), sent);
+        for (std::size_t i = 0; i < n; ++i) {
+          const T acc = send[i] + residual_before[i];
+          const std::size_t j = i - from;
+          if (i < from || j >= sent) {  // not kept, or past the capacity: stays home whole
+            ASSERT_TRUE(same_bits(out.residual[i], acc)) << i << " capacity " << capacity;
+            continue;
+          }
+          ASSERT_EQ(out.idx[j], i);
+          ASSERT_TRUE(same_bits(out.val[j], wire_value(acc, coding))) << i;
+          ASSERT_TRUE(same_bits(T(out.val[j] + out.residual[i]), acc)) << i;
         }
-        ASSERT_EQ(out.idx[j], i);
-        ASSERT_TRUE(same_bits(out.val[j], wire_value(acc, coding))) << i;
-        ASSERT_TRUE(same_bits(T(out.val[j] + out.residual[i]), acc)) << i;
       }
     }
   }
