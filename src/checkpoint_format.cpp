@@ -61,6 +61,14 @@ Handle open_attribute(hid_t object, const char *name) {
                 std::string("cannot open attribute ") + name);
 }
 
+/// H5Aread writes every element of an attribute: one that holds other than one value (an
+/// array, a null dataspace) would overflow the value read into, or leave it unset.
+void require_one_value(const Handle &attribute, const char *name) {
+  Handle space(H5Aget_space(attribute.get()), H5Sclose, DCT_ERR_CKPT_FORMAT, "H5Aget_space failed");
+  require(H5Sget_simple_extent_npoints(space.get()) == 1, DCT_ERR_CKPT_FORMAT,
+          std::string("attribute '") + name + "' does not hold one value");
+}
+
 }  // namespace
 
 void write_attribute(hid_t object, const char *name, std::int64_t value) {
@@ -81,6 +89,7 @@ void write_attribute(hid_t object, const char *name, const std::string &value) {
 
 std::int64_t read_int(hid_t object, const char *name) {
   Handle attribute = open_attribute(object, name);
+  require_one_value(attribute, name);
   std::int64_t value = 0;
   check_h5(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), DCT_ERR_CKPT_FORMAT,
            std::string("cannot read attribute ") + name);
@@ -88,6 +97,7 @@ std::int64_t read_int(hid_t object, const char *name) {
 }
 double read_double(hid_t object, const char *name) {
   Handle attribute = open_attribute(object, name);
+  require_one_value(attribute, name);
   double value = 0;
   check_h5(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value), DCT_ERR_CKPT_FORMAT,
            std::string("cannot read attribute ") + name);
@@ -95,6 +105,7 @@ double read_double(hid_t object, const char *name) {
 }
 std::string read_string(hid_t object, const char *name) {
   Handle attribute = open_attribute(object, name);
+  require_one_value(attribute, name);
   Handle type(H5Aget_type(attribute.get()), H5Tclose, DCT_ERR_CKPT_FORMAT, "H5Aget_type failed");
   require(H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) == 0,
           DCT_ERR_CKPT_FORMAT, std::string("attribute ") + name + " is not a fixed string");

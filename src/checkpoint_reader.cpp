@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "checkpoint.hpp"
 #include "checkpoint_format.hpp"
@@ -34,16 +35,20 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
     require(
         H5Aexists(file_, "format") > 0 && h5::read_string(file_, "format") == kCheckpointFormatName,
         DCT_ERR_CKPT_FORMAT, path + " is an HDF5 file but not a dct checkpoint");
-    format_version_ = static_cast<int>(h5::read_int(file_, "format_version"));
-    require(format_version_ >= kCheckpointOldestReadableVersion &&
-                format_version_ <= kCheckpointFormatVersion,
+    // The int64 attributes are range-checked before they are narrowed to int (2^32 + 2 is
+    // not version 2).
+    const std::int64_t version = h5::read_int(file_, "format_version");
+    require(version >= kCheckpointOldestReadableVersion && version <= kCheckpointFormatVersion,
             DCT_ERR_CKPT_VERSION,
-            path + " has checkpoint format version " + std::to_string(format_version_) +
+            path + " has checkpoint format version " + std::to_string(version) +
                 "; this dct reads versions " + std::to_string(kCheckpointOldestReadableVersion) +
                 " to " + std::to_string(kCheckpointFormatVersion));
+    format_version_ = static_cast<int>(version);
     dct_version_ = h5::read_string(file_, "dct_version");
-    ranks_ = static_cast<int>(h5::read_int(file_, "ranks"));
-    require(ranks_ >= 1, DCT_ERR_CKPT_FORMAT, "ranks attribute is not positive");
+    const std::int64_t ranks = h5::read_int(file_, "ranks");
+    require(ranks >= 1 && ranks <= std::numeric_limits<int>::max(), DCT_ERR_CKPT_FORMAT,
+            "ranks attribute is not a positive int");
+    ranks_ = static_cast<int>(ranks);
 
     h5::Handle requests(H5Gopen2(file_, kCheckpointRequestsGroup, H5P_DEFAULT), H5Gclose,
                         DCT_ERR_CKPT_FORMAT, "group 'requests' is missing");
@@ -63,9 +68,10 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
                        DCT_ERR_CKPT_FORMAT, "cannot open request " + saved.name);
       saved.kind = h5::read_string(group.get(), "kind");
       saved.count = h5::read_int(group.get(), "count");
-      saved.element_size = static_cast<int>(h5::read_int(group.get(), "element_size"));
-      require(saved.count >= 0 && (saved.element_size == 4 || saved.element_size == 8),
-              DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has an invalid count or type");
+      const std::int64_t element_size = h5::read_int(group.get(), "element_size");
+      require(saved.count >= 0 && (element_size == 4 || element_size == 8), DCT_ERR_CKPT_FORMAT,
+              "request " + saved.name + " has an invalid count or type");
+      saved.element_size = static_cast<int>(element_size);
       saved.calls = h5::read_int(group.get(), "calls");
       saved.density = h5::read_double(group.get(), "density");
       saved.interval = h5::read_int(group.get(), "interval");

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the checkpoint_header fuzz harness (the input layout is in
+fuzz_checkpoint_header.cpp): python3 tests/fuzz/checkpoint_header_seeds.py tests/fuzz/corpus/checkpoint_header"""
+import os
+import struct
+import sys
+
+
+def field(how=0, value=b""):  # how & 7: form; how & 8: a value of the field's own follows
+    return bytes([how]) + value
+
+
+def i64(value):
+    return field(8, struct.pack("<q", value))
+
+
+def header(rows, requests, version=field(), ranks=field(), group=0):
+    return bytes([rows - 1, requests - 1]) + field() + version + field() + ranks + bytes([group])
+
+
+def request(flags, count, taus, seed=1, calls=7, name=b"", fields=None, tau_form=0,
+            checksum_form=0, residual_form=0):
+    out = bytes([flags, count]) + struct.pack("<HH", seed, calls)
+    if flags & 8:
+        out += bytes([len(name)]) + name
+    out += b"".join(fields or [field()] * 9) + bytes([tau_form])
+    out += b"".join(struct.pack("<Q" if flags & 4 else "<H", t) for t in taus)
+    return out + bytes([checksum_form, residual_form])
+
+
+DOUBLE, RESIDUAL, RAW_TAU, NAMED = 1, 2, 4, 8
+NAN = struct.unpack("<Q", struct.pack("<d", float("nan")))[0]
+seeds = {
+    "valid-1rank-float": header(1, 1) + request(RESIDUAL, 16, [300]),
+    "valid-1rank-double-no-residual": header(1, 1) + request(DOUBLE, 8, [0]),
+    "valid-3ranks-double": header(3, 1) + request(DOUBLE | RESIDUAL, 24, [1, 2, 3], seed=9),
+    "valid-3ranks-3requests": header(3, 3) + request(RESIDUAL, 5, [5, 6, 7])
+    + request(DOUBLE, 64, [0, 0, 1], calls=0)
+    + request(DOUBLE | RESIDUAL | NAMED, 64, [9, 8, 7], name=b"layer.weight"),
+    # every integer written as an explicit value: mutations reach their high bytes
+    "valid-explicit-values": header(2, 1, version=i64(2), ranks=i64(2))
+    + request(RESIDUAL, 3, [4, 5], fields=[field(), i64(3), i64(4), field(), i64(7), field(),
+                                           i64(1), field(), i64(1)]),
+    "version1": header(1, 1, version=i64(1)) + request(RESIDUAL, 4, [1], checksum_form=3),
+    "nan-tau": header(1, 1) + request(RAW_TAU | RESIDUAL, 2, [NAN]),
+    "alias-link": header(2, 1, group=5) + request(RESIDUAL, 2, [1, 1]),
+    # bugs the harness found (fixed): a two-element format attribute overflowed read_string's
+    # value; format_version 2^32 + 2 read as 2, ranks 2^32 + 1 as 1
+    "crash-two-element-format": bytes([0x8A, 0x60, 0x0E, 0x0E]),
+    "bug-version-2p32": header(1, 1, version=i64(2**32 + 2)) + request(0, 0, [0]),
+    "bug-ranks-2p32": header(1, 1, ranks=i64(2**32 + 1)) + request(0, 0, [0]),
+}
+os.makedirs(sys.argv[1], exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(data)

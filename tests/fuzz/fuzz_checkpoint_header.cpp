@@ -1,0 +1,734 @@
+// libFuzzer harness of the checkpoint reader (CheckpointReader, checkpoint_reader.cpp and the
+// attribute readers of checkpoint_format.cpp), which validates what a checkpoint file holds
+// before DCT_Checkpoint_load or dct-ckpt trust it. Raw bytes are not the input: fuzzing them
+// as an HDF5 file would mostly fuzz HDF5's own parser. The input decides the file's structure
+// and values instead: each attribute and dataset of docs/checkpoint-format.md is written as the
+// writer does, or with another value, another HDF5 type, another shape, or not at all. The
+// file (a temporary file of this process) is then opened as dct-ckpt does, with MPI_COMM_SELF.
+//
+// Findings (abort): a crash, an exception other than dct's Error, an error code other than a
+// DCT_ERR_CKPT_* one; an accepted file whose metadata break the reader's promises (ranks >= 1,
+// count >= 0, element_size 4 or 8, calls >= 0, one finite tau >= 0 and one checksum per rank);
+// a residual row read into a buffer of exactly count * element_size bytes (ASan) that does
+// not match its checksum; an accepted value other than the one written (for the attributes
+// written in a type HDF5 converts exactly); a fully valid file (the writer's types, format 2,
+// consistent ranks and shapes, correct checksums) refused or read back different; an HDF5
+// identifier (file, group, dataset, attribute, dataspace, type, property list) left open.
+//
+// Input (bytes that run out read as zero: an empty input is a valid 1-rank checkpoint):
+//   [rows u8] rows = 1 + rows % 8 written per dataset; [requests u8] 1 + requests % 3;
+//   attributes format, format_version, dct_version, ranks: each a field (below);
+//   [group u8] /requests: 0 a group; 1 missing; 2 a dataset; 3-7 a group that also holds a
+//     dataset, a dangling soft link, a soft link to the first request, an external link to a
+//     missing file, a hard link to the first request;
+//   per request: [flags u8] bit 0: double (else float); bit 1: has a residual; bit 2: taus
+//     are raw 64-bit patterns (else u16 / 1024); bit 3: a fuzzed name [length u8 % 13][bytes];
+//     [count u8] % 65; [data seed u16]; [calls u16]; then the fields kind, count, element_size,
+//     datatype, calls, density, interval, algorithm, has_residual; [tau form u8] and per row
+//     [u16] or [u64]; [checksum form u8]; [residual form u8] (see the functions below).
+//   A field is [how u8]: how & 7 is its form (0: as the writer writes it; 1: missing; 2-5:
+//   other HDF5 types; 6: two elements; 7: a null dataspace) and how & 8 says that a value of
+//   its own follows ([i64], [u64 bit pattern of a double], or [length u8 % 25][bytes]).
+// The seed corpus, corpus/checkpoint_header/, is written by checkpoint_header_seeds.py (valid
+// checkpoints of 1 and 3 ranks, float and double, with and without residual; the inputs of the
+// reader bugs this harness found). HDF5 opens serial files without MPI_Init.
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint.hpp"
+#include "checkpoint_format.hpp"
+#include "error.hpp"
+#include "fuzz_input.hpp"
+
+namespace {
+
+namespace h5 = dct::detail::h5;
+using dct::detail::row_checksum;
+using dct::fuzz::Input;
+
+void check(bool condition, const char *what) {
+  if (condition) return;
+  std::fprintf(stderr, "fuzz_checkpoint_header: %s\n", what);
+  std::abort();
+}
+
+/// An HDF5 identifier closed at scope exit (negative: creating it failed).
+class Id {
+ public:
+  Id(hid_t id, herr_t (*closer)(hid_t)) : id_(id), close_(closer) {}
+  ~Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  Id(const Id &) = delete;
+  Id &operator=(const Id &) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+enum Form : unsigned { kWriters = 0, kMissing = 1, kTwoElements = 6, kNullSpace = 7 };
+
+/// The dataspace of an attribute of form `form`: scalar, two elements or null.
+hid_t attribute_space(unsigned form) {
+  if (form == kNullSpace) return H5Screate(H5S_NULL);
+  if (form != kTwoElements) return H5Screate(H5S_SCALAR);
+  const hsize_t two = 2;
+  return H5Screate_simple(1, &two, nullptr);
+}
+
+/// Writes attribute `name` of type `stored` from `value` in memory type `memory` (two copies
+/// for form kTwoElements); false if HDF5 refused.
+bool put_attribute(hid_t object, const char *name, hid_t stored, hid_t memory, unsigned form,
+                   const void *value) {
+  Id space(attribute_space(form), H5Sclose);
+  if (!space.ok()) return false;
+  Id attribute(H5Acreate2(object, name, stored, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  return attribute.ok() && H5Awrite(attribute.get(), memory, value) >= 0;
+}
+
+/// A fixed-length string type of `size` bytes with padding `pad`.
+hid_t string_type(std::size_t size, H5T_str_t pad) {
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  if (type >= 0 &&
+      (H5Tset_size(type, std::max<std::size_t>(size, 1)) < 0 || H5Tset_strpad(type, pad) < 0)) {
+    H5Tclose(type);
+    return -1;
+  }
+  return type;
+}
+
+bool put_string(hid_t object, const char *name, const std::string &value, unsigned form,
+                H5T_str_t pad = H5T_STR_NULLPAD, std::size_t extra = 0) {
+  Id type(string_type(value.size() + extra, pad), H5Tclose);
+  if (!type.ok()) return false;
+  std::string padded = value;  // two copies, each of the type's size
+  padded.resize(H5Tget_size(type.get()), pad == H5T_STR_SPACEPAD ? ' ' : '\0');
+  padded += padded;
+  return put_attribute(object, name, type.get(), type.get(), form, padded.data());
+}
+
+/// What was written for an attribute: whether it exists, whether the reader must read exactly
+/// `value` if it accepts the file, whether it is what the writer writes.
+template <typename Value>
+struct Field {
+  Value value{};
+  bool present = false;
+  bool exact = false;
+  bool writers = false;
+};
+
+std::string take_string(Input &in, std::size_t longest) {
+  std::string value(in.take<std::uint8_t>() % (longest + 1), '\0');
+  for (char &c : value) c = static_cast<char>(in.take<std::uint8_t>());
+  return value;
+}
+
+/// The value a fixed-length, null-padded string attribute holding `value` reads back as.
+std::string up_to_nul(const std::string &value) {
+  return value.substr(0, value.find('\0'));
+}
+
+Field<std::int64_t> put_int(Input &in, hid_t object, const char *name, std::int64_t value) {
+  const unsigned how = in.take<std::uint8_t>();
+  if (how & 8) value = static_cast<std::int64_t>(in.take<std::uint64_t>());
+  Field<std::int64_t> field;
+  field.value = value;
+  const std::int64_t two[2] = {value, value};
+  switch (how & 7) {
+    case kWriters:
+      try {
+        h5::write_attribute(object, name, value);
+        field.present = field.exact = field.writers = true;
+      } catch (const dct::detail::Error &) {
+      }
+      return field;
+    case kMissing:
+      return field;
+    case 2:
+      field.present = put_string(object, name, std::to_string(value), 0);
+      return field;
+    case 3:  // HDF5 converts: a double
+      field.present = put_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_INT64, 0, two);
+      return field;
+    case 4:  // a 32-bit integer, exact if the value fits (HDF5 clamps it otherwise)
+      field.present = put_attribute(object, name, H5T_STD_I32LE, H5T_NATIVE_INT64, 0, two);
+      field.exact = field.present && value >= INT32_MIN && value <= INT32_MAX;
+      return field;
+    case 5:  // big endian: exact
+      field.present = field.exact =
+          put_attribute(object, name, H5T_STD_I64BE, H5T_NATIVE_INT64, 0, two);
+      return field;
+    default:  // two elements, or none
+      field.present = put_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, how & 7, two);
+      return field;
+  }
+}
+
+Field<double> put_double(Input &in, hid_t object, const char *name, double value) {
+  const unsigned how = in.take<std::uint8_t>();
+  if (how & 8) {
+    const std::uint64_t bits = in.take<std::uint64_t>();
+    std::memcpy(&value, &bits, sizeof value);
+  }
+  Field<double> field;
+  field.value = value;
+  const double two[2] = {value, value};
+  switch (how & 7) {
+    case kWriters:
+      try {
+        h5::write_attribute(object, name, value);
+        field.present = field.exact = field.writers = true;
+      } catch (const dct::detail::Error &) {
+      }
+      return field;
+    case kMissing:
+      return field;
+    case 2:
+      field.present = put_string(object, name, std::to_string(value), 0);
+      return field;
+    case 3:  // HDF5 converts (and clamps): an integer
+      field.present = put_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_DOUBLE, 0, two);
+      return field;
+    case 4:  // a float
+      field.present = put_attribute(object, name, H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, 0, two);
+      return field;
+    case 5:  // big endian: exact
+      field.present = field.exact =
+          put_attribute(object, name, H5T_IEEE_F64BE, H5T_NATIVE_DOUBLE, 0, two);
+      return field;
+    default:
+      field.present = put_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, how & 7, two);
+      return field;
+  }
+}
+
+/// `value` is what the reader must read: the written string up to its first NUL.
+Field<std::string> put_text(Input &in, hid_t object, const char *name, std::string value) {
+  const unsigned how = in.take<std::uint8_t>();
+  if (how & 8) value = take_string(in, 24);
+  Field<std::string> field;
+  field.value = up_to_nul(value);
+  switch (how & 7) {
+    case kWriters:
+      try {
+        h5::write_attribute(object, name, value);
+        field.present = field.exact = field.writers = true;
+      } catch (const dct::detail::Error &) {
+      }
+      return field;
+    case kMissing:
+      return field;
+    case 2: {  // an integer
+      const std::int64_t two[2] = {7, 7};
+      field.present = put_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, two);
+      return field;
+    }
+    case 3: {  // a variable-length string
+      Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+      const std::string text = field.value;
+      const char *data = text.c_str();
+      field.present = type.ok() && H5Tset_size(type.get(), H5T_VARIABLE) >= 0 &&
+                      put_attribute(object, name, type.get(), type.get(), 0, &data);
+      return field;
+    }
+    case 4:  // space padded, three spaces longer
+      field.present = put_string(object, name, value, 0, H5T_STR_SPACEPAD, 3);
+      return field;
+    case 5:  // null terminated, one byte longer: reads back the same
+      field.present = field.exact = put_string(object, name, value, 0, H5T_STR_NULLTERM, 1);
+      return field;
+    default:
+      field.present = put_string(object, name, value, how & 7);
+      return field;
+  }
+}
+
+/// Creates dataset `name` of `ndims` dimensions `dims` and type `stored`, and writes `data` (in
+/// memory type `memory`, as many elements as the dims hold) unless it is null.
+bool put_dataset(hid_t group, const char *name, hid_t stored, hid_t memory, int ndims,
+                 const hsize_t *dims, const void *data, hid_t create = H5P_DEFAULT) {
+  Id space(ndims == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(ndims, dims, nullptr), H5Sclose);
+  if (!space.ok()) return false;
+  Id dataset(H5Dcreate2(group, name, stored, space.get(), H5P_DEFAULT, create, H5P_DEFAULT),
+             H5Dclose);
+  if (!dataset.ok()) return false;
+  return data == nullptr ||
+         H5Dwrite(dataset.get(), memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+}
+
+/// One request as written, and what the reader must make of it.
+struct Request {
+  std::string name;
+  bool created = false;
+  int data_element_size = 4;  // of the residual rows written
+  bool data_residual = false;
+  std::int64_t data_count = 0;
+  std::vector<std::vector<std::byte>> rows;  // the residual rows written, as bytes
+  Field<std::string> kind, algorithm;
+  Field<std::int64_t> count, element_size, calls, interval, has_residual;
+  Field<double> density;
+  std::vector<double> tau;               // one per row written
+  std::vector<std::uint32_t> checksums;  // one per row written
+  bool valid = false;
+};
+
+struct Checkpoint {
+  int rows = 1;
+  bool group_exists = false;
+  Field<std::string> format, dct_version;
+  Field<std::int64_t> format_version, ranks;
+  std::vector<Request> requests;
+  bool valid = false;
+};
+
+/// Writes the taus of `request` as dataset "tau"; true if written as the writer does.
+bool put_tau(Input &in, unsigned form, hid_t group, const Request &request, int rows) {
+  const hsize_t n = static_cast<hsize_t>(rows);
+  std::vector<double> values = request.tau;
+  switch (form) {
+    case kWriters:
+      return put_dataset(group, "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &n, values.data());
+    case kMissing:
+      return false;
+    case 2:  // another length
+    {
+      const hsize_t length = in.take<std::uint8_t>() % 10;
+      values.resize(std::max<hsize_t>(length, 1), 0.5);
+      put_dataset(group, "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &length, values.data());
+      return false;
+    }
+    case 3:  // floats
+      put_dataset(group, "tau", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, 1, &n, values.data());
+      return false;
+    case 4: {  // [rows, 1]
+      const hsize_t dims[2] = {n, 1};
+      put_dataset(group, "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, values.data());
+      return false;
+    }
+    case 5: {  // strings
+      Id type(string_type(8, H5T_STR_NULLPAD), H5Tclose);
+      std::vector<char> text(values.size() * 8, '1');
+      if (type.ok()) put_dataset(group, "tau", type.get(), type.get(), 1, &n, text.data());
+      return false;
+    }
+    case 6:  // integers (HDF5 converts and clamps)
+      put_dataset(group, "tau", H5T_STD_I64LE, H5T_NATIVE_DOUBLE, 1, &n, values.data());
+      return false;
+    default:  // a scalar
+      put_dataset(group, "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, nullptr, values.data());
+      return false;
+  }
+}
+
+/// Writes dataset "checksum"; true if it holds the correct format-2 checksums as the writer
+/// writes them. request.checksums becomes the correct ones.
+bool put_checksums(Input &in, hid_t group, Request &request, int rows) {
+  const unsigned form = in.take<std::uint8_t>() % 8;
+  const hsize_t n = static_cast<hsize_t>(rows);
+  for (int r = 0; r < rows; ++r) {
+    const auto &row = request.rows[static_cast<std::size_t>(r)];
+    request.checksums.push_back(row_checksum(
+        request.data_residual ? row.data() : nullptr, request.data_residual ? row.size() : 0,
+        request.tau[static_cast<std::size_t>(r)], request.calls.value));
+  }
+  std::vector<std::uint32_t> values = request.checksums;
+  values.push_back(values.back());  // room for form 5
+  switch (form) {
+    case kWriters:
+      return put_dataset(group, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &n, values.data());
+    case kMissing:
+      return false;
+    case 2:  // fuzzed
+      for (std::uint32_t &value : values) value = in.take<std::uint32_t>();
+      break;
+    case 3:  // format 1: the residual's CRC alone, 0 without one
+      for (int r = 0; r < rows; ++r) {
+        const auto &row = request.rows[static_cast<std::size_t>(r)];
+        values[static_cast<std::size_t>(r)] =
+            request.data_residual ? dct::detail::checksum(row.data(), row.size()) : 0;
+      }
+      break;
+    case 4:  // 64-bit integers
+      put_dataset(group, "checksum", H5T_STD_I64LE, H5T_NATIVE_UINT32, 1, &n, values.data());
+      return false;
+    case 5: {  // one more
+      const hsize_t more = n + 1;
+      put_dataset(group, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &more, values.data());
+      return false;
+    }
+    case 6: {  // strings
+      Id type(string_type(4, H5T_STR_NULLPAD), H5Tclose);
+      if (type.ok()) put_dataset(group, "checksum", type.get(), type.get(), 1, &n, values.data());
+      return false;
+    }
+    default:  // a scalar
+      put_dataset(group, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, 0, nullptr, values.data());
+      return false;
+  }
+  put_dataset(group, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &n, values.data());
+  return std::equal(request.checksums.begin(), request.checksums.end(), values.begin());
+}
+
+/// Writes dataset "residual"; true if written as the writer does (or absent without one).
+bool put_residual(Input &in, hid_t group, const Request &request, int rows) {
+  const unsigned form = in.take<std::uint8_t>() % 8;
+  const int size = request.data_element_size;
+  const hsize_t count = static_cast<hsize_t>(request.data_count);
+  const hsize_t dims[2] = {static_cast<hsize_t>(rows), count};
+  std::vector<std::byte> all;
+  for (const auto &row : request.rows) all.insert(all.end(), row.begin(), row.end());
+  if (all.empty()) all.resize(8);
+  const hid_t memory = h5::memory_type(size);
+  if (form == kWriters || form == kMissing) {
+    if (!request.data_residual || form == kMissing) return !request.data_residual;
+    return put_dataset(group, "residual", h5::file_type(size), memory, 2, dims, all.data());
+  }
+  switch (form) {
+    case 2: {  // other dimensions, filled with the rows' bytes as far as they go
+      const hsize_t other[2] = {in.take<std::uint8_t>() % 10u, in.take<std::uint8_t>() % 66u};
+      all.resize(std::max<std::size_t>(other[0] * other[1] * size, all.size()));
+      put_dataset(group, "residual", h5::file_type(size), memory, 2, other, all.data());
+      break;
+    }
+    case 3: {  // one dimension
+      const hsize_t n = dims[0] * dims[1];
+      put_dataset(group, "residual", h5::file_type(size), memory, 1, &n, all.data());
+      break;
+    }
+    case 4:  // the other floating-point type (HDF5 converts; exact from float to double)
+      put_dataset(group, "residual", h5::file_type(12 - size), memory, 2, dims, all.data());
+      break;
+    case 5:  // 32-bit integers (HDF5 converts and clamps)
+      put_dataset(group, "residual", H5T_STD_I32LE, memory, 2, dims, all.data());
+      break;
+    case 6: {  // strings of the element's size
+      Id type(string_type(static_cast<std::size_t>(size), H5T_STR_NULLPAD), H5Tclose);
+      if (type.ok()) put_dataset(group, "residual", type.get(), type.get(), 2, dims, all.data());
+      break;
+    }
+    default: {  // chunked, compressed: another layout of the same data
+      Id create(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+      const hsize_t chunk[2] = {1, std::max<hsize_t>(count, 1)};
+      if (create.ok() && count > 0 && H5Pset_chunk(create.get(), 2, chunk) >= 0 &&
+          H5Pset_deflate(create.get(), 1) >= 0)
+        put_dataset(group, "residual", h5::file_type(size), memory, 2, dims, all.data(),
+                    create.get());
+      break;
+    }
+  }
+  return false;
+}
+
+std::string request_name(Input &in, bool fuzzed, std::size_t index) {
+  const std::string fallback = "allreduce." + std::to_string(index);
+  if (!fuzzed) return fallback;
+  std::string name = up_to_nul(take_string(in, 12));
+  std::replace(name.begin(), name.end(), '/', '_');  // a path, not a name
+  return name.empty() || name == "." ? fallback : name;
+}
+
+void write_request(Input &in, hid_t requests, Request &request, int rows, std::size_t index) {
+  const unsigned flags = in.take<std::uint8_t>();
+  request.data_element_size = flags & 1 ? 8 : 4;
+  request.data_residual = flags & 2;
+  request.data_count = in.take<std::uint8_t>() % 65;
+  std::mt19937 engine(in.take<std::uint16_t>());
+  const std::int64_t calls = in.take<std::uint16_t>();
+  request.name = request_name(in, flags & 8, index);
+  for (int r = 0; r < rows; ++r) {  // floats, so that a double row converts to float exactly
+    std::vector<std::byte> row(static_cast<std::size_t>(request.data_count) *
+                               static_cast<std::size_t>(request.data_element_size));
+    for (std::int64_t i = 0; i < (request.data_residual ? request.data_count : 0); ++i) {
+      const float value = static_cast<float>(static_cast<std::int32_t>(engine())) / 65536.0f;
+      const double wide = value;
+      std::memcpy(row.data() + i * request.data_element_size,
+                  request.data_element_size == 4 ? static_cast<const void *>(&value) : &wide,
+                  static_cast<std::size_t>(request.data_element_size));
+    }
+    request.rows.push_back(std::move(row));
+  }
+  Id group(H5Gcreate2(requests, request.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+           H5Gclose);
+  request.created = group.ok();  // not if the name repeats one, or HDF5 refuses it
+  if (!request.created) return;
+  const hid_t g = group.get();
+  const bool residual = request.data_residual;
+  request.kind = put_text(in, g, "kind", "allreduce");
+  request.count = put_int(in, g, "count", request.data_count);
+  request.element_size = put_int(in, g, "element_size", request.data_element_size);
+  const Field<std::string> datatype =
+      put_text(in, g, "datatype", request.data_element_size == 4 ? "float" : "double");
+  request.calls = put_int(in, g, "calls", calls);
+  request.density = put_double(in, g, "density", 0.01);
+  request.interval = put_int(in, g, "interval", 1);
+  request.algorithm = put_text(in, g, "algorithm", "auto");
+  request.has_residual = put_int(in, g, "has_residual", residual ? 1 : 0);
+  const unsigned tau_form = in.take<std::uint8_t>() % 8;
+  for (int r = 0; r < rows; ++r) {
+    if (flags & 4) {
+      const std::uint64_t bits = in.take<std::uint64_t>();
+      double tau;
+      std::memcpy(&tau, &bits, sizeof tau);
+      request.tau.push_back(tau);
+    } else {
+      request.tau.push_back(in.take<std::uint16_t>() / 1024.0);
+    }
+  }
+  const bool tau_ok = put_tau(in, tau_form, g, request, rows);
+  const bool checksums_ok = put_checksums(in, g, request, rows);
+  const bool residual_ok = put_residual(in, g, request, rows);
+  bool taus_valid = true;
+  for (double tau : request.tau) taus_valid = taus_valid && std::isfinite(tau) && tau >= 0;
+  // Valid: what the writer writes, consistent with the rows written. (It writes no residual
+  // for count 0.)
+  request.valid =
+      request.kind.writers && request.count.writers && request.element_size.writers &&
+      datatype.writers && request.calls.writers && request.density.writers &&
+      request.interval.writers && request.algorithm.writers && request.has_residual.writers &&
+      tau_ok && checksums_ok && residual_ok && taus_valid && request.calls.value >= 0 &&
+      request.has_residual.value == (residual ? 1 : 0) &&
+      request.element_size.value == request.data_element_size &&
+      request.count.value == request.data_count && !(residual && request.data_count == 0);
+}
+
+/// Extra links in /requests (group form 3-7); false if there are any.
+bool put_links(unsigned form, hid_t file, hid_t requests, const std::vector<Request> &written) {
+  const char *first = nullptr;
+  std::string target;
+  for (const Request &request : written)
+    if (request.created) {
+      target = "/requests/" + request.name;
+      first = target.c_str();
+      break;
+    }
+  switch (form) {
+    case 3: {
+      const hsize_t one = 1;
+      const double value = 1;
+      put_dataset(requests, "~dataset", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &one, &value);
+      return false;
+    }
+    case 4:
+      H5Lcreate_soft("/requests/nowhere", requests, "~dangling", H5P_DEFAULT, H5P_DEFAULT);
+      return false;
+    case 5:
+      if (first) H5Lcreate_soft(first, requests, "~alias", H5P_DEFAULT, H5P_DEFAULT);
+      return false;
+    case 6:
+      H5Lcreate_external("/nonexistent/dct-fuzz.h5", "/requests/x", requests, "~external",
+                         H5P_DEFAULT, H5P_DEFAULT);
+      return false;
+    case 7:
+      if (first) H5Lcreate_hard(file, first, requests, "~hard", H5P_DEFAULT, H5P_DEFAULT);
+      return false;
+    default:
+      return true;
+  }
+}
+
+/// Writes the file at `path` as the input says; what it holds is returned.
+Checkpoint write_checkpoint(Input &in, const std::string &path) {
+  Checkpoint written;
+  written.rows = 1 + in.take<std::uint8_t>() % 8;
+  const std::size_t requests = 1 + in.take<std::uint8_t>() % 3u;
+  // The core driver writes the file in one piece when it is closed.
+  Id access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  check(access.ok() && H5Pset_fapl_core(access.get(), 1 << 16, 1) >= 0, "H5Pset_fapl_core");
+  Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
+  check(file.ok(), "cannot create the temporary file");
+  const hid_t f = file.get();
+  written.format = put_text(in, f, "format", dct::detail::kCheckpointFormatName);
+  written.format_version = put_int(in, f, "format_version", dct::detail::kCheckpointFormatVersion);
+  written.dct_version = put_text(in, f, "dct_version", "0.3.0");
+  written.ranks = put_int(in, f, "ranks", written.rows);
+  const unsigned group_form = in.take<std::uint8_t>() % 8;
+  bool valid = written.format.writers && written.format.value == "dct-checkpoint" &&
+               written.format_version.writers &&
+               written.format_version.value == dct::detail::kCheckpointFormatVersion &&
+               written.dct_version.writers && written.ranks.writers &&
+               written.ranks.value == written.rows && group_form == 0;
+  if (group_form == kMissing) {
+    written.valid = false;
+    return written;
+  }
+  if (group_form == 2) {
+    const hsize_t one = 1;
+    const double value = 1;
+    put_dataset(f, dct::detail::kCheckpointRequestsGroup, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1,
+                &one, &value);
+    written.valid = false;
+    return written;
+  }
+  Id group(
+      H5Gcreate2(f, dct::detail::kCheckpointRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Gclose);
+  check(group.ok(), "cannot create group requests");
+  written.group_exists = true;
+  written.requests.resize(requests);
+  for (std::size_t i = 0; i < requests; ++i)
+    write_request(in, group.get(), written.requests[i], written.rows, i);
+  valid = put_links(group_form, f, group.get(), written.requests) && valid;
+  for (const Request &request : written.requests)
+    valid = valid && (!request.created || request.valid);
+  written.valid = valid;
+  return written;
+}
+
+template <typename Value>
+void check_field(const Field<Value> &field, const Value &read, const char *what) {
+  if (field.exact && !(read == field.value)) {
+    std::fprintf(stderr, "fuzz_checkpoint_header: %s read back differently\n", what);
+    std::abort();
+  }
+}
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+/// The reader accepted the file: its promises, and the values written.
+void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoint &written) {
+  const int ranks = reader.ranks();
+  check(ranks >= 1, "accepted ranks < 1");
+  check(reader.format_version() >= dct::detail::kCheckpointOldestReadableVersion &&
+            reader.format_version() <= dct::detail::kCheckpointFormatVersion,
+        "accepted an unknown format version");
+  check(written.format.present && written.format.value == "dct-checkpoint",
+        "accepted a file that is not a checkpoint");
+  check_field(written.format_version, std::int64_t{reader.format_version()}, "format_version");
+  check_field(written.ranks, std::int64_t{ranks}, "ranks");
+  check_field(written.dct_version, reader.dct_version(), "dct_version");
+  check(written.group_exists, "accepted a file without group requests");
+  std::size_t created = 0;
+  for (const Request &request : written.requests) {
+    if (!request.created) continue;
+    ++created;
+    const dct::detail::SavedRequest *saved = reader.find(request.name);
+    check(saved != nullptr, "a request of the file is missing");
+    check_field(request.kind, saved->kind, "kind");
+    check_field(request.count, saved->count, "count");
+    check_field(request.element_size, std::int64_t{saved->element_size}, "element_size");
+    check_field(request.calls, saved->calls, "calls");
+    check_field(request.interval, saved->interval, "interval");
+    check_field(request.algorithm, saved->algorithm, "algorithm");
+    check(!request.density.exact || same_bits(request.density.value, saved->density),
+          "density read back differently");
+    check(!request.has_residual.exact || (request.has_residual.value != 0) == saved->has_residual,
+          "has_residual read back differently");
+  }
+  for (const dct::detail::SavedRequest &saved : reader.requests()) {
+    check(saved.count >= 0 && (saved.element_size == 4 || saved.element_size == 8),
+          "accepted an invalid count or element size");
+    check(saved.calls >= 0, "accepted a negative call counter");
+    check(saved.tau.size() == static_cast<std::size_t>(ranks) &&
+              saved.checksums.size() == static_cast<std::size_t>(ranks),
+          "accepted a tau or checksum per rank missing");
+    for (double tau : saved.tau) check(std::isfinite(tau) && tau >= 0, "accepted a bad tau");
+    const Request *request = nullptr;
+    for (const Request &candidate : written.requests)
+      if (candidate.created && candidate.name == saved.name) request = &candidate;
+    const bool valid = written.valid && request != nullptr;
+    if (valid) {
+      check(saved.tau.size() == request->tau.size() &&
+                std::equal(saved.tau.begin(), saved.tau.end(), request->tau.begin(), same_bits),
+            "a valid file's taus read back differently");
+      check(saved.checksums == request->checksums,
+            "a valid file's checksums read back differently");
+    }
+    if (!saved.has_residual) {
+      if (reader.format_version() >= 2)
+        for (int r = 0; r < ranks; ++r)
+          check(saved.checksums[static_cast<std::size_t>(r)] ==
+                    row_checksum(nullptr, 0, saved.tau[static_cast<std::size_t>(r)], saved.calls),
+                "accepted a row whose checksum does not match");
+      continue;
+    }
+    const std::size_t bytes =
+        static_cast<std::size_t>(saved.count) * static_cast<std::size_t>(saved.element_size);
+    for (int r = 0; r < ranks; ++r) {
+      // Exactly the row's size, on the heap: ASan sees a byte written past it.
+      std::vector<std::byte> row(bytes);
+      std::byte *out = row.data();
+      std::unique_ptr<std::byte[]> empty;
+      if (bytes == 0) {
+        empty.reset(new std::byte[0]);
+        out = empty.get();
+      }
+      try {
+        reader.read_residual(saved, r, out);
+      } catch (const dct::detail::Error &e) {
+        check(e.code() >= DCT_ERR_CKPT_NOT_FOUND && e.code() <= DCT_ERR_CKPT_IO,
+              "read_residual threw an error code other than a checkpoint one");
+        if (valid) std::fprintf(stderr, "refused: %s\n", e.what());
+        check(!valid, "a valid file's residual was refused");
+        continue;
+      }
+      const std::uint32_t expected =
+          reader.format_version() >= 2
+              ? row_checksum(out, bytes, saved.tau[static_cast<std::size_t>(r)], saved.calls)
+              : dct::detail::checksum(out, bytes);
+      check(expected == saved.checksums[static_cast<std::size_t>(r)],
+            "read_residual accepted a row whose checksum does not match");
+      if (valid)
+        check(bytes == request->rows[static_cast<std::size_t>(r)].size() &&
+                  std::memcmp(out, request->rows[static_cast<std::size_t>(r)].data(), bytes) == 0,
+              "a valid file's residual read back differently");
+    }
+  }
+  if (written.valid) check(reader.requests().size() == created, "a valid file's requests differ");
+}
+
+/// How many HDF5 identifiers of each kind the writer and the reader create are open.
+std::vector<hsize_t> open_identifiers() {
+  std::vector<hsize_t> counts;
+  for (H5I_type_t type :
+       {H5I_FILE, H5I_GROUP, H5I_DATATYPE, H5I_DATASPACE, H5I_DATASET, H5I_ATTR, H5I_GENPROP_LST}) {
+    hsize_t n = 0;
+    if (H5Inmembers(type, &n) < 0) n = 0;  // none of that kind created yet
+    counts.push_back(n);
+  }
+  return counts;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
+  static const std::string path =
+      "/tmp/dct_fuzz_checkpoint_header." + std::to_string(::getpid()) + ".h5";
+  static const bool quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;  // HDF5's prints
+  (void)quiet;
+  const std::vector<hsize_t> identifiers = open_identifiers();
+  Input in(data, size);
+  Checkpoint written;
+  {
+    h5::QuietHdf5 quiet_writes;
+    written = write_checkpoint(in, path);
+  }
+  try {
+    dct::detail::CheckpointReader reader(path, MPI_COMM_SELF);
+    check_accepted(reader, written);
+  } catch (const dct::detail::Error &e) {
+    check(e.code() >= DCT_ERR_CKPT_NOT_FOUND && e.code() <= DCT_ERR_CKPT_IO,
+          "the reader threw an error code other than a checkpoint one");
+    if (written.valid) std::fprintf(stderr, "refused: %s\n", e.what());
+    check(!written.valid, "a valid checkpoint was refused");
+  }
+  std::remove(path.c_str());
+  check(open_identifiers() == identifiers, "an HDF5 identifier was left open");
+  return 0;
+}
