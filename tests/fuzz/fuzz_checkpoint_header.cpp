@@ -143,40 +143,63 @@ std::string up_to_nul(const std::string &value) {
   return value.substr(0, value.find('\0'));
 }
 
-Field<std::int64_t> put_int(Input &in, hid_t object, const char *name, std::int64_t value) {
-  const unsigned how = in.take<std::uint8_t>();
-  if (how & 8) value = static_cast<std::int64_t>(in.take<std::uint64_t>());
-  Field<std::int64_t> field;
+/// Form kWriters: the attribute written by the writer's own function, with `written`.
+template <typename Value, typename Written>
+void put_as_writer(hid_t object, const char *name, const Written &written, Field<Value> &field) {
+  try {
+    h5::write_attribute(object, name, written);
+    field.present = field.exact = field.writers = true;
+  } catch (const dct::detail::Error &) {
+  }
+}
+
+/// Another HDF5 type a number may be stored as (forms 3-5), and whether the reader then reads
+/// the value back exactly.
+struct OtherType {
+  hid_t stored;
+  bool exact;
+};
+
+/// Writes a number attribute in form `how & 7`: the writer's, missing, as a string, as one of
+/// `others`, or in its own type `stored` with two elements or none.
+template <typename Value>
+Field<Value> put_number(unsigned how, hid_t object, const char *name, Value value, hid_t memory,
+                        hid_t stored, const OtherType (&others)[3]) {
+  Field<Value> field;
   field.value = value;
-  const std::int64_t two[2] = {value, value};
+  const Value two[2] = {value, value};
   switch (how & 7) {
     case kWriters:
-      try {
-        h5::write_attribute(object, name, value);
-        field.present = field.exact = field.writers = true;
-      } catch (const dct::detail::Error &) {
-      }
+      put_as_writer(object, name, value, field);
       return field;
     case kMissing:
       return field;
     case 2:
       field.present = put_string(object, name, std::to_string(value), 0);
       return field;
-    case 3:  // HDF5 converts: a double
-      field.present = put_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_INT64, 0, two);
+    case 3:
+    case 4:
+    case 5: {
+      const OtherType &other = others[(how & 7) - 3];
+      field.present = put_attribute(object, name, other.stored, memory, 0, two);
+      field.exact = field.present && other.exact;
       return field;
-    case 4:  // a 32-bit integer, exact if the value fits (HDF5 clamps it otherwise)
-      field.present = put_attribute(object, name, H5T_STD_I32LE, H5T_NATIVE_INT64, 0, two);
-      field.exact = field.present && value >= INT32_MIN && value <= INT32_MAX;
-      return field;
-    case 5:  // big endian: exact
-      field.present = field.exact =
-          put_attribute(object, name, H5T_STD_I64BE, H5T_NATIVE_INT64, 0, two);
-      return field;
+    }
     default:  // two elements, or none
-      field.present = put_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, how & 7, two);
+      field.present = put_attribute(object, name, stored, memory, how & 7, two);
       return field;
   }
+}
+
+Field<std::int64_t> put_int(Input &in, hid_t object, const char *name, std::int64_t value) {
+  const unsigned how = in.take<std::uint8_t>();
+  if (how & 8) value = static_cast<std::int64_t>(in.take<std::uint64_t>());
+  const OtherType others[3] = {
+      {H5T_IEEE_F64LE, false},  // HDF5 converts: a double
+      // a 32-bit integer, exact if the value fits (HDF5 clamps it otherwise)
+      {H5T_STD_I32LE, value >= INT32_MIN && value <= INT32_MAX},
+      {H5T_STD_I64BE, true}};  // big endian: exact
+  return put_number(how, object, name, value, H5T_NATIVE_INT64, H5T_STD_I64LE, others);
 }
 
 Field<double> put_double(Input &in, hid_t object, const char *name, double value) {
@@ -185,36 +208,10 @@ Field<double> put_double(Input &in, hid_t object, const char *name, double value
     const std::uint64_t bits = in.take<std::uint64_t>();
     std::memcpy(&value, &bits, sizeof value);
   }
-  Field<double> field;
-  field.value = value;
-  const double two[2] = {value, value};
-  switch (how & 7) {
-    case kWriters:
-      try {
-        h5::write_attribute(object, name, value);
-        field.present = field.exact = field.writers = true;
-      } catch (const dct::detail::Error &) {
-      }
-      return field;
-    case kMissing:
-      return field;
-    case 2:
-      field.present = put_string(object, name, std::to_string(value), 0);
-      return field;
-    case 3:  // HDF5 converts (and clamps): an integer
-      field.present = put_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_DOUBLE, 0, two);
-      return field;
-    case 4:  // a float
-      field.present = put_attribute(object, name, H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, 0, two);
-      return field;
-    case 5:  // big endian: exact
-      field.present = field.exact =
-          put_attribute(object, name, H5T_IEEE_F64BE, H5T_NATIVE_DOUBLE, 0, two);
-      return field;
-    default:
-      field.present = put_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, how & 7, two);
-      return field;
-  }
+  const OtherType others[3] = {{H5T_STD_I64LE, false},   // HDF5 converts (and clamps): an integer
+                               {H5T_IEEE_F32LE, false},  // a float
+                               {H5T_IEEE_F64BE, true}};  // big endian: exact
+  return put_number(how, object, name, value, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, others);
 }
 
 /// `value` is what the reader must read: the written string up to its first NUL.
@@ -225,11 +222,7 @@ Field<std::string> put_text(Input &in, hid_t object, const char *name, std::stri
   field.value = up_to_nul(value);
   switch (how & 7) {
     case kWriters:
-      try {
-        h5::write_attribute(object, name, value);
-        field.present = field.exact = field.writers = true;
-      } catch (const dct::detail::Error &) {
-      }
+      put_as_writer(object, name, value, field);
       return field;
     case kMissing:
       return field;
