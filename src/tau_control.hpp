@@ -75,6 +75,20 @@ std::size_t count_finite(const T *val, std::size_t m) {
   return count;
 }
 
+/// The floor for the next call, once `finite` (> k) finite candidates came through `floor`:
+/// the aim-th largest finite candidate magnitude (`aim_th()`, asked only when that many came),
+/// else `floor` lowered in proportion to the shortfall (kWiden when only k came). Calls fall
+/// just short of the aim as often as they pass it, and a flat kWiden then let ~7x the aim
+/// through on the next call (a third of the calls on dct-bench's gradients).
+template <typename AimTh>
+double next_floor(double floor, std::size_t finite, std::size_t k, std::size_t aim,
+                  AimTh &&aim_th) {
+  if (aim <= k) return floor * kWiden;
+  if (finite >= aim) return aim_th();
+  const double shortfall = double(aim - finite) / double(aim - k);
+  return floor * (1.0 - (1.0 - kWiden) * shortfall);
+}
+
 /// Trims the m candidates (idx[j], val[j]), in index order, to those whose |val| is at least
 /// the k-th largest finite one. NaN and +-Inf are always kept, as the filter keeps them, and
 /// do not count toward k: they can neither make the threshold infinite nor crowd out the
@@ -98,18 +112,12 @@ Trim trim(Index *idx, T *val, std::size_t m, std::size_t k, std::size_t aim, dou
   const auto larger = [](T a, T b) { return a > b; };
   std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(), larger);
   const T tau = magnitudes[k - 1];
-  if (f >= aim && aim > k) {
+  result.next_floor = next_floor(floor, f, k, aim, [&] {
     // Everything after position k - 1 is <= tau: the aim-th largest is among them.
     std::nth_element(magnitudes.begin() + k, magnitudes.begin() + (aim - 1), magnitudes.end(),
                      larger);
-    result.next_floor = static_cast<double>(magnitudes[aim - 1]);
-  } else if (aim > k) {
-    // Short of the aim but above k: lowered in proportion to the shortfall (0.8x when only k
-    // came). Calls fall just short of the aim as often as they pass it, and a flat 0.8x then
-    // let ~7x the aim through on the next call (a third of the calls on dct-bench's gradients).
-    const double shortfall = double(aim - f) / double(aim - k);
-    result.next_floor = floor * (1.0 - (1.0 - kWiden) * shortfall);
-  }
+    return static_cast<double>(magnitudes[aim - 1]);
+  });
   std::size_t kept = 0, dropped = 0;
   for (std::size_t j = 0; j < m; ++j) {
     if (!(std::fabs(val[j]) < tau)) {  // the filter's keep rule (NaN, Inf kept)
