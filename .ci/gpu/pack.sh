@@ -30,7 +30,12 @@ mkdir -p "$stage/opt/dctdeps/lib" "$stage/opt/dctdeps/bin"
 for file in "${elves[@]}" "${components[@]}" "${programs[@]}"; do
   ldd "$file" 2> /dev/null | awk '/=> \//{print $3}'
 done | sort -u | grep -Ev '/(libopenblas|libnccl|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
-  while read -r lib; do cp -L "$lib" "$stage/opt/dctdeps/lib/"; done
+  while read -r lib; do
+    # The build's own libraries (libdct) stay in the build tree, where its RUNPATH finds them:
+    # a copy in /opt/dctdeps would shadow a newer build tree unpacked on a node that kept it.
+    case "$(realpath "$lib")" in "$(realpath "$build")"/*) continue ;; esac
+    cp -L "$lib" "$stage/opt/dctdeps/lib/"
+  done
 cp "${programs[@]}" "$stage/opt/dctdeps/bin/"
 ln -s orterun "$stage/opt/dctdeps/bin/mpiexec"
 for tree in "$ompi_lib" "$pmix_lib" /usr/share/openmpi /etc/openmpi; do
