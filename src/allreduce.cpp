@@ -244,7 +244,7 @@ class CompressedEngine final : public RequestEngine {
         const T *send = send_;
         if (totals_.calls % config_.interval == 0) send = reestimate(send_, k);
         if (idx_.size() == 0) reserve_entries(k, 0);
-        take_entries(send);
+        take_entries(send, tau_);
         copy_entries_to_host();
       }
     }
@@ -265,17 +265,19 @@ class CompressedEngine final : public RequestEngine {
     const T *send = send_;
     if (totals_.calls == 0) send = reestimate(send_, aim);
     if (idx_.size() == 0) reserve_entries(aim, 0);
-    take_entries(send);
+    take_entries(send, tau_);
     copy_entries_to_host();
-    if (tau_ > T(0) && (kept_ < k || tau_control::count_finite(host_val(), kept_) < k)) {
+    std::size_t finite = tau_control::count_finite(host_val(), kept_);
+    if (tau_ > T(0) && finite < k) {
       // Put them back (the residual holds acc again, exactly) and select the floor anew.
       backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
       kept_ = 0;
       reestimate(nullptr, aim);
-      take_entries(nullptr);
+      take_entries(nullptr, tau_);
       copy_entries_to_host();
+      finite = tau_control::count_finite(host_val(), kept_);
     }
-    const tau_control::Trim trim = trim_to(k, aim);
+    const tau_control::Trim trim = trim_to(k, aim, finite);
     call_tau_ = trim.tau;
     next_floor_ = static_cast<T>(trim.next_floor);
   }
@@ -283,8 +285,9 @@ class CompressedEngine final : public RequestEngine {
   // Keeps the top k of the kept_ candidates (tau_control::trim) and puts the others back into
   // the residual. Host work on the entries only (GPU backends: trim_on_device). The host
   // copies are up to date.
-  tau_control::Trim trim_to(std::size_t k, std::size_t aim) {
-    if (staged_ && !rounds_values()) return trim_on_device(k, aim);
+  // `finite`: how many of the candidates are finite.
+  tau_control::Trim trim_to(std::size_t k, std::size_t aim, std::size_t finite) {
+    if (staged_ && !rounds_values()) return trim_on_device(k, aim, finite);
     const std::size_t m = kept_;
     dropped_idx_.resize(m > k ? m - k : 0);
     dropped_val_.resize(dropped_idx_.size());
@@ -326,11 +329,9 @@ class CompressedEngine final : public RequestEngine {
   // tau (every entry at or above the floor is a candidate, so it is the k-th largest candidate,
   // and the aim-th likewise), and the filter at tau takes the entries the host trim keeps, in
   // index order: the same bits as a host request (mpi.device_buffers).
-  tau_control::Trim trim_on_device(std::size_t k, std::size_t aim) {
+  tau_control::Trim trim_on_device(std::size_t k, std::size_t aim, std::size_t finite) {
     const std::size_t m = kept_;
-    tau_control::Trim trim{m, static_cast<double>(tau_),
-                           static_cast<double>(tau_) * tau_control::kWiden};
-    const std::size_t finite = m > k ? tau_control::count_finite(host_val(), m) : m;
+    tau_control::Trim trim = tau_control::untrimmed(m, static_cast<double>(tau_));
     if (finite <= k) return trim;
     const std::size_t non_finite = m - finite, n = elements();
     backend_->scatter_add(idx_.data(), val_.data(), m, residual_.data(), stream_);
@@ -340,15 +341,7 @@ class CompressedEngine final : public RequestEngine {
       return static_cast<double>(
           backend_->kth_largest_abs(nullptr, residual_.data(), n, aim + non_finite, stream_));
     });
-    const T floor = tau_;
-    tau_ = tau;
-    try {
-      take_entries(nullptr);
-    } catch (...) {
-      tau_ = floor;
-      throw;
-    }
-    tau_ = floor;
+    take_entries(nullptr, tau);
     copy_entries_to_host();
     trim.kept = kept_;
     trim.tau = static_cast<double>(tau);
@@ -375,7 +368,7 @@ class CompressedEngine final : public RequestEngine {
     status_.tau_reestimated = 1;
     if (tau_control::finite(tau_)) return send;
     tau_ = std::numeric_limits<T>::infinity();
-    take_entries(send);
+    take_entries(send, tau_);
     const std::size_t non_finite = kept_;
     backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
     kept_ = 0;
@@ -385,18 +378,18 @@ class CompressedEngine final : public RequestEngine {
     return nullptr;
   }
 
-  // The fused filter of acc = send + residual (send nullptr: the residual alone) with tau_
-  // into idx_/val_, growing them when more entries pass than they hold.
-  void take_entries(const T *send) {
+  // The fused filter of acc = send + residual (send nullptr: the residual alone) with
+  // `threshold` into idx_/val_, growing them when more entries pass than they hold.
+  void take_entries(const T *send, T threshold) {
     const std::size_t n = elements();
     const std::size_t capacity = idx_.size();
-    const std::size_t found = backend_->filter(send, residual_.data(), n, tau_, config_.values,
+    const std::size_t found = backend_->filter(send, residual_.data(), n, threshold, config_.values,
                                                idx_.data(), val_.data(), capacity, stream_);
     kept_ = found < capacity ? found : capacity;
     if (found > capacity) {
       // The entries past the capacity were left in the residual; collect them in a second pass.
       reserve_entries(found, capacity);
-      kept_ += backend_->filter(static_cast<const T *>(nullptr), residual_.data(), n, tau_,
+      kept_ += backend_->filter(static_cast<const T *>(nullptr), residual_.data(), n, threshold,
                                 config_.values, idx_.data() + capacity, val_.data() + capacity,
                                 found - capacity, stream_);
       require(kept_ == found, DCT_ERR_INTERNAL, "filter overflow pass lost entries");

@@ -61,6 +61,12 @@ struct Trim {
   double next_floor = 0;  ///< the floor for the next call
 };
 
+/// Nothing trimmed: all m candidates kept at the `floor` that admitted them, and the next
+/// floor widened (kWiden).
+inline Trim untrimmed(std::size_t m, double floor) {
+  return Trim{m, floor, floor * kWiden};
+}
+
 /// Whether `v` is a number (not NaN, not +-Inf).
 template <typename T>
 inline bool finite(T v) {
@@ -99,10 +105,7 @@ double next_floor(double floor, std::size_t finite, std::size_t k, std::size_t a
 template <typename T, typename Index>
 Trim trim(Index *idx, T *val, std::size_t m, std::size_t k, std::size_t aim, double floor,
           std::vector<T> &magnitudes, Index *dropped_idx, T *dropped_val) {
-  Trim result;
-  result.kept = m;
-  result.tau = floor;
-  result.next_floor = floor * kWiden;
+  Trim result = untrimmed(m, floor);
   if (m <= k) return result;
   magnitudes.clear();
   for (std::size_t j = 0; j < m; ++j)
