@@ -98,26 +98,6 @@ module dct
       integer(c_int), value :: datatype, op, comm, info
       type(dct_request) :: request
     end function
-    integer(c_int) function c_alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, &
-                                             rdispls, datatype, comm, info, request) &
-        bind(C, name='dct_f_alltoallv_init')
-      import :: c_int, dct_request
-      type(*), dimension(..), intent(in), asynchronous :: sendbuf
-      integer(c_int), intent(in) :: sendcounts(*), sdispls(*), recvcounts(*), rdispls(*)
-      type(*), dimension(..), asynchronous :: recvbuf
-      integer(c_int), value :: datatype, comm, info
-      type(dct_request) :: request
-    end function
-    integer(c_int) function c_alltoallv_backward_init(forward, sendbuf, sendcounts, sdispls, &
-                                                      recvbuf, recvcounts, rdispls, request) &
-        bind(C, name='dct_f_alltoallv_backward_init')
-      import :: c_int, c_ptr, dct_request
-      type(c_ptr), value :: forward
-      type(*), dimension(..), intent(in), asynchronous :: sendbuf
-      integer(c_int), intent(in) :: sendcounts(*), sdispls(*), recvcounts(*), rdispls(*)
-      type(*), dimension(..), asynchronous :: recvbuf
-      type(dct_request) :: request
-    end function
     integer(c_int) function c_alltoallv_init_c(sendbuf, sendcounts, sdispls, recvbuf, &
                                                recvcounts, rdispls, datatype, comm, info, &
                                                request) bind(C, name='dct_f_alltoallv_init_c')
@@ -286,10 +266,11 @@ contains
     integer, intent(in) :: datatype, comm, info
     type(dct_request), intent(out) :: request
     integer, optional, intent(out) :: ierror
-    ! Copies of kind c_int: the C side reads one int per rank whatever the default integer.
-    call finish(c_alltoallv_init(sendbuf, int(sendcounts, c_int), int(sdispls, c_int), recvbuf, &
-                                 int(recvcounts, c_int), int(rdispls, c_int), datatype, comm, &
-                                 info, request), ierror)
+    ! One path, as in C: the large-count form's, with the arrays widened.
+    call alltoallv_init_c_int(sendbuf, int(sendcounts, MPI_COUNT_KIND), &
+                              int(sdispls, MPI_ADDRESS_KIND), recvbuf, &
+                              int(recvcounts, MPI_COUNT_KIND), int(rdispls, MPI_ADDRESS_KIND), &
+                              datatype, comm, info, request, ierror)
   end subroutine alltoallv_init_int
 
   !> DCT_Alltoallv_backward_init: the gradients of the entries `forward` kept, the other way.
@@ -301,9 +282,10 @@ contains
     type(*), dimension(..), asynchronous :: recvbuf
     type(dct_request), intent(out) :: request
     integer, optional, intent(out) :: ierror
-    call finish(c_alltoallv_backward_init(forward%handle, sendbuf, int(sendcounts, c_int), &
-                                          int(sdispls, c_int), recvbuf, int(recvcounts, c_int), &
-                                          int(rdispls, c_int), request), ierror)
+    call dct_alltoallv_backward_init_c(forward, sendbuf, int(sendcounts, MPI_COUNT_KIND), &
+                                       int(sdispls, MPI_ADDRESS_KIND), recvbuf, &
+                                       int(recvcounts, MPI_COUNT_KIND), &
+                                       int(rdispls, MPI_ADDRESS_KIND), request, ierror)
   end subroutine dct_alltoallv_backward_init
 
   !> DCT_Alltoallv_init_c, the large-count form (MPI-4's): counts integer(MPI_COUNT_KIND),
