@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "alltoallv_exchange.hpp"
 #include "alltoallv_validate.hpp"
 #include "error.hpp"
 #include "error_bounded.hpp"
@@ -20,13 +21,11 @@
 namespace dct::detail {
 
 MessageUnits::MessageUnits(const std::vector<std::size_t> &units)
-    : counts(units.size()), displs(units.size()) {
+    : counts(units), displs(units.size()) {
   for (std::size_t j = 0; j < units.size(); ++j) {
-    counts[j] = wire::mpi_units(units[j]);
-    displs[j] = wire::mpi_units(total);
+    displs[j] = total;
     total += units[j];
   }
-  static_cast<void>(wire::mpi_units(total));  // displacements must fit an int too
 }
 
 std::size_t MessageUnits::of(std::size_t bytes) {
@@ -53,18 +52,16 @@ struct MaskState {
 
 using peer::ForwardAnnouncement;
 
-std::size_t units_of(std::size_t bytes) {
-  return MessageUnits::of(bytes);
-}
-
 /// What forward and backward requests have in common: shape, layout, engine plumbing.
 class MpEngine : public RequestEngine {
  public:
   MpEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,
-           const Config &config, Layout layout, std::shared_ptr<MaskState> state)
+           const Config &config, Layout layout, std::shared_ptr<MaskState> state,
+           std::shared_ptr<const ExchangePlan> plan)
       : RequestEngine(std::move(context), count, element_size, config),
         layout_(std::move(layout)),
-        state_(std::move(state)) {
+        state_(std::move(state)),
+        plan_(std::move(plan)) {
     format_.d = static_cast<std::size_t>(config.row_length);
     format_.value_bytes = value_bytes(config.values, static_cast<std::size_t>(element_size));
   }
@@ -77,19 +74,20 @@ class MpEngine : public RequestEngine {
 
   const Layout &layout() const { return layout_; }
   const std::shared_ptr<MaskState> &state() const { return state_; }
+  const std::shared_ptr<const ExchangePlan> &plan() const { return plan_; }
   const std::shared_ptr<CommContext> &shared_context() const { return context_; }
 
  protected:
   int ranks() const { return context_->size(); }
   int rank() const { return context_->rank(); }
-  std::size_t rows(int count) const { return static_cast<std::size_t>(count) / format_.d; }
+  std::size_t rows(MPI_Count count) const { return static_cast<std::size_t>(count) / format_.d; }
 
   /// Elements this rank's dense blocks to other ranks hold, in bytes (what MPI_Alltoallv
   /// would send).
-  MPI_Count dense_bytes(const std::vector<int> &counts) const {
+  MPI_Count dense_bytes(const std::vector<MPI_Count> &counts) const {
     MPI_Count bytes = 0;
     for (int j = 0; j < ranks(); ++j)
-      if (j != rank()) bytes += MPI_Count(counts[j]) * element_size_;
+      if (j != rank()) bytes += counts[j] * element_size_;
     return bytes;
   }
 
@@ -99,10 +97,9 @@ class MpEngine : public RequestEngine {
                 std::vector<std::uint64_t> &in, const Units &in_units) {
     out.resize(std::max<std::size_t>(out_units.total, 1));
     in.resize(std::max<std::size_t>(in_units.total, 1));
-    check_mpi(MPI_Alltoallv(out.data(), out_units.counts.data(), out_units.displs.data(),
-                            MPI_UINT64_T, in.data(), in_units.counts.data(), in_units.displs.data(),
-                            MPI_UINT64_T, comm()),
-              "MPI_Alltoallv");
+    exchange_blocks(*plan_, Blocks{out.data(), out_units.counts, out_units.displs},
+                    Blocks{in.data(), in_units.counts, in_units.displs}, MPI_UINT64_T,
+                    wire::kUnitBytes, comm());
     for (int j = 0; j < ranks(); ++j) {
       if (j == rank()) continue;
       status_.bytes_sent += MPI_Count(out_units.counts[j]) * MPI_Count(wire::kUnitBytes);
@@ -112,6 +109,7 @@ class MpEngine : public RequestEngine {
 
   Layout layout_;
   std::shared_ptr<MaskState> state_;
+  std::shared_ptr<const ExchangePlan> plan_;  // agreed at the forward's init
   RowFormat format_;
   std::vector<std::uint64_t> out_, in_;  // message buffers, reused by every call
 };
@@ -121,9 +119,9 @@ template <typename T>
 class ForwardEngine final : public MpEngine {
  public:
   ForwardEngine(std::shared_ptr<CommContext> context, const AlltoallvArgs &args,
-                const Config &config, MPI_Count count)
+                const Config &config, MPI_Count count, std::shared_ptr<const ExchangePlan> plan)
       : MpEngine(std::move(context), count, sizeof(T), config, Layout(args, context_size(args)),
-                 std::make_shared<MaskState>()) {}
+                 std::make_shared<MaskState>(), std::move(plan)) {}
 
   const char *kind() const override { return "alltoallv"; }
 
@@ -286,7 +284,7 @@ class ForwardEngine final : public MpEngine {
       h[kNnz] = static_cast<std::int64_t>(out_shapes[j].nnz);
       h[kUniform] = out_shapes[j].uniform;
       h[kBytes] = static_cast<std::int64_t>(out_shapes[j].bytes);
-      out_units[j] = units_of(out_shapes[j].bytes);
+      out_units[j] = Units::of(out_shapes[j].bytes);
     }
     const Units out_layout(out_units);
     std::vector<std::uint64_t> &out = out_;
@@ -311,7 +309,7 @@ class ForwardEngine final : public MpEngine {
       // than the rows this rank expects could take; a liar is rejected by validate().
       shapes[j] = peer::read_forward_header(&header_in[j * kWords], format_.d, format,
                                             format_.max_message_bytes(rows(layout_.recvcounts[j])));
-      in_units[j] = units_of(shapes[j].receive);
+      in_units[j] = Units::of(shapes[j].receive);
     }
     in_units_ = std::make_unique<Units>(in_units);
     exchange(out, out_layout, in, *in_units_);
@@ -359,7 +357,7 @@ class BackwardEngine final : public MpEngine {
  public:
   BackwardEngine(const MpEngine &forward, Layout layout, MPI_Count count)
       : MpEngine(forward.shared_context(), count, sizeof(T), forward.config(), std::move(layout),
-                 forward.state()) {}
+                 forward.state(), forward.plan()) {}
 
   const char *kind() const override { return "alltoallv_backward"; }
 
@@ -382,8 +380,8 @@ class BackwardEngine final : public MpEngine {
     std::vector<std::size_t> out_units(p), in_units(p);
     MPI_Count kept = 0, arrived = 0;
     for (std::size_t j = 0; j < p; ++j) {
-      out_units[j] = units_of(out_masks[j].kept() * format_.value_bytes);
-      in_units[j] = units_of(in_masks[j].kept() * format_.value_bytes);
+      out_units[j] = Units::of(out_masks[j].kept() * format_.value_bytes);
+      in_units[j] = Units::of(in_masks[j].kept() * format_.value_bytes);
       kept += MPI_Count(out_masks[j].kept());
       arrived += MPI_Count(in_masks[j].kept());
     }
@@ -413,15 +411,16 @@ class BackwardEngine final : public MpEngine {
 }  // namespace
 
 std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
-                                                     const Config &config) {
+                                                     const Config &config,
+                                                     std::shared_ptr<const ExchangePlan> plan) {
   std::shared_ptr<CommContext> context = comm_context(args.comm);
   MPI_Count count = 0;
   for (int j = 0; j < context->size(); ++j) count += args.sendcounts[j];
   if (config.mp_compressor == MpCompressor::error_bounded)
-    return make_error_bounded_engine(std::move(context), args, config, count);
+    return make_error_bounded_engine(std::move(context), args, config, count, std::move(plan));
   if (alltoallv_element_size(args.datatype) == 4)
-    return std::make_unique<ForwardEngine<float>>(context, args, config, count);
-  return std::make_unique<ForwardEngine<double>>(context, args, config, count);
+    return std::make_unique<ForwardEngine<float>>(context, args, config, count, std::move(plan));
+  return std::make_unique<ForwardEngine<double>>(context, args, config, count, std::move(plan));
 }
 
 std::unique_ptr<RequestEngine> make_alltoallv_backward(const RequestEngine &forward,
@@ -433,7 +432,8 @@ std::unique_ptr<RequestEngine> make_alltoallv_backward(const RequestEngine &forw
   require(mp != nullptr && is_forward, DCT_ERR_REQUEST,
           "forward is not a request of DCT_Alltoallv_init");
   const int ranks = mp->shared_context()->size();
-  const MPI_Count count = check_backward_args(args, mp->layout(), ranks, mp->config().row_length);
+  const MPI_Count count =
+      check_backward_args(args, mp->layout(), ranks, mp->config().row_length, mp->element_size());
   Layout layout(args, ranks);
   if (mp->element_size() == 4)
     return std::make_unique<BackwardEngine<float>>(*mp, std::move(layout), count);

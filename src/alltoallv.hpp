@@ -20,15 +20,16 @@
 
 namespace dct::detail {
 
-/// Arguments of DCT_Alltoallv_init / DCT_Alltoallv_backward_init as the user gave them.
-/// Counts and displacements are in elements, one per rank of `comm`.
+/// Arguments of DCT_Alltoallv_init_c / DCT_Alltoallv_backward_init_c as the user gave them
+/// (the int entry points widen theirs to these first). Counts and displacements are in
+/// elements, one per rank of `comm`.
 struct AlltoallvArgs {
   const void *sendbuf;
-  const int *sendcounts;
-  const int *sdispls;
+  const MPI_Count *sendcounts;
+  const MPI_Aint *sdispls;
   void *recvbuf;
-  const int *recvcounts;
-  const int *rdispls;
+  const MPI_Count *recvcounts;
+  const MPI_Aint *rdispls;
   MPI_Datatype datatype;
   MPI_Comm comm;
 };
@@ -36,20 +37,19 @@ struct AlltoallvArgs {
 /// Counts and displacements (elements), one per rank, copied at init: MPI-style requests
 /// must not depend on the caller keeping its arrays alive.
 struct AlltoallvLayout {
-  std::vector<int> sendcounts, sdispls, recvcounts, rdispls;
+  std::vector<MPI_Count> sendcounts, recvcounts;
+  std::vector<MPI_Aint> sdispls, rdispls;
   AlltoallvLayout(const AlltoallvArgs &args, int ranks)
       : sendcounts(args.sendcounts, args.sendcounts + ranks),
-        sdispls(args.sdispls, args.sdispls + ranks),
         recvcounts(args.recvcounts, args.recvcounts + ranks),
+        sdispls(args.sdispls, args.sdispls + ranks),
         rdispls(args.rdispls, args.rdispls + ranks) {}
 };
 
-/// Per-rank message sizes in 8-byte units, as the int counts and displacements MPI takes.
-/// Construction throws DCT_ERR_COUNT past INT_MAX on this rank alone, so the exchanges never
-/// meet that: validate_alltoallv refuses, on every rank alike, a request whose largest
-/// messages would not fit (alltoallv_validate.hpp).
+/// Per-rank message sizes and their offsets in a packed message buffer, in 8-byte units.
+/// Any size: the exchange (alltoallv_exchange.hpp) decides how they travel.
 struct MessageUnits {
-  std::vector<int> counts, displs;
+  std::vector<std::size_t> counts, displs;
   std::size_t total = 0;
 
   explicit MessageUnits(const std::vector<std::size_t> &units);
@@ -60,9 +60,14 @@ struct MessageUnits {
   static std::size_t of(std::size_t bytes);
 };
 
+struct ExchangePlan;
+
 /// A forward request (collective: may duplicate `comm` on first use). `args` validated.
+/// `plan`: how its messages and those of its backward requests travel, set by the init once
+/// the ranks agreed on it (before any call).
 std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
-                                                     const Config &config);
+                                                     const Config &config,
+                                                     std::shared_ptr<const ExchangePlan> plan);
 
 /// The backward request paired with `forward`: `args.comm` and `args.datatype` are ignored
 /// (the forward's are used). Throws DCT_ERR_REQUEST if `forward` is not a DCT-MP forward

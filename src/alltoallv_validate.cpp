@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <limits>
 #include <string>
 
 #include "allreduce.hpp"
@@ -11,17 +12,19 @@
 #include "error_bounded_codec.hpp"
 #include "kernels.hpp"
 #include "row_codec.hpp"
-#include "test_hooks.hpp"
 
 namespace dct::detail {
 namespace {
 
-/// Validates one side's counts and displacements; returns the total of `counts`.
-MPI_Count check_side(const int *counts, const int *displs, const void *buffer, int ranks,
-                     std::int64_t d, const char *counts_name, const char *displs_name,
-                     const char *buffer_name) {
+/// Validates one side's counts and displacements; returns the total of `counts`. Every block
+/// must end, in bytes, within what MPI_Aint addresses (so that no offset computed from it
+/// overflows), and the counts must add up within MPI_Count.
+MPI_Count check_side(const MPI_Count *counts, const MPI_Aint *displs, const void *buffer, int ranks,
+                     std::int64_t d, int element_size, const char *counts_name,
+                     const char *displs_name, const char *buffer_name) {
   require(counts != nullptr, DCT_ERR_ARG, std::string(counts_name) + " is NULL");
   require(displs != nullptr, DCT_ERR_ARG, std::string(displs_name) + " is NULL");
+  const MPI_Count max_elements = std::numeric_limits<MPI_Aint>::max() / element_size;
   MPI_Count total = 0;
   for (int j = 0; j < ranks; ++j) {
     const std::string at = "[" + std::to_string(j) + "]";
@@ -32,6 +35,13 @@ MPI_Count check_side(const int *counts, const int *displs, const void *buffer, i
                 " is not a multiple of dct_row_length " + std::to_string(d));
     require(displs[j] >= 0, DCT_ERR_ARG,
             std::string(displs_name) + at + " = " + std::to_string(displs[j]) + " is negative");
+    require(counts[j] <= max_elements && MPI_Count(displs[j]) <= max_elements - counts[j],
+            DCT_ERR_COUNT,
+            std::string(counts_name) + at + " = " + std::to_string(counts[j]) + " at " +
+                displs_name + at + " = " + std::to_string(displs[j]) +
+                " ends past what MPI_Aint addresses");
+    require(counts[j] <= std::numeric_limits<MPI_Count>::max() - total, DCT_ERR_COUNT,
+            std::string(counts_name) + " add up past MPI_Count");
     total += counts[j];
   }
   require(total == 0 || (buffer != nullptr && buffer != MPI_IN_PLACE), DCT_ERR_BUFFER,
@@ -47,46 +57,6 @@ void require_host(const void *buffer, const char *name) {
           std::string(name) + " is GPU memory: DCT-MP works on host buffers in this version");
 }
 
-/// The most 8-byte units MPI's int counts and displacements address (a test lowers it).
-std::size_t max_mpi_units() {
-#ifdef DCT_TESTING
-  if (testing::max_message_units > 0) return testing::max_message_units;
-#endif
-  return INT_MAX;
-}
-
-/// One side's longest messages must fit MPI's int counts, each and all together (the
-/// displacements): otherwise a call would fail on the one rank whose sizes do not fit while
-/// its peers wait in the exchange. Checked here, where the init agrees on every refusal, it
-/// fails on every rank alike; the backward's messages are the forward's, reversed.
-void check_message_units(const int *counts, int ranks, const Config &config, int element_size,
-                         const char *side) {
-  const std::size_t limit = max_mpi_units();
-  std::size_t total = 0;
-  for (int j = 0; j < ranks; ++j) {
-    const std::size_t rows = static_cast<std::size_t>(counts[j] / config.row_length);
-    const std::size_t units = longest_message_units(rows, config, element_size);
-    require(units <= limit, DCT_ERR_COUNT,
-            std::string("the message ") + side + " rank " + std::to_string(j) + " may take " +
-                std::to_string(units) + " 8-byte units, more than MPI's int counts address (" +
-                std::to_string(limit) + ")");
-    total += units;
-  }
-  require(total <= limit, DCT_ERR_COUNT,
-          std::string("the messages ") + side + " all ranks may take " + std::to_string(total) +
-              " 8-byte units together, more than MPI's int displacements address (" +
-              std::to_string(limit) + ")");
-}
-
-int comm_size(MPI_Comm comm) {
-  require(comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
-  int inter = 0, size = 0;
-  check_mpi(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
-  require(!inter, DCT_ERR_COMM, "inter-communicators are not supported");
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  return size;
-}
-
 }  // namespace
 
 std::size_t longest_message_units(std::size_t rows, const Config &config, int element_size) {
@@ -99,13 +69,22 @@ std::size_t longest_message_units(std::size_t rows, const Config &config, int el
   return MessageUnits::of(format.max_message_bytes(rows));
 }
 
+int alltoallv_comm_size(MPI_Comm comm) {
+  require(comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
+  int inter = 0, size = 0;
+  check_mpi(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
+  require(!inter, DCT_ERR_COMM, "inter-communicators are not supported");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  return size;
+}
+
 int alltoallv_element_size(MPI_Datatype datatype) {
   return AllreduceArgs{nullptr, nullptr, 0, datatype, MPI_SUM, MPI_COMM_NULL}
       .compressed_element_size();
 }
 
 void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
-  const int ranks = comm_size(args.comm);
+  const int ranks = alltoallv_comm_size(args.comm);
   require(args.datatype != MPI_DATATYPE_NULL, DCT_ERR_DATATYPE, "datatype is MPI_DATATYPE_NULL");
   require(alltoallv_element_size(args.datatype) != 0, DCT_ERR_DATATYPE,
           "DCT-MP compresses MPI_FLOAT and MPI_DOUBLE (and Fortran REAL, DOUBLE PRECISION) only");
@@ -115,10 +94,11 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
   require(config.values != ValueCoding::sign, DCT_ERR_INFO,
           "dct_values=sign needs error feedback, which DCT-MP does not have (its dropped "
           "entries are not sent later): use native, fp16 or bf16");
-  check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, config.row_length, "sendcounts",
-             "sdispls", "sendbuf");
-  check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, config.row_length, "recvcounts",
-             "rdispls", "recvbuf");
+  const int bytes = alltoallv_element_size(args.datatype);
+  check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, config.row_length, bytes,
+             "sendcounts", "sdispls", "sendbuf");
+  check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, config.row_length, bytes,
+             "recvcounts", "rdispls", "recvbuf");
   require(config.backend == DCT_BACKEND_AUTO || config.backend == DCT_BACKEND_KOKKOS,
           DCT_ERR_NOT_COMPILED,
           std::string("dct_backend=") + DCT_Backend_name(config.backend) +
@@ -126,9 +106,6 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
   require_host(args.sendbuf, "sendbuf");
   require_host(args.recvbuf, "recvbuf");
   if (config.mp_compressor == MpCompressor::error_bounded) validate_error_bounded(config);
-  const int bytes = alltoallv_element_size(args.datatype);
-  check_message_units(args.sendcounts, ranks, config, bytes, "to");
-  check_message_units(args.recvcounts, ranks, config, bytes, "from");
 }
 
 void require_backward_ready(bool forward_active, std::int64_t forward_calls) {
@@ -139,11 +116,11 @@ void require_backward_ready(bool forward_active, std::int64_t forward_calls) {
 }
 
 MPI_Count check_backward_args(const AlltoallvArgs &args, const AlltoallvLayout &f, int ranks,
-                              std::int64_t d) {
+                              std::int64_t d, int element_size) {
   const MPI_Count count = check_side(args.sendcounts, args.sdispls, args.sendbuf, ranks, d,
-                                     "sendcounts", "sdispls", "sendbuf");
-  check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, d, "recvcounts", "rdispls",
-             "recvbuf");
+                                     element_size, "sendcounts", "sdispls", "sendbuf");
+  check_side(args.recvcounts, args.rdispls, args.recvbuf, ranks, d, element_size, "recvcounts",
+             "rdispls", "recvbuf");
   for (int j = 0; j < ranks; ++j) {
     const std::string at = "[" + std::to_string(j) + "]";
     require(args.sendcounts[j] == f.recvcounts[j], DCT_ERR_COUNT,

@@ -10,6 +10,7 @@
 
 #include "agreement.hpp"
 #include "allreduce.hpp"
+#include "alltoallv_init.hpp"
 #include "alltoallv_validate.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
@@ -394,43 +395,38 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
   });
 }
 
+// DCT-MP's inits: one path, the large-count one; the int forms widen their arrays into it.
+int DCT_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                         const MPI_Aint sdispls[], void *recvbuf, const MPI_Count recvcounts[],
+                         const MPI_Aint rdispls[], MPI_Datatype datatype, MPI_Comm comm,
+                         MPI_Info info, DCT_Request *request) {
+  return guarded(__func__, [&] {
+    ensure_library_ready();
+    alltoallv_init({sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, comm},
+                   info, request, __func__);
+  });
+}
+
 int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
                        void *recvbuf, const int recvcounts[], const int rdispls[],
                        MPI_Datatype datatype, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
     ensure_library_ready();
-    // A bad communicator leaves no peers to agree with; every other refusal is agreed on.
-    std::shared_ptr<CommContext> context = comm_context(comm);
-    const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,  recvbuf,
-                             recvcounts, rdispls,    datatype, comm};
-    Config config;
-    std::exception_ptr local_error;
-    auto persistent = std::make_unique<PersistentRequest>();
-    try {
-      require(request != nullptr, DCT_ERR_ARG, "request is NULL");
-      config = Config::from(info);
-      validate_alltoallv(args, config);
-      persistent->engine = make_alltoallv_engine(args, config);
-    } catch (...) {
-      local_error = std::current_exception();
-    }
-    // What every message's header is checked against too (DCT_ERR_MISMATCH at DCT_Wait).
-    Fingerprint fingerprint;
-    fingerprint.add("datatype size", static_cast<std::uint64_t>(
-                                         local_error ? 0 : persistent->engine->element_size()));
-    fingerprint.add("dct_row_length", static_cast<std::uint64_t>(config.row_length));
-    fingerprint.add("dct_values", static_cast<std::uint64_t>(config.values));
-    // The compressor, and whether an error-bounded backward is compressed, decide which
-    // collectives a call makes. The bounds, their schedule and the lossless coder are the
-    // sender's alone (every message says how to decode it): ranks may differ in those.
-    const bool error_bounded = config.mp_compressor == MpCompressor::error_bounded;
-    fingerprint.add("dct_mp_compressor", static_cast<std::uint64_t>(config.mp_compressor));
-    fingerprint.add("dct_backward_error_bound given",
-                    std::uint64_t(error_bounded && config.error_bound.backward_bound >= 0));
-    agree(context->shared_comm(), context->rank(), local_error, fingerprint, __func__);
-    persistent->sendbuf = sendbuf;
-    persistent->recvbuf = recvbuf;
-    *request = RequestTable::instance().insert(std::move(persistent));
+    const WidenedArrays wide(sendcounts, sdispls, recvcounts, rdispls, alltoallv_comm_size(comm));
+    alltoallv_init(wide.args(sendbuf, recvbuf, datatype, comm), info, request, __func__);
+  });
+}
+
+int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *sendbuf,
+                                  const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                                  void *recvbuf, const MPI_Count recvcounts[],
+                                  const MPI_Aint rdispls[], DCT_Request *request) {
+  return guarded(__func__, [&] {
+    ensure_library_ready();
+    alltoallv_backward_init(forward,
+                            {sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                             MPI_DATATYPE_NULL, MPI_COMM_NULL},
+                            request);
   });
 }
 
@@ -440,14 +436,10 @@ int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const 
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     ensure_library_ready();
-    const RequestEngine &engine = *RequestTable::instance().find(&forward).engine;
-    const AlltoallvArgs args{sendbuf,    sendcounts, sdispls,           recvbuf,
-                             recvcounts, rdispls,    MPI_DATATYPE_NULL, MPI_COMM_NULL};
-    auto persistent = std::make_unique<PersistentRequest>();
-    persistent->engine = make_alltoallv_backward(engine, args);
-    persistent->sendbuf = sendbuf;
-    persistent->recvbuf = recvbuf;
-    *request = RequestTable::instance().insert(std::move(persistent));
+    const WidenedArrays wide(sendcounts, sdispls, recvcounts, rdispls,
+                             alltoallv_forward_size(forward));
+    alltoallv_backward_init(forward, wide.args(sendbuf, recvbuf, MPI_DATATYPE_NULL, MPI_COMM_NULL),
+                            request);
   });
 }
 

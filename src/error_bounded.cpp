@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allreduce.hpp"
+#include "alltoallv_exchange.hpp"
 #include "alltoallv_validate.hpp"
 #include "cost_model.hpp"
 #include "error.hpp"
@@ -26,6 +27,7 @@ struct PairState {
   std::vector<std::size_t> peer_columns;  ///< table columns each peer announced last forward
   MPI_Count forward_calls = 0;
   bool forward_active = false;
+  std::shared_ptr<const ExchangePlan> plan;  ///< agreed at the forward's init
 };
 
 using namespace peer::error_bounded;  // the header words (kRows, ..., kWords)
@@ -87,13 +89,12 @@ class ErrorBoundedEngine final : public RequestEngine {
  private:
   int ranks() const { return context_->size(); }
   int rank() const { return context_->rank(); }
-  std::size_t rows(int count) const { return static_cast<std::size_t>(count) / d_; }
+  std::size_t rows(MPI_Count count) const { return static_cast<std::size_t>(count) / d_; }
 
   bool advance(bool) override {
     status_.dense_bytes = 0;
     for (int j = 0; j < ranks(); ++j)
-      if (j != rank())
-        status_.dense_bytes += MPI_Count(layout_.sendcounts[j]) * MPI_Count(sizeof(T));
+      if (j != rank()) status_.dense_bytes += layout_.sendcounts[j] * MPI_Count(sizeof(T));
     if (backward_ && config_.error_bound.backward_bound < 0) {
       plain_exchange();
     } else {
@@ -134,17 +135,20 @@ class ErrorBoundedEngine final : public RequestEngine {
     if (!backward_) pair_->forward_active = false;
   }
 
-  /// The uncompressed backward: MPI_Alltoallv of the dense blocks.
+  /// The uncompressed backward: the dense blocks, at the user's displacements, which only
+  /// this request knows: its first call agrees on the path (alltoallv_exchange.hpp).
   void plain_exchange() {
-    check_mpi(
-        MPI_Alltoallv(send_, layout_.sendcounts.data(), layout_.sdispls.data(),
-                      sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE, recv_, layout_.recvcounts.data(),
-                      layout_.rdispls.data(), sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE, comm()),
-        "MPI_Alltoallv");
     status_.bytes_sent = status_.dense_bytes;
+    if (!plain_plan_) {
+      plain_plan_ = std::make_unique<ExchangePlan>(agree_exchange_plan(
+          comm(), pair_->plan->point_to_point || dense_passes_int_counts(layout_)));
+      status_.bytes_sent += wire::ring_bytes(2 * sizeof(std::int64_t), ranks());
+      status_.bytes_received += wire::ring_bytes(2 * sizeof(std::int64_t), ranks());
+    }
+    exchange_blocks(*plain_plan_, send_blocks(layout_, send_), receive_blocks(layout_, recv_),
+                    sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE, sizeof(T), comm());
     for (int j = 0; j < ranks(); ++j)
-      if (j != rank())
-        status_.bytes_received += MPI_Count(layout_.recvcounts[j]) * MPI_Count(sizeof(T));
+      if (j != rank()) status_.bytes_received += layout_.recvcounts[j] * MPI_Count(sizeof(T));
   }
 
   /// The factor of the iteration-wise schedule for this call.
@@ -277,10 +281,9 @@ class ErrorBoundedEngine final : public RequestEngine {
     in_layout_ = std::make_unique<MessageUnits>(in_units);
     out_.resize(std::max<std::size_t>(out_layout.total, 1));
     in_.resize(std::max<std::size_t>(in_layout_->total, 1));
-    check_mpi(MPI_Alltoallv(out_.data(), out_layout.counts.data(), out_layout.displs.data(),
-                            MPI_UINT64_T, in_.data(), in_layout_->counts.data(),
-                            in_layout_->displs.data(), MPI_UINT64_T, comm()),
-              "MPI_Alltoallv");
+    exchange_blocks(*pair_->plan, Blocks{out_.data(), out_layout.counts, out_layout.displs},
+                    Blocks{in_.data(), in_layout_->counts, in_layout_->displs}, MPI_UINT64_T,
+                    wire::kUnitBytes, comm());
     for (std::size_t j = 0; j < p; ++j) {
       if (int(j) == rank()) continue;
       status_.bytes_sent += MPI_Count(out_layout.counts[j]) * MPI_Count(wire::kUnitBytes);
@@ -329,6 +332,7 @@ class ErrorBoundedEngine final : public RequestEngine {
   std::vector<std::int64_t> announced_;
   std::vector<T> staging_;
   std::vector<std::size_t> staged_, peer_columns_;
+  std::unique_ptr<ExchangePlan> plain_plan_;  // the uncompressed backward's, once agreed
   const T *send_ = nullptr;
   T *recv_ = nullptr;
 };
@@ -344,8 +348,8 @@ std::unique_ptr<RequestEngine> backward_of(const ErrorBoundedEngine<T> &forward,
   require(!forward.backward(), DCT_ERR_REQUEST,
           "forward is a backward request, not a request of DCT_Alltoallv_init");
   const int ranks = forward.shared_context()->size();
-  const MPI_Count count =
-      check_backward_args(args, forward.layout(), ranks, forward.config().row_length);
+  const MPI_Count count = check_backward_args(args, forward.layout(), ranks,
+                                              forward.config().row_length, int(sizeof(T)));
   return std::make_unique<ErrorBoundedEngine<T>>(forward.shared_context(), count, forward.config(),
                                                  AlltoallvLayout(args, ranks), forward.pair(),
                                                  true);
@@ -368,9 +372,11 @@ void validate_error_bounded(const Config &config) {
 
 std::unique_ptr<RequestEngine> make_error_bounded_engine(std::shared_ptr<CommContext> context,
                                                          const AlltoallvArgs &args,
-                                                         const Config &config, MPI_Count count) {
+                                                         const Config &config, MPI_Count count,
+                                                         std::shared_ptr<const ExchangePlan> plan) {
   AlltoallvLayout layout(args, context->size());
   auto pair = std::make_shared<PairState>();
+  pair->plan = std::move(plan);
   if (AllreduceArgs{nullptr, nullptr, 0, args.datatype, MPI_SUM, MPI_COMM_NULL}
           .compressed_element_size() == 4)
     return std::make_unique<ErrorBoundedEngine<float>>(std::move(context), count, config,

@@ -36,10 +36,12 @@ constexpr double kSurvivingRows = 0.99;
 /// Checks the error-bounded keys against `config.row_length`; throws DCT_ERR_INFO.
 void validate_error_bounded(const Config &config);
 
-/// The forward request (`args` validated, `count` the elements this rank sends).
+/// The forward request (`args` validated, `count` the elements this rank sends; `plan` as
+/// make_alltoallv_engine's).
 std::unique_ptr<RequestEngine> make_error_bounded_engine(std::shared_ptr<CommContext> context,
                                                          const AlltoallvArgs &args,
-                                                         const Config &config, MPI_Count count);
+                                                         const Config &config, MPI_Count count,
+                                                         std::shared_ptr<const ExchangePlan> plan);
 
 /// The backward of `forward` if it is an error-bounded forward request, else nullptr.
 std::unique_ptr<RequestEngine> make_error_bounded_backward(const RequestEngine &forward,

@@ -7,7 +7,8 @@ namespace dct::detail::testing {
 
 void (*tamper_allreduce_indices)(WireIndex *, std::size_t) = nullptr;
 void (*tamper_forward_message)(int, std::byte *, std::size_t) = nullptr;
-std::size_t max_message_units = 0;
+std::size_t max_mpi_count = 0;
+std::size_t point_to_point_exchanges = 0;
 
 void crash_in_checkpoint_save(int rank) {
   if (const char *crash = std::getenv("DCT_TEST_CRASH_IN_CHECKPOINT_SAVE"))

@@ -5,7 +5,8 @@
 //
 // - tamper_allreduce_indices, tamper_forward_message: damage outgoing messages on their way
 //   (the receivers' validation must reject them; the sender's own state stays intact).
-// - max_message_units: lowers the int-count limit DCT-MP's init checks message sizes against.
+// - max_mpi_count: lowers the int-count limit past which DCT-MP's exchanges go point to point;
+//   point_to_point_exchanges counts those exchanges.
 // - DCT_TEST_CRASH_IN_CHECKPOINT_SAVE=<rank> (environment): that rank ends with std::_Exit(42)
 //   in the middle of a checkpoint save, the file half-written (crash safety).
 //
@@ -28,9 +29,14 @@ extern void (*tamper_allreduce_indices)(WireIndex *idx, std::size_t entries);
 /// send, after encoding.
 extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
 
-/// When positive, replaces INT_MAX as the most 8-byte units DCT-MP's messages may take
-/// (alltoallv_validate.cpp): a test reaches the limit of MPI's int counts without 16 GiB.
-extern std::size_t max_message_units;
+/// When positive, replaces INT_MAX as the largest count or displacement DCT-MP passes to one
+/// MPI call (alltoallv_exchange.hpp): past it, the exchanges go point to point in pieces of at
+/// most this many items. Read at the inits (and at an uncompressed backward's first call): a
+/// test runs the large-count path at small sizes, without 16 GiB.
+extern std::size_t max_mpi_count;
+
+/// Exchanges DCT-MP made point to point on this rank (what a test of that path checks ran).
+extern std::size_t point_to_point_exchanges;
 
 /// Ends the process if DCT_TEST_CRASH_IN_CHECKPOINT_SAVE names `rank`.
 void crash_in_checkpoint_save(int rank);

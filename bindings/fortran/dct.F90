@@ -10,8 +10,9 @@
 #include "dct/dct_config.h"
 module dct
   use, intrinsic :: iso_c_binding, only : c_int, c_int64_t, c_long_long, c_double, c_ptr, &
-                                           c_null_ptr, c_char, c_f_pointer, c_loc, c_size_t
-  use mpi_f08, only : MPI_Comm, MPI_Datatype, MPI_Op, MPI_Info
+                                           c_null_ptr, c_char, c_f_pointer, c_loc, c_size_t, &
+                                           c_intptr_t
+  use mpi_f08, only : MPI_Comm, MPI_Datatype, MPI_Op, MPI_Info, MPI_COUNT_KIND, MPI_ADDRESS_KIND
   implicit none
   private
 
@@ -51,6 +52,7 @@ module dct
   end type dct_status
 
   public :: dct_alltoallv_init, dct_alltoallv_backward_init
+  public :: dct_alltoallv_init_c, dct_alltoallv_backward_init_c
   public :: dct_allreduce_init, dct_start, dct_wait, dct_test, dct_waitall, &
             dct_request_free, dct_allreduce, &
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
@@ -66,6 +68,9 @@ module dct
   end interface
   interface dct_alltoallv_init
     module procedure alltoallv_init_f08, alltoallv_init_int
+  end interface
+  interface dct_alltoallv_init_c
+    module procedure alltoallv_init_c_f08, alltoallv_init_c_int
   end interface
   interface dct_allreduce_status
     module procedure allreduce_status_f08, allreduce_status_int
@@ -93,23 +98,25 @@ module dct
       integer(c_int), value :: datatype, op, comm, info
       type(dct_request) :: request
     end function
-    integer(c_int) function c_alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, &
-                                             rdispls, datatype, comm, info, request) &
-        bind(C, name='dct_f_alltoallv_init')
-      import :: c_int, dct_request
+    integer(c_int) function c_alltoallv_init_c(sendbuf, sendcounts, sdispls, recvbuf, &
+                                               recvcounts, rdispls, datatype, comm, info, &
+                                               request) bind(C, name='dct_f_alltoallv_init_c')
+      import :: c_int, c_long_long, c_intptr_t, dct_request
       type(*), dimension(..), intent(in), asynchronous :: sendbuf
-      integer(c_int), intent(in) :: sendcounts(*), sdispls(*), recvcounts(*), rdispls(*)
+      integer(c_long_long), intent(in) :: sendcounts(*), recvcounts(*)  ! MPI_Count
+      integer(c_intptr_t), intent(in) :: sdispls(*), rdispls(*)          ! MPI_Aint
       type(*), dimension(..), asynchronous :: recvbuf
       integer(c_int), value :: datatype, comm, info
       type(dct_request) :: request
     end function
-    integer(c_int) function c_alltoallv_backward_init(forward, sendbuf, sendcounts, sdispls, &
-                                                      recvbuf, recvcounts, rdispls, request) &
-        bind(C, name='dct_f_alltoallv_backward_init')
-      import :: c_int, c_ptr, dct_request
+    integer(c_int) function c_alltoallv_backward_init_c(forward, sendbuf, sendcounts, sdispls, &
+                                                        recvbuf, recvcounts, rdispls, request) &
+        bind(C, name='dct_f_alltoallv_backward_init_c')
+      import :: c_int, c_long_long, c_intptr_t, c_ptr, dct_request
       type(c_ptr), value :: forward
       type(*), dimension(..), intent(in), asynchronous :: sendbuf
-      integer(c_int), intent(in) :: sendcounts(*), sdispls(*), recvcounts(*), rdispls(*)
+      integer(c_long_long), intent(in) :: sendcounts(*), recvcounts(*)  ! MPI_Count
+      integer(c_intptr_t), intent(in) :: sdispls(*), rdispls(*)          ! MPI_Aint
       type(*), dimension(..), asynchronous :: recvbuf
       type(dct_request) :: request
     end function
@@ -259,10 +266,11 @@ contains
     integer, intent(in) :: datatype, comm, info
     type(dct_request), intent(out) :: request
     integer, optional, intent(out) :: ierror
-    ! Copies of kind c_int: the C side reads one int per rank whatever the default integer.
-    call finish(c_alltoallv_init(sendbuf, int(sendcounts, c_int), int(sdispls, c_int), recvbuf, &
-                                 int(recvcounts, c_int), int(rdispls, c_int), datatype, comm, &
-                                 info, request), ierror)
+    ! One path, as in C: the large-count form's, with the arrays widened.
+    call alltoallv_init_c_int(sendbuf, int(sendcounts, MPI_COUNT_KIND), &
+                              int(sdispls, MPI_ADDRESS_KIND), recvbuf, &
+                              int(recvcounts, MPI_COUNT_KIND), int(rdispls, MPI_ADDRESS_KIND), &
+                              datatype, comm, info, request, ierror)
   end subroutine alltoallv_init_int
 
   !> DCT_Alltoallv_backward_init: the gradients of the entries `forward` kept, the other way.
@@ -274,10 +282,61 @@ contains
     type(*), dimension(..), asynchronous :: recvbuf
     type(dct_request), intent(out) :: request
     integer, optional, intent(out) :: ierror
-    call finish(c_alltoallv_backward_init(forward%handle, sendbuf, int(sendcounts, c_int), &
-                                          int(sdispls, c_int), recvbuf, int(recvcounts, c_int), &
-                                          int(rdispls, c_int), request), ierror)
+    call dct_alltoallv_backward_init_c(forward, sendbuf, int(sendcounts, MPI_COUNT_KIND), &
+                                       int(sdispls, MPI_ADDRESS_KIND), recvbuf, &
+                                       int(recvcounts, MPI_COUNT_KIND), &
+                                       int(rdispls, MPI_ADDRESS_KIND), request, ierror)
   end subroutine dct_alltoallv_backward_init
+
+  !> DCT_Alltoallv_init_c, the large-count form (MPI-4's): counts integer(MPI_COUNT_KIND),
+  !> displacements integer(MPI_ADDRESS_KIND), in elements; otherwise as dct_alltoallv_init.
+  subroutine alltoallv_init_c_f08(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &
+                                  datatype, comm, info, request, ierror)
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    integer(MPI_COUNT_KIND), intent(in) :: sendcounts(:), recvcounts(:)
+    integer(MPI_ADDRESS_KIND), intent(in) :: sdispls(:), rdispls(:)
+    type(*), dimension(..), asynchronous :: recvbuf
+    type(MPI_Datatype), intent(in) :: datatype
+    type(MPI_Comm), intent(in) :: comm
+    type(MPI_Info), intent(in) :: info
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    call alltoallv_init_c_int(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &
+                              datatype%MPI_VAL, comm%MPI_VAL, info%MPI_VAL, request, ierror)
+  end subroutine alltoallv_init_c_f08
+
+  subroutine alltoallv_init_c_int(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &
+                                  datatype, comm, info, request, ierror)
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    integer(MPI_COUNT_KIND), intent(in) :: sendcounts(:), recvcounts(:)
+    integer(MPI_ADDRESS_KIND), intent(in) :: sdispls(:), rdispls(:)
+    type(*), dimension(..), asynchronous :: recvbuf
+    integer, intent(in) :: datatype, comm, info
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    ! Copies of the C kinds, whatever MPI_COUNT_KIND and MPI_ADDRESS_KIND are.
+    call finish(c_alltoallv_init_c(sendbuf, int(sendcounts, c_long_long), &
+                                   int(sdispls, c_intptr_t), recvbuf, &
+                                   int(recvcounts, c_long_long), int(rdispls, c_intptr_t), &
+                                   datatype, comm, info, request), ierror)
+  end subroutine alltoallv_init_c_int
+
+  !> DCT_Alltoallv_backward_init_c: dct_alltoallv_backward_init with large-count arrays.
+  subroutine dct_alltoallv_backward_init_c(forward, sendbuf, sendcounts, sdispls, recvbuf, &
+                                           recvcounts, rdispls, request, ierror)
+    type(dct_request), intent(in) :: forward
+    type(*), dimension(..), intent(in), asynchronous :: sendbuf
+    integer(MPI_COUNT_KIND), intent(in) :: sendcounts(:), recvcounts(:)
+    integer(MPI_ADDRESS_KIND), intent(in) :: sdispls(:), rdispls(:)
+    type(*), dimension(..), asynchronous :: recvbuf
+    type(dct_request), intent(out) :: request
+    integer, optional, intent(out) :: ierror
+    call finish(c_alltoallv_backward_init_c(forward%handle, sendbuf, &
+                                            int(sendcounts, c_long_long), &
+                                            int(sdispls, c_intptr_t), recvbuf, &
+                                            int(recvcounts, c_long_long), &
+                                            int(rdispls, c_intptr_t), request), ierror)
+  end subroutine dct_alltoallv_backward_init_c
 
   subroutine dct_start(request, ierror)
     type(dct_request), intent(inout) :: request

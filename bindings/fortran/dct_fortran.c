@@ -38,29 +38,31 @@ int dct_f_allreduce_init(const CFI_cdesc_t *sendbuf, CFI_cdesc_t *recvbuf, int64
                             MPI_Comm_f2c(comm), MPI_Info_f2c(info), request);
 }
 
-int dct_f_alltoallv_init(const CFI_cdesc_t *sendbuf, const int *sendcounts, const int *sdispls,
-                         CFI_cdesc_t *recvbuf, const int *recvcounts, const int *rdispls,
-                         MPI_Fint datatype, MPI_Fint comm, MPI_Fint info, DCT_Request *request) {
+int dct_f_alltoallv_init_c(const CFI_cdesc_t *sendbuf, const MPI_Count *sendcounts,
+                           const MPI_Aint *sdispls, CFI_cdesc_t *recvbuf,
+                           const MPI_Count *recvcounts, const MPI_Aint *rdispls, MPI_Fint datatype,
+                           MPI_Fint comm, MPI_Fint info, DCT_Request *request) {
   const void *send, *recv;
   int code;
   shim_error = NULL;
   if ((code = address_of(sendbuf, &send)) != DCT_SUCCESS) return code;
   if ((code = address_of(recvbuf, &recv)) != DCT_SUCCESS) return code;
-  return DCT_Alltoallv_init(send, sendcounts, sdispls, (void *)recv, recvcounts, rdispls,
-                            MPI_Type_f2c(datatype), MPI_Comm_f2c(comm), MPI_Info_f2c(info),
-                            request);
+  return DCT_Alltoallv_init_c(send, sendcounts, sdispls, (void *)recv, recvcounts, rdispls,
+                              MPI_Type_f2c(datatype), MPI_Comm_f2c(comm), MPI_Info_f2c(info),
+                              request);
 }
 
-int dct_f_alltoallv_backward_init(DCT_Request forward, const CFI_cdesc_t *sendbuf,
-                                  const int *sendcounts, const int *sdispls, CFI_cdesc_t *recvbuf,
-                                  const int *recvcounts, const int *rdispls, DCT_Request *request) {
+int dct_f_alltoallv_backward_init_c(DCT_Request forward, const CFI_cdesc_t *sendbuf,
+                                    const MPI_Count *sendcounts, const MPI_Aint *sdispls,
+                                    CFI_cdesc_t *recvbuf, const MPI_Count *recvcounts,
+                                    const MPI_Aint *rdispls, DCT_Request *request) {
   const void *send, *recv;
   int code;
   shim_error = NULL;
   if ((code = address_of(sendbuf, &send)) != DCT_SUCCESS) return code;
   if ((code = address_of(recvbuf, &recv)) != DCT_SUCCESS) return code;
-  return DCT_Alltoallv_backward_init(forward, send, sendcounts, sdispls, (void *)recv, recvcounts,
-                                     rdispls, request);
+  return DCT_Alltoallv_backward_init_c(forward, send, sendcounts, sdispls, (void *)recv, recvcounts,
+                                       rdispls, request);
 }
 
 int dct_f_allreduce(const CFI_cdesc_t *sendbuf, CFI_cdesc_t *recvbuf, int64_t count,

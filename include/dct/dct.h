@@ -616,11 +616,14 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * `sendbuf` and writes `recvbuf`. The arrays are copied; the buffers must stay valid.
  * `recvbuf` receives dense blocks: the kept entries of every row, zeros elsewhere.
  *
- * Counts are `int`, as in MPI-3's `MPI_Alltoallv`: every count and displacement is at most
- * `INT_MAX` elements, and so is what one rank sends to all peers in one call once coded (in
- * 8-byte units: 16 GiB); a call beyond is refused with `DCT_ERR_COUNT`. There are no
- * large-count (`_c`, `MPI_Count`) variants yet: they need MPI-4's `MPI_Alltoallv_c`, which
- * Open MPI 4.1 lacks. (`DCT_Allreduce_init` takes an `MPI_Count` up to `DCT_MAX_COUNT`.)
+ * Counts and displacements are `int`, as in MPI-3's `MPI_Alltoallv`; `DCT_Alltoallv_init_c`
+ * takes them as MPI-4's `MPI_Alltoallv_c` does (`MPI_Count`, `MPI_Aint`), for blocks or
+ * displacements past `INT_MAX` elements, and is otherwise the same request: this form widens
+ * its arrays and runs the same checks and code. Neither needs MPI-4: messages that would
+ * pass MPI's `int` counts (more than `INT_MAX` 8-byte units, 16 GiB, to or from one rank or
+ * all together, as their largest possible size says) go as point-to-point messages of at most
+ * `INT_MAX` units each; the ranks agree on that at init (one allreduce), and every other
+ * request keeps `MPI_Alltoallv`.
  *
  * @param sendbuf    Blocks to send: `sendcounts[j]` elements at `sdispls[j]` go to rank j.
  * @param sendcounts Elements for each rank, >= 0 and multiples of `dct_row_length`.
@@ -635,7 +638,8 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * @param request    Receives the new request.
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (a NULL array or request, a negative displacement),
  *         `DCT_ERR_BUFFER` (NULL or `MPI_IN_PLACE` buffer with a positive total count),
- *         `DCT_ERR_COUNT` (a count negative or not a multiple of `d`), `DCT_ERR_DATATYPE`,
+ *         `DCT_ERR_COUNT` (a count negative or not a multiple of `d`; with `_c`, also a block
+ *         ending past what `MPI_Aint` addresses in bytes), `DCT_ERR_DATATYPE`,
  *         `DCT_ERR_COMM`, `DCT_ERR_INFO` (`dct_row_length` missing, `dct_keep` outside (0, 1],
  *         any bad value), `DCT_ERR_NOT_COMPILED` (`dct_backend` other than `auto` or
  *         `kokkos`: DCT-MP runs on the host), `DCT_ERR_NO_MEMORY`, `DCT_ERR_NOT_INITIALIZED`.
@@ -645,6 +649,36 @@ DCT_EXPORT int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], c
                                   void *recvbuf, const int recvcounts[], const int rdispls[],
                                   MPI_Datatype datatype, MPI_Comm comm, MPI_Info info,
                                   DCT_Request *request);
+
+/**
+ * @brief `DCT_Alltoallv_init` with MPI-4's large-count conventions (as `MPI_Alltoallv_c`):
+ * counts are `MPI_Count` and displacements `MPI_Aint`, both in elements of `datatype`.
+ *
+ * The same request, checks and return codes as `DCT_Alltoallv_init`, for any count and
+ * displacement >= 0 such that every block ends, in bytes, within what `MPI_Aint` addresses
+ * (else `DCT_ERR_COUNT`); what remains is memory: the receive side stages the messages of one
+ * call (about the compressed size, for `error_bounded` the dense one), and `threshold` selection
+ * sorts the magnitudes of what it sends. Works with MPI-3 libraries (Open MPI 4.1): no
+ * `MPI_Alltoallv_c` is called (see `DCT_Alltoallv_init`).
+ *
+ * @param sendbuf    Blocks to send: `sendcounts[j]` elements at `sdispls[j]` go to rank j.
+ * @param sendcounts Elements for each rank, >= 0 and multiples of `dct_row_length`.
+ * @param sdispls    Displacements (elements) of the send blocks, >= 0.
+ * @param recvbuf    Receives `recvcounts[j]` elements from rank j at `rdispls[j]`.
+ * @param recvcounts Elements from each rank, >= 0 and multiples of `dct_row_length`; must be
+ *                   what each rank sends here (else `DCT_Wait` returns `DCT_ERR_MISMATCH`).
+ * @param rdispls    Displacements (elements) of the receive blocks, >= 0.
+ * @param datatype   `MPI_FLOAT` or `MPI_DOUBLE` (or the Fortran equivalents).
+ * @param comm       Intra-communicator.
+ * @param info       Configuration keys (see the group); `dct_row_length` is required.
+ * @param request    Receives the new request.
+ * @return As `DCT_Alltoallv_init`.
+ */
+DCT_EXPORT int DCT_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                                    const MPI_Aint sdispls[], void *recvbuf,
+                                    const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                                    MPI_Datatype datatype, MPI_Comm comm, MPI_Info info,
+                                    DCT_Request *request);
 
 /**
  * @brief Creates the backward request paired with a forward `DCT_Alltoallv_init` request: the
@@ -679,6 +713,33 @@ DCT_EXPORT int DCT_Alltoallv_backward_init(DCT_Request forward, const void *send
                                            const int sendcounts[], const int sdispls[],
                                            void *recvbuf, const int recvcounts[],
                                            const int rdispls[], DCT_Request *request);
+
+/**
+ * @brief `DCT_Alltoallv_backward_init` with MPI-4's large-count conventions: counts
+ * `MPI_Count`, displacements `MPI_Aint`, in elements. `forward` may come from either
+ * `DCT_Alltoallv_init` or `DCT_Alltoallv_init_c`, and so may a backward of either form pair
+ * with it.
+ *
+ * The same request, checks and return codes as `DCT_Alltoallv_backward_init` (and
+ * `DCT_ERR_COUNT` for a block ending past what `MPI_Aint` addresses in bytes). The messages
+ * travel as the forward's do. An `error_bounded` backward sent uncompressed moves the dense
+ * blocks at these displacements: its first call agrees with the other ranks (one allreduce)
+ * whether they pass MPI's `int` counts, and then sends them point to point.
+ *
+ * @param forward    A request of `DCT_Alltoallv_init` or `DCT_Alltoallv_init_c`.
+ * @param sendbuf    Gradients of the forward's received activations.
+ * @param sendcounts The forward's `recvcounts`.
+ * @param sdispls    Displacements of the send blocks (elements, >= 0).
+ * @param recvbuf    Receives the gradients of the forward's sent activations.
+ * @param recvcounts The forward's `sendcounts`.
+ * @param rdispls    Displacements of the receive blocks (elements, >= 0).
+ * @param request    Receives the new request.
+ * @return As `DCT_Alltoallv_backward_init`.
+ */
+DCT_EXPORT int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *sendbuf,
+                                             const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                                             void *recvbuf, const MPI_Count recvcounts[],
+                                             const MPI_Aint rdispls[], DCT_Request *request);
 /** @} */
 
 /**

@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "dct/dct.h"
 
@@ -140,29 +141,87 @@ class AllreduceRequest : public Request {
 /**
  * @brief Owns a DCT-MP request: a compressed alltoallv (DCT_Alltoallv_init) or its backward
  * (DCT_Alltoallv_backward_init). Counts and displacements in elements, one per rank of the
- * communicator (copied by the library); `info` must give `dct_row_length`.
+ * communicator (copied by the library); `info` must give `dct_row_length`. Counts and
+ * displacements come as `int` (the MPI-3 form) or as `MPI_Count` and `MPI_Aint` (the
+ * large-count form, DCT_Alltoallv_init_c), in arrays or in vectors; a vector whose length is
+ * not the number of ranks throws `DCT_ERR_COUNT` before anything is created.
  */
 class AlltoallvRequest : public Request {
  public:
   template <typename T>
   AlltoallvRequest(const T *send, const int *sendcounts, const int *sdispls, T *recv,
-                   const int *recvcounts, const int *rdispls, MPI_Comm comm, MPI_Info info) {
+                   const int *recvcounts, const int *rdispls, MPI_Comm comm, MPI_Info info)
+      : ranks_(ranks_of(comm)) {
     check(DCT_Alltoallv_init(send, sendcounts, sdispls, recv, recvcounts, rdispls,
                              mpi_datatype<T>(), comm, info, &request_));
   }
+  /** @brief The large-count form (DCT_Alltoallv_init_c). */
+  template <typename T>
+  AlltoallvRequest(const T *send, const MPI_Count *sendcounts, const MPI_Aint *sdispls, T *recv,
+                   const MPI_Count *recvcounts, const MPI_Aint *rdispls, MPI_Comm comm,
+                   MPI_Info info)
+      : ranks_(ranks_of(comm)) {
+    check(DCT_Alltoallv_init_c(send, sendcounts, sdispls, recv, recvcounts, rdispls,
+                               mpi_datatype<T>(), comm, info, &request_));
+  }
+  /** @brief Either form, from vectors of one entry per rank of `comm`. */
+  template <typename T, typename Count, typename Displ>
+  AlltoallvRequest(const T *send, const std::vector<Count> &sendcounts,
+                   const std::vector<Displ> &sdispls, T *recv, const std::vector<Count> &recvcounts,
+                   const std::vector<Displ> &rdispls, MPI_Comm comm, MPI_Info info)
+      : AlltoallvRequest(
+            send, entries(sendcounts, ranks_of(comm)), entries(sdispls, ranks_of(comm)), recv,
+            entries(recvcounts, ranks_of(comm)), entries(rdispls, ranks_of(comm)), comm, info) {}
+
   /** @brief The backward of `forward`: its send blocks have the forward's receive shapes. */
   template <typename T>
   static AlltoallvRequest backward(const AlltoallvRequest &forward, const T *send,
                                    const int *sendcounts, const int *sdispls, T *recv,
                                    const int *recvcounts, const int *rdispls) {
-    AlltoallvRequest request;
+    AlltoallvRequest request(forward.ranks_);
     check(DCT_Alltoallv_backward_init(forward.request_, send, sendcounts, sdispls, recv, recvcounts,
                                       rdispls, &request.request_));
     return request;
   }
+  /** @brief The backward, large-count form (DCT_Alltoallv_backward_init_c). */
+  template <typename T>
+  static AlltoallvRequest backward(const AlltoallvRequest &forward, const T *send,
+                                   const MPI_Count *sendcounts, const MPI_Aint *sdispls, T *recv,
+                                   const MPI_Count *recvcounts, const MPI_Aint *rdispls) {
+    AlltoallvRequest request(forward.ranks_);
+    check(DCT_Alltoallv_backward_init_c(forward.request_, send, sendcounts, sdispls, recv,
+                                        recvcounts, rdispls, &request.request_));
+    return request;
+  }
+  /** @brief The backward, either form, from vectors of one entry per rank. */
+  template <typename T, typename Count, typename Displ>
+  static AlltoallvRequest backward(const AlltoallvRequest &forward, const T *send,
+                                   const std::vector<Count> &sendcounts,
+                                   const std::vector<Displ> &sdispls, T *recv,
+                                   const std::vector<Count> &recvcounts,
+                                   const std::vector<Displ> &rdispls) {
+    const int ranks = forward.ranks_;
+    return backward(forward, send, entries(sendcounts, ranks), entries(sdispls, ranks), recv,
+                    entries(recvcounts, ranks), entries(rdispls, ranks));
+  }
 
  private:
-  AlltoallvRequest() = default;
+  explicit AlltoallvRequest(int ranks) : ranks_(ranks) {}
+  /** Ranks of `comm`, or -1 for MPI_COMM_NULL (the library reports it). */
+  static int ranks_of(MPI_Comm comm) {
+    int ranks = -1;
+    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &ranks);
+    return ranks;
+  }
+  template <typename V>
+  static const V *entries(const std::vector<V> &values, int ranks) {
+    if (ranks >= 0 && values.size() != static_cast<std::size_t>(ranks))
+      throw Error(DCT_ERR_COUNT, "dct::AlltoallvRequest: a vector of " +
+                                     std::to_string(values.size()) + " entries for " +
+                                     std::to_string(ranks) + " ranks");
+    return values.data();
+  }
+  int ranks_ = -1;  ///< of the communicator (-1: unknown)
 };
 
 }  // namespace dct

@@ -166,7 +166,9 @@ contains
     integer, parameter :: d = 8, rows = 2
     integer :: ranks, j, r, c
     integer, allocatable :: counts(:), displs(:)
-    real(4), allocatable :: act(:), got(:), grad(:), dact(:)
+    integer(MPI_COUNT_KIND), allocatable :: counts_c(:)
+    integer(MPI_ADDRESS_KIND), allocatable :: displs_c(:)
+    real(4), allocatable :: act(:), got(:), grad(:), dact(:), got_c(:), dact_c(:)
     type(dct_request) :: forward, backward
     type(dct_status) :: fstatus
     type(MPI_Info) :: mp_info
@@ -207,6 +209,34 @@ contains
                'alltoallv backward at the kept entries only')
     call dct_request_free(backward)
     call dct_request_free(forward)
+
+    ! The large-count forms (integer(MPI_COUNT_KIND) counts, integer(MPI_ADDRESS_KIND)
+    ! displacements): the same request, the same results.
+    allocate(counts_c(ranks), displs_c(ranks), got_c(size(got)), dact_c(size(dact)))
+    counts_c = int(counts, MPI_COUNT_KIND)
+    displs_c = int(displs, MPI_ADDRESS_KIND)
+    call MPI_Info_create(mp_info)
+    call MPI_Info_set(mp_info, 'dct_row_length', '8')
+    call MPI_Info_set(mp_info, 'dct_keep', '0.25')
+    call dct_alltoallv_init_c(act, counts_c, displs_c, got_c, counts_c, displs_c, MPI_REAL, &
+                              MPI_COMM_WORLD, mp_info, forward, ierror)
+    call check(ierror == DCT_SUCCESS, 'dct_alltoallv_init_c')
+    call dct_alltoallv_backward_init_c(forward, grad, counts_c, displs_c, dact_c, counts_c, &
+                                       displs_c, backward, ierror)
+    call check(ierror == DCT_SUCCESS, 'dct_alltoallv_backward_init_c')
+    call dct_start(forward)
+    call dct_wait(forward)
+    call dct_start(backward)
+    call dct_wait(backward)
+    call check(all(got_c == got), 'alltoallv _c forward as the int form')
+    call check(all(dact_c == dact), 'alltoallv _c backward as the int form')
+    call dct_request_free(backward)
+    call dct_request_free(forward)
+    displs_c(1) = -1
+    call dct_alltoallv_init_c(act, counts_c, displs_c, got_c, counts_c, displs_c, MPI_REAL, &
+                              MPI_COMM_WORLD, mp_info, forward, ierror)
+    call check(ierror == DCT_ERR_ARG, 'alltoallv _c negative displacement')
+    call MPI_Info_free(mp_info)
   end subroutine alltoallv_checks
 
   subroutine check(ok, what)

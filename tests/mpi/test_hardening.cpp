@@ -398,62 +398,79 @@ TEST(Hardening, AlltoallvSendersBoundsMayDiffer) {
   DCT_Request_free(&request);
 }
 
-/// A request whose messages would pass MPI's int counts on one rank only, on its send side or
-/// its receive side, fails at init on every rank with DCT_ERR_COUNT. Before, the call failed on
-/// that rank alone while its peers waited in the exchange. The limit (INT_MAX 8-byte units, 16
-/// GiB) is lowered on the last rank through a test hook; both compressors.
-TEST(Hardening, MessagesPastIntCountsFailAtInitOnEveryRank) {
+/// A request whose messages could pass MPI's int counts on one rank only, on its send side or
+/// its receive side, goes point to point on every rank (one path for all, agreed at init), and
+/// delivers bitwise what MPI_Alltoallv delivers. Before, such a request was refused at init
+/// with DCT_ERR_COUNT. The limit (INT_MAX 8-byte units, 16 GiB) is lowered on the last rank
+/// through a test hook; both compressors, forward and uncompressed or compressed backward.
+TEST(Hardening, MessagesPastIntCountsGoPointToPointOnEveryRank) {
   if (size() < 2) GTEST_SKIP() << "needs a peer";
-  const int p = size(), last = p - 1;
-  const bool me_last = rank() == last;
+  const int p = size(), last = p - 1, me = rank();
+  const bool me_last = me == last;
   constexpr int d = 8, rows = 4;
-  for (const char *compressor : {"topk", "error_bounded"}) {
-    SCOPED_TRACE(compressor);
-    MPI_Info info = make_info({{"dct_row_length", "8"}, {"dct_mp_compressor", compressor}});
-    const std::size_t units = detail::longest_message_units(rows, detail::Config::from(info), 4);
-    // Every rank sends `rows` rows to every rank, except that with `last_sends` false the last
-    // rank sends nothing (its messages all come in: only its receive side is large).
-    auto init = [&](bool last_sends, std::size_t limit) {
-      std::vector<int> sendcounts(p, me_last && !last_sends ? 0 : rows * d), recvcounts(p),
-          displs(p);
-      for (int j = 0; j < p; ++j) {
-        recvcounts[j] = j == last && !last_sends ? 0 : rows * d;
-        displs[j] = rows * d * j;
-      }
-      std::vector<float> send(std::size_t(rows * d * p), 1.0f), recv(send.size(), -1.0f);
-      detail::testing::max_message_units = me_last ? limit : 0;
-      DCT_Request request = DCT_REQUEST_NULL;
-      const int code = same_code_on_every_rank(DCT_Alltoallv_init(
-          send.data(), sendcounts.data(), displs.data(), recv.data(), recvcounts.data(),
-          displs.data(), MPI_FLOAT, MPI_COMM_WORLD, info, &request));
-      detail::testing::max_message_units = 0;
-      if (code == DCT_SUCCESS) {  // a request that passed makes its calls
-        EXPECT_EQ(same_code_on_every_rank(DCT_Start(&request)), DCT_SUCCESS);
-        EXPECT_EQ(same_code_on_every_rank(DCT_Wait(&request, DCT_STATUS_IGNORE)), DCT_SUCCESS)
+  for (const char *backward : {"none", "0.001"}) {
+    for (const char *compressor : {"topk", "error_bounded"}) {
+      SCOPED_TRACE(std::string(compressor) + ", backward bound " + backward);
+      MPI_Info info = make_info({{"dct_row_length", "8"},
+                                 {"dct_mp_compressor", compressor},
+                                 {"dct_backward_error_bound", backward}});
+      const std::size_t units = detail::longest_message_units(rows, detail::Config::from(info), 4);
+      // Every rank sends `rows` rows to every rank, except that with `last_sends` false the
+      // last rank sends nothing (its messages all come in: only its receive side is large).
+      // Returns what the forward and the backward delivered, and whether they went point to
+      // point here.
+      auto run = [&](bool last_sends, std::size_t limit) {
+        std::vector<int> sendcounts(p, me_last && !last_sends ? 0 : rows * d), recvcounts(p),
+            displs(p);
+        for (int j = 0; j < p; ++j) {
+          recvcounts[j] = j == last && !last_sends ? 0 : rows * d;
+          displs[j] = rows * d * j;
+        }
+        std::vector<float> send = gradient<float>(std::size_t(rows * d * p), 0, me),
+                           recv(send.size(), -1.0f), grad = gradient<float>(send.size(), 1, me),
+                           dx(send.size(), -1.0f);
+        detail::testing::max_mpi_count = me_last ? limit : 0;
+        detail::testing::point_to_point_exchanges = 0;
+        DCT_Request forward = DCT_REQUEST_NULL, back = DCT_REQUEST_NULL;
+        EXPECT_EQ(same_code_on_every_rank(DCT_Alltoallv_init(
+                      send.data(), sendcounts.data(), displs.data(), recv.data(), recvcounts.data(),
+                      displs.data(), MPI_FLOAT, MPI_COMM_WORLD, info, &forward)),
+                  DCT_SUCCESS)
             << DCT_Get_last_error();
-        DCT_Request_free(&request);
-      } else {
-        EXPECT_EQ(request, DCT_REQUEST_NULL);
+        EXPECT_EQ(
+            DCT_Alltoallv_backward_init(forward, grad.data(), recvcounts.data(), displs.data(),
+                                        dx.data(), sendcounts.data(), displs.data(), &back),
+            DCT_SUCCESS)
+            << DCT_Get_last_error();
+        for (DCT_Request *request : {&forward, &back}) {
+          EXPECT_EQ(same_code_on_every_rank(DCT_Start(request)), DCT_SUCCESS);
+          EXPECT_EQ(same_code_on_every_rank(DCT_Wait(request, DCT_STATUS_IGNORE)), DCT_SUCCESS)
+              << DCT_Get_last_error();
+        }
+        detail::testing::max_mpi_count = 0;
+        DCT_Request_free(&back);
+        DCT_Request_free(&forward);
+        recv.insert(recv.end(), dx.begin(), dx.end());
+        return std::make_pair(recv, detail::testing::point_to_point_exchanges);
+      };
+      // Exactly at the limit keeps MPI_Alltoallv; one unit less goes point to point, whether
+      // one message or their sum (the displacements) is what no longer fits: on every rank.
+      // The results are those of MPI_Alltoallv, bit for bit.
+      for (bool last_sends : {true, false}) {
+        const std::size_t at_limit = std::size_t(last_sends ? p : p - 1) * units;
+        const auto reference = run(last_sends, 0);
+        EXPECT_EQ(reference.second, 0u);
+        const auto fits = run(last_sends, at_limit);
+        EXPECT_EQ(fits.second, 0u);
+        EXPECT_TRUE(same_bits(fits.first, reference.first));
+        for (std::size_t limit : {at_limit - 1, units - 1}) {
+          const auto passes = run(last_sends, limit);
+          EXPECT_EQ(passes.second, 2u) << "limit " << limit;  // the forward's and the backward's
+          EXPECT_TRUE(same_bits(passes.first, reference.first)) << "limit " << limit;
+        }
       }
-      return code;
-    };
-    // Exactly at the limit passes; one unit less refuses, whether one message or their sum
-    // (the displacements) is what no longer fits. The last rank says which.
-    auto expect_said = [&](const char *what) {
-      const std::string message = DCT_Get_last_error();
-      if (me_last) {
-        EXPECT_NE(message.find(what), std::string::npos) << message;
-      }
-    };
-    EXPECT_EQ(init(true, std::size_t(p) * units), DCT_SUCCESS) << DCT_Get_last_error();
-    EXPECT_EQ(init(true, std::size_t(p) * units - 1), DCT_ERR_COUNT);
-    expect_said("the messages to all ranks");
-    EXPECT_EQ(init(true, units - 1), DCT_ERR_COUNT);
-    expect_said("the message to rank 0");
-    EXPECT_EQ(init(false, std::size_t(p - 1) * units), DCT_SUCCESS) << DCT_Get_last_error();
-    EXPECT_EQ(init(false, std::size_t(p - 1) * units - 1), DCT_ERR_COUNT);
-    expect_said(p == 2 ? "the message from rank 0" : "the messages from all ranks");
-    MPI_Info_free(&info);
+      MPI_Info_free(&info);
+    }
   }
 }
 
