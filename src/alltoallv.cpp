@@ -1,3 +1,6 @@
+// DCT-MP's top-k engines: the forward (per-row selection, masks, encoded messages) and the
+// backward that reuses its masks. Over 400 lines because the two engines share one message
+// protocol (headers, validation of peers' messages, the staged receive) kept in one place.
 #include "alltoallv.hpp"
 
 #include <algorithm>

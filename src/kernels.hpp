@@ -10,8 +10,8 @@
 // reach the result as they would through MPI_Allreduce.
 //
 // What the library decides with these kernels (when a sampled threshold pays, for instance)
-// lives with the callers: threshold.hpp, allreduce.cpp. The exchanges, which work on host
-// buffers, run their kernels through the host backend handed to them (SparseInput::host).
+// lives with the callers: threshold.hpp, gradient_compressor.cpp. The exchanges, which work on
+// host buffers, run their kernels through the host backend handed to them (SparseInput::host).
 //
 // Private header of src/: include it from library sources only.
 #pragma once

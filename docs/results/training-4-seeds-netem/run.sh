@@ -8,7 +8,7 @@ set -e
 cd "$(dirname "$0")/../../../build"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-out=${OUT:-/tmp/issue13-session4}
+out=${OUT:-/tmp/training-4-seeds-netem}
 mkdir -p "$out"
 sign="--values sign --mp-values fp16 --momentum-correction --density 0.015 --bucket-mb 25"
 eb="--error-bound 0.2 --backward-error-bound 0.2 --lossless zstd"

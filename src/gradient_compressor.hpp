@@ -1,0 +1,106 @@
+// DCT-DP's compression of one allreduce request, with error feedback: each call takes
+// acc = send + residual, keeps the entries the threshold control selects (dct_tau_control,
+// tau_control.hpp), leaves acc - sent in the residual, and can put a call's entries back
+// exactly when the call fails. It owns the request's residual, threshold and kept entries, in
+// the backend's memory (with pinned host copies for GPU backends, which the exchanges read).
+//
+// The request's lifecycle (headers, algorithm, exchange, momentum, status) stays in
+// allreduce.cpp; this is the part that decides which entries a rank sends.
+//
+// Private header of src/: include it from library sources only.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "config.hpp"
+#include "kernels.hpp"
+#include "tau_control.hpp"
+
+namespace dct::detail {
+
+template <typename T>
+class GradientCompressor {
+ public:
+  /// `elements` > 0 allocates the residual (zeroed) on `backend`; `staged`: a GPU backend
+  /// whose entries the exchanges read through host copies.
+  GradientCompressor(Backend &backend, const Config &config, std::size_t elements, bool staged,
+                     Stream stream);
+
+  /// What one compress() decided, for the call's status.
+  struct Selection {
+    double tau = 0;            ///< the threshold of this call
+    bool reestimated = false;  ///< tau was selected over the tensor on this call
+  };
+
+  /// Compresses `send` (elements() values in the backend's memory) on call number `call`.
+  /// On return kept() entries are in kept_indices() and their host copies, and the residual
+  /// holds acc - sent. If it throws, the residual holds what it held before (undo() done).
+  Selection compress(const T *send, MPI_Count call, Stream stream);
+  /// Puts the last compress()'s entries back into the residual (exactly: acc there again) and
+  /// restores the threshold: the call did not happen. Idempotent.
+  void undo(Stream stream);
+  /// The call completed: the adaptive floor moves to what this call measured.
+  void commit();
+
+  std::size_t kept() const { return kept_; }
+  /// The kept entries' indices in the backend's memory (the momentum mask uses them).
+  const WireIndex *kept_indices() const { return idx_.data(); }
+  /// The kept entries as the exchanges read them, in host memory: indices, and the values
+  /// that travel (dct_values=sign: +-m).
+  const WireIndex *host_indices() const { return staged_ ? idx_host_.data() : idx_.data(); }
+  const T *outgoing_values() const;
+
+  /// The residual in the backend's memory (split's result budget adds to it).
+  T *residual() { return residual_.data(); }
+  /// The residual in host memory (a copy for GPU backends).
+  const T *residual_on_host(Stream stream) const;
+  /// fixed: the threshold; adaptive: the candidates' floor for the next call.
+  double tau() const { return static_cast<double>(tau_); }
+  /// A checkpoint's state: `residual` (host memory, elements() values) and `tau`.
+  void restore(const void *residual, double tau, Stream stream);
+
+ private:
+  std::size_t elements() const { return elements_; }
+  bool adaptive() const { return config_.tau_control == TauControl::adaptive; }
+  bool rounds_values() const;
+  void take_top_k(const T *send, std::size_t k, MPI_Count call);
+  tau_control::Trim trim_to(std::size_t k, std::size_t aim, std::size_t finite);
+  tau_control::Trim trim_on_device(std::size_t k, std::size_t aim, std::size_t finite);
+  void copy_entries_to_host();
+  const T *reestimate(const T *send, std::size_t k, MPI_Count call);
+  void take_entries(const T *send, T threshold);
+  void quantise_signs();
+  void reserve_entries(std::size_t entries, std::size_t keep);
+  const T *host_values() const { return staged_ ? val_host_.data() : val_.data(); }
+
+  Backend *backend_;
+  const Config &config_;
+  std::size_t elements_;
+  bool staged_;
+  Stream stream_ = nullptr;  // of the operation in progress
+  BackendArray<T> residual_;
+  mutable std::vector<T> residual_host_;  // residual_on_host(), read back from the device
+  std::vector<T> sample_;
+  T tau_ = T(0);  // fixed: the threshold; adaptive: the candidates' floor
+  T previous_tau_ = T(0);
+  T next_floor_ = T(0);        // adaptive: the floor for the next call, once this one completes
+  double call_tau_ = 0;        // adaptive: this call's threshold (the k-th largest |acc|)
+  bool reestimated_ = false;   // this call selected tau over the tensor
+  std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
+  std::vector<WireIndex> dropped_idx_;
+  std::vector<T> dropped_val_;
+  BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
+  BackendArray<T> dropped_device_val_;
+  std::vector<T> sign_values_, sign_error_;  // dct_values=sign: what travels, what stays
+  BackendArray<T> sign_error_device_;        // sign_error_ on the device (staged_)
+  BackendArray<WireIndex> idx_;              // kept entries, in the backend's memory
+  BackendArray<T> val_;
+  BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
+  BackendArray<T> val_host_;
+  std::size_t kept_ = 0;
+};
+
+}  // namespace dct::detail
