@@ -3,7 +3,10 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -62,6 +65,37 @@ bool load_data(const std::string &dir, int train_limit, int test_limit, dlrm::Sp
   if (!ok && rank == first_failing)
     std::fprintf(stderr, "dct-dlrm: dataset error: %s\n", error.c_str());
   return all_ok == 1;
+}
+
+/// Writes `--dump-lookups` (format: examples/dlrm/README.md, "Dumping the lookups"): a 40-byte
+/// header of an 8-byte magic and eight little-endian u32, then the float32 values.
+bool write_lookups(const std::string &path, const dlrm::LookupDump &dump, int table_columns) {
+  const uint16_t probe = 1;
+  unsigned char low = 0;
+  std::memcpy(&low, &probe, 1);
+  if (low != 1) {
+    std::fprintf(stderr, "dct-dlrm: --dump-lookups writes little-endian files only\n");
+    return false;
+  }
+  const uint32_t header[8] = {1,  // version
+                              4,  // bytes per value: IEEE float32
+                              uint32_t(dump.ranks),
+                              uint32_t(dump.steps),
+                              uint32_t(dump.rows),
+                              uint32_t(dump.d),
+                              uint32_t(table_columns),
+                              0};  // reserved
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write("DCTLOOKS", 8);
+  file.write(reinterpret_cast<const char *>(header), sizeof header);
+  file.write(reinterpret_cast<const char *>(dump.data.data()),
+             std::streamsize(dump.data.size() * sizeof(float)));
+  file.close();
+  if (!file) {
+    std::fprintf(stderr, "dct-dlrm: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
 }
 
 void print_table(const json &runs, bool model_parallel) {
@@ -172,6 +206,18 @@ int run(int argc, char **argv, int rank, int ranks) {
                  "eb: dct_beta_gbps of the MP request (the bandwidth the lossless stage is "
                  "chosen for; 0.125 = 1 Gbit/s)");
   app.add_option("--json", json_path, "write every metric (per epoch and final) to FILE");
+  std::string dump_path;
+  dlrm::LookupDump dump;
+  app.add_option("--dump-lookups", dump_path,
+                 "write the forward embedding lookups of --dump-steps training steps of the "
+                 "first mode to FILE (for dct-bench alltoallv --blocks; dlrm only)");
+  app.add_option("--dump-step", dump.first,
+                 "first step dumped, 1-based over all epochs (0: the run's last steps)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_option("--dump-steps", dump.steps, "consecutive steps dumped")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_flag(
       "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
   try {
@@ -224,10 +270,31 @@ int run(int argc, char **argv, int rank, int ranks) {
         config.model.model.c_str(), ranks, train.count, test.count, config.model.batch,
         config.epochs);
 
+  if (!dump_path.empty()) {
+    const int64_t steps = int64_t(train.count / (config.model.batch * ranks)) * config.epochs;
+    const int64_t first = dump.first > 0 ? dump.first : steps - dump.steps + 1;
+    const int64_t floats = int64_t(dump.steps) * ranks * config.model.batch *
+                           (dlrm::kCategorical / ranks) * config.model.emb_dim;
+    const char *problem = config.model.model != "dlrm" ? "needs --model dlrm (lookups)"
+                          : first < 1 || first - 1 + dump.steps > steps
+                              ? "the dumped steps are not all in the run"
+                          : floats > INT_MAX ? "more than INT_MAX values per rank"
+                                             : nullptr;
+    if (problem) {
+      if (rank == 0)
+        std::fprintf(stderr, "--dump-lookups: %s (%lld steps of %lld from step %lld)\n", problem,
+                     static_cast<long long>(dump.steps), static_cast<long long>(steps),
+                     static_cast<long long>(first));
+      return kExitUsage;
+    }
+    config.dump = &dump;
+  }
+
   json runs = json::array();
   for (const std::string &mode : modes)
     runs.push_back(dlrm::run_mode(mode, config, train, test, MPI_COMM_WORLD));
   if (rank != 0) return 0;
+  if (!dump_path.empty() && !write_lookups(dump_path, dump, config.model.emb_dim)) return kExitData;
   print_table(runs, config.model.model == "dlrm");
   if (!json_path.empty()) {
     json out;

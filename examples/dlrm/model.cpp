@@ -240,6 +240,9 @@ class DlrmModel : public Model {
     return fnv1a(w.data(), w.size() * sizeof(float), replicated_.checksum(fnv1a(nullptr, 0)));
   }
   std::vector<int64_t> dp_layer_counts() const override { return replicated_.layer_counts(); }
+  // fwd_send_ keeps the last step's lookups until the next step (evaluation has its own).
+  const float *last_lookups() const override { return fwd_send_.data(); }
+  int lookup_row_length() const override { return d_; }
 
  private:
   static int rank_of(MPI_Comm comm) {

@@ -54,6 +54,14 @@ class Model {
   /** @brief Parameters of every replicated layer (weights and bias), in registration order:
    * the element counts of the data-parallel allreduces. */
   virtual std::vector<int64_t> dp_layer_counts() const = 0;
+  /**
+   * @brief The forward embedding lookups this rank sent in the last `train_step` (P blocks of
+   * batch rows x `lookup_row_length()` floats, block j for rank j), or nullptr for a model
+   * without a model-parallel exchange.
+   */
+  virtual const float *last_lookups() const { return nullptr; }
+  /** @brief d of the lookup rows (0 without a model-parallel exchange). */
+  virtual int lookup_row_length() const { return 0; }
 };
 
 /**

@@ -1,6 +1,7 @@
 // One mode's training run: data order, steps, evaluation, and the metrics of every epoch.
 #include "train.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -65,6 +66,28 @@ json reduce_epoch(const CommStats &s, double loss_sum, double wall, double eval_
   return e;
 }
 
+/// Gathers every rank's dumped lookups (steps x P blocks each) to rank 0 in the file's order:
+/// step, sender, receiver.
+void gather_dump(const std::vector<float> &mine, LookupDump &dump, int ranks, int rows, int d,
+                 MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const size_t per_step = size_t(ranks) * rows * d;  // one sender's blocks of one step
+  std::vector<float> all(rank == 0 ? mine.size() * size_t(ranks) : 0);
+  MPI_Gather(mine.data(), int(mine.size()), MPI_FLOAT, all.data(), int(mine.size()), MPI_FLOAT, 0,
+             comm);
+  dump.taken = true;
+  dump.ranks = ranks, dump.rows = rows, dump.d = d;
+  if (rank != 0) return;
+  dump.data.resize(all.size());
+  for (int sender = 0; sender < ranks; ++sender)
+    for (int step = 0; step < dump.steps; ++step) {
+      const float *from = &all[(size_t(sender) * dump.steps + size_t(step)) * per_step];
+      std::copy(from, from + per_step,
+                &dump.data[(size_t(step) * ranks + size_t(sender)) * per_step]);
+    }
+}
+
 void print_epoch(const std::string &mode, int epoch, int epochs, const json &e,
                  bool model_parallel) {
   std::printf(
@@ -107,6 +130,14 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   run["dp_layer_counts"] = model->dp_layer_counts();
   run["dp_sum_counts"] = strategy->sum_counts();
   run["epochs"] = json::array();
+  // --dump-lookups: this rank's lookups of the dumped steps (the first mode only), collected
+  // outside the timed part of the step.
+  LookupDump *dump =
+      config.dump && !config.dump->taken && model->last_lookups() ? config.dump : nullptr;
+  const int64_t dump_first =
+      dump ? (dump->first > 0 ? dump->first : int64_t(steps) * config.epochs - dump->steps + 1) : 0;
+  const size_t lookup_floats = size_t(ranks) * config.model.batch * model->lookup_row_length();
+  std::vector<float> dumped;
   double first_batch_loss = 0.0, total_wall = 0.0;
   int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0, fwd_sent = 0;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
@@ -114,17 +145,24 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
     strategy->stats() = CommStats();
     MPI_Barrier(comm);  // epochs start together, so wall times compare across modes
     const double start = MPI_Wtime();
-    double loss_sum = 0.0;
+    double loss_sum = 0.0, dump_s = 0.0;
     for (int step = 0; step < steps; ++step) {
       const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy);
       loss_sum += loss;
+      const int64_t global_step = int64_t(epoch) * steps + step + 1;
+      if (dump && global_step >= dump_first && global_step < dump_first + dump->steps) {
+        const double dump_start = MPI_Wtime();
+        const float *lookups = model->last_lookups();
+        dumped.insert(dumped.end(), lookups, lookups + lookup_floats);
+        dump_s += MPI_Wtime() - dump_start;
+      }
       if (epoch == 0 && step == 0) {
         double global = loss;
         MPI_Allreduce(MPI_IN_PLACE, &global, 1, MPI_DOUBLE, MPI_SUM, comm);
         first_batch_loss = global / global_batch;
       }
     }
-    const double wall = MPI_Wtime() - start;
+    const double wall = MPI_Wtime() - start - dump_s;
     const double eval_start = MPI_Wtime();
     const EvalResult eval = model->evaluate();
     const double eval_s = MPI_Wtime() - eval_start;
@@ -142,6 +180,8 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
       print_epoch(mode, epoch + 1, config.epochs, e, config.model.model == "dlrm");
     run["epochs"].push_back(e);
   }
+
+  if (dump) gather_dump(dumped, *dump, ranks, config.model.batch, model->lookup_row_length(), comm);
 
   // One checksum over every rank's parameters, in rank order: equal runs have equal bits.
   const uint64_t mine = model->checksum();

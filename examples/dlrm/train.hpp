@@ -10,12 +10,26 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "comm.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
 namespace dlrm {
+
+/**
+ * @brief `--dump-lookups`: the forward embedding lookups of `steps` consecutive training steps
+ * of the first mode run, gathered to rank 0 (the file is written by main.cpp).
+ */
+struct LookupDump {
+  int64_t first = 0;   ///< First step dumped, 1-based over all epochs; 0: the last `steps`.
+  int steps = 1;       ///< Consecutive steps dumped.
+  bool taken = false;  ///< Set on every rank once a mode has dumped (only the first does).
+  int ranks = 0, rows = 0, d = 0;  ///< P, rows per block (the batch), row length.
+  /// On rank 0: steps x P senders x P receivers x rows x d floats, in that order.
+  std::vector<float> data;
+};
 
 /** @brief Everything a run needs besides the data. */
 struct RunConfig {
@@ -24,7 +38,8 @@ struct RunConfig {
   int epochs = 5;
   /** Gradient bucket capacity in floats (Comm::set_bucket_elements; 0: one sum per layer). */
   int64_t bucket_elements = 0;
-  bool verbose = true;  ///< Rank 0 prints every epoch.
+  bool verbose = true;         ///< Rank 0 prints every epoch.
+  LookupDump *dump = nullptr;  ///< Where the first mode leaves its lookups (nullptr: none).
 };
 
 /**

@@ -4,7 +4,8 @@
 #   EQUAL     'field=value' items, '|'-joined: the field as string(JSON) reads it (true is ON)
 #             equals value, or with value '@other' the field `other` of the same row
 #   POSITIVE  fields that must be numbers > 0
-#   LESS      'a<b' items: field a is smaller than field b
+#   LESS      'a<b' items: field a is smaller than field b; 'a<=b': not larger; b may also be
+#             a number
 # Usage: cmake -DCOMMAND=... -DROWS=n [-DEQUAL=...] [-DPOSITIVE=...] [-DLESS=...] -P check_json.cmake
 string(REPLACE "|" ";" command "${COMMAND}")
 execute_process(COMMAND ${command} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
@@ -51,10 +52,16 @@ foreach(i RANGE ${last})
     endif()
   endforeach()
   foreach(item IN LISTS less)
-    string(REGEX MATCH "^([^<]+)<(.+)$" _ "${item}")
+    string(REGEX MATCH "^([^<]+)<(=?)(.+)$" _ "${item}")
+    set(or_equal "${CMAKE_MATCH_2}")
+    set(right "${CMAKE_MATCH_3}")
     field(a ${CMAKE_MATCH_1})
-    field(b ${CMAKE_MATCH_2})
-    if(NOT a LESS b)
+    if(right MATCHES "^[-+]?[0-9.]+([eE][-+]?[0-9]+)?$")
+      set(b ${right})
+    else()
+      field(b ${right})
+    endif()
+    if((or_equal AND NOT a LESS_EQUAL b) OR (NOT or_equal AND NOT a LESS b))
       message(FATAL_ERROR "row ${i}: ${item} does not hold (${a}, ${b})")
     endif()
   endforeach()

@@ -70,15 +70,17 @@ CodecFigures topk_figures(const T *rows, std::size_t nrows, std::size_t d, doubl
 }
 
 template <typename T>
-CodecFigures error_bounded_figures(const T *rows, std::size_t nrows, std::size_t d, double bound,
+CodecFigures error_bounded_figures(const T *rows, std::size_t nrows, std::size_t d,
+                                   std::size_t table_columns, double bound,
                                    const std::string &lossless, double seconds) {
   eb::Workspace encoder, decoder;
-  const eb::Tables tables{d, d};
-  std::vector<std::byte> message(eb::max_message_bytes(nrows, d, 1, sizeof(T)));
+  const eb::Tables tables{d, table_columns};
+  const std::vector<double> bounds(tables.count(), bound);
+  std::vector<std::byte> message(eb::max_message_bytes(nrows, d, tables.count(), sizeof(T)));
   std::size_t bytes_out = 0;
   std::vector<T> out(nrows * d);
   const double encode = per_run(seconds, [&] {
-    eb::quantize(rows, nrows, tables, &bound, encoder);
+    eb::quantize(rows, nrows, tables, bounds.data(), encoder);
     eb::Coder coder = coder_of(lossless);
     bytes_out = eb::pack(coder, encoder, message.data());
   });
@@ -94,9 +96,11 @@ CodecFigures error_bounded_figures(const T *rows, std::size_t nrows, std::size_t
 template CodecFigures topk_figures<float>(const float *, std::size_t, std::size_t, double, double);
 template CodecFigures topk_figures<double>(const double *, std::size_t, std::size_t, double,
                                            double);
-template CodecFigures error_bounded_figures<float>(const float *, std::size_t, std::size_t, double,
-                                                   const std::string &, double);
+template CodecFigures error_bounded_figures<float>(const float *, std::size_t, std::size_t,
+                                                   std::size_t, double, const std::string &,
+                                                   double);
 template CodecFigures error_bounded_figures<double>(const double *, std::size_t, std::size_t,
-                                                    double, const std::string &, double);
+                                                    std::size_t, double, const std::string &,
+                                                    double);
 
 }  // namespace dct::bench

@@ -17,10 +17,12 @@ template <typename T>
 CodecFigures topk_figures(const T *rows, std::size_t nrows, std::size_t d, double keep,
                           double seconds);
 
-/// The error-bounded codec with relative bound `bound`, the whole row one table, the lossless
-/// stage `lossless` (none, lz4, zstd).
+/// The error-bounded codec with relative bound `bound` on every table of `table_columns`
+/// columns (dividing d; d: the whole row one table), the lossless stage `lossless` (none, lz4,
+/// zstd).
 template <typename T>
-CodecFigures error_bounded_figures(const T *rows, std::size_t nrows, std::size_t d, double bound,
+CodecFigures error_bounded_figures(const T *rows, std::size_t nrows, std::size_t d,
+                                   std::size_t table_columns, double bound,
                                    const std::string &lossless, double seconds);
 
 }  // namespace dct::bench
