@@ -1,15 +1,21 @@
 #include "progress.hpp"
 
 #include <algorithm>
-#include <list>
+#include <vector>
 
 #include "request_engine.hpp"
 
 namespace dct::detail {
 namespace {
 
-std::list<RequestEngine *> &in_flight() {  // in start order
-  static std::list<RequestEngine *> engines;
+// In start order. A vector with room for a few requests, so that starting a call allocates
+// nothing (a list node per start was one of the per-call heap allocations of issue 14).
+std::vector<RequestEngine *> &in_flight() {
+  static std::vector<RequestEngine *> engines = [] {
+    std::vector<RequestEngine *> reserved;
+    reserved.reserve(64);
+    return reserved;
+  }();
   return engines;
 }
 
@@ -25,7 +31,8 @@ void add_in_flight(RequestEngine *engine) {
 }
 
 void remove_in_flight(RequestEngine *engine) {
-  in_flight().remove(engine);
+  auto &engines = in_flight();
+  engines.erase(std::remove(engines.begin(), engines.end(), engine), engines.end());
 }
 
 bool progress_in_flight(RequestEngine *target, bool wait) {
@@ -33,14 +40,17 @@ bool progress_in_flight(RequestEngine *target, bool wait) {
   for (;;) {
     // Alone in flight, a call may block inside MPI instead of polling.
     const bool alone = engines.size() == 1;
-    for (auto it = engines.begin(); it != engines.end();) {
-      RequestEngine *engine = *it;
+    for (std::size_t i = 0; i < engines.size();) {  // by index: robust to the vector moving
+      RequestEngine *engine = engines[i];
       bool complete = false;
       if (engine->blocking())
-        complete = it == engines.begin() && engine->progress(true);
+        complete = i == 0 && engine->progress(true);
       else
         complete = engine->progress(wait && alone);
-      it = complete ? engines.erase(it) : std::next(it);
+      if (complete)
+        engines.erase(engines.begin() + std::ptrdiff_t(i));
+      else
+        ++i;
     }
     if (!contains(target)) return true;
     if (!wait) return false;

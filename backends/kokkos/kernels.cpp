@@ -20,33 +20,44 @@ namespace {
 using kokkos::Exec;
 using kokkos::range;
 
+// Runs body(i) for i in [0, n): on the calling thread when n fits one filter work item, as a
+// Kokkos kernel otherwise. On tensors of a few thousand entries a launch costs more than the
+// loop (its label string is a heap allocation, then the dispatch and the fence: issue 14's
+// per-call overhead), as for the filter's single work item; the body is the kernel's own, so
+// the bits are too (the scattered indices of one message are distinct).
+template <typename Body>
+void for_each_index(const char *label, std::size_t n, const Body &body) {
+  if (n <= static_cast<std::size_t>(kokkos::kFilterChunk)) {
+    for (std::size_t i = 0; i < n; ++i) body(static_cast<std::int64_t>(i));
+    return;
+  }
+  Kokkos::parallel_for(label, range(n), body);
+  Exec().fence();
+}
+
 template <typename T>
 void scatter_add_impl(const WireIndex *idx, const T *val, std::size_t m, T *out) {
-  Kokkos::parallel_for(
-      "dct::scatter_add", range(m), KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });
-  Exec().fence();
+  for_each_index(
+      "dct::scatter_add", m, KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });
 }
 
 template <typename T>
 void fill_zero_impl(T *out, std::size_t n) {
-  Kokkos::parallel_for(
-      "dct::fill_zero", range(n), KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });
-  Exec().fence();
+  for_each_index(
+      "dct::fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });
 }
 
 template <typename T>
 void momentum_update_impl(const T *send, const T *velocity, T momentum, T *out, std::size_t n) {
-  Kokkos::parallel_for(
-      "dct::momentum_update", range(n),
+  for_each_index(
+      "dct::momentum_update", n,
       KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });
-  Exec().fence();
 }
 
 template <typename T>
 void scatter_zero_impl(const WireIndex *idx, std::size_t m, T *out) {
-  Kokkos::parallel_for(
-      "dct::scatter_zero", range(m), KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });
-  Exec().fence();
+  for_each_index(
+      "dct::scatter_zero", m, KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });
 }
 
 class KokkosBackend final : public Backend {
