@@ -41,6 +41,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+// smpicxx force-includes smpi_helpers.h, whose exit(x) macro (SMPI's exit of one simulated
+// rank) breaks CLI11's App::exit member; this driver never calls exit().
+#ifdef exit
+#undef exit
+#endif
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>

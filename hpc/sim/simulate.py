@@ -958,6 +958,7 @@ def main():
             f"{', '.join(a for a in args.algorithms if a not in available) or 'none'}")
         log("== simulations")
         results = main_runs(sim, args, available)
+        dump(saved, results, ([], []), sim.host_seconds)
         log("== the re-balancing call on its own (F = 1)")
         results.update(rebalance_runs(sim, args, available))
         verification = ([], [])
