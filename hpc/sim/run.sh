@@ -10,7 +10,10 @@
 #   hpc/sim/run.sh --report-only rewrite docs/simulation.* from the last run's results
 #
 # Environment: DCT_SIM_BUILD_DIR (default build-smpi), DCT_SIM_MEMORY_GIB (memory budget of
-# one simulation, default 12), DCT_SIM_WORK (rank-elements per measurement, default 2^28).
+# one simulation, default 12), DCT_SIM_WORK (rank-elements per measurement, default 2^28),
+# DCT_SIM_INTERVAL (dct_interval of the requests, default 1000: the re-balancing call is
+# simulated on its own and charged once per interval), DCT_SIM_RANKS, DCT_SIM_BANDWIDTHS,
+# DCT_SIM_DENSITIES, DCT_SIM_ALGORITHMS (comma lists: a subset of the experiment).
 # Builds and simulations run under nice, one at a time (the build with -j1).
 set -euo pipefail
 

@@ -3,20 +3,29 @@
 // docs/simulation.md for the method.
 //
 //   smpirun -np P ... sim_allreduce --count N --runs mpi,auto:0.01,allgather:0.05,...
-//       [--scale F] [--calls 2] [--check] [--shared-recv]
+//       [--scale F] [--calls 2] [--interval 1000] [--check] [--shared-recv] [--no-control]
 //
 // Every rank reduces a gradient of N fp32 values, roughly N(0,1). Each run is ALGORITHM:DENSITY
 // (`dct_algorithm` and `dct_density` info keys) or "mpi" (plain MPI_Allreduce). A persistent
-// request with dct_interval=1 is called `calls` times and the last call is the one reported
-// (the first one starts from an empty residual). An algorithm that DCT_Allreduce_init refuses
+// request with `dct_interval` = --interval (default 1000, the library's) is called `calls`
+// times and the last call is the one reported; the first call is reported too (first_*). The
+// first call re-balances split's segments (an allreduce of a histogram of the kept indices,
+// whose size depends on P, not on N): it selects tau over the whole tensor, and segments are
+// re-balanced whenever tau is (dct_tau_control=adaptive, the default: on the first call and
+// when fewer than k candidates pass the floor; fixed: every `dct_interval` calls). The later
+// calls reuse the segments, as in training. An algorithm that DCT_Allreduce_init refuses
 // with DCT_ERR_INFO (a name this build of dct does not know) is reported as n/a without
 // allocating anything. Rank 0 prints one RESULT line per run:
 //   time       simulated seconds of the call, max over ranks of (end - start) after a barrier
 //   bytes_*    DCT_Status bytes_received / bytes_sent, max and mean over ranks
 //   kept_mean  kept entries per rank (nnz_sent), mean over ranks
 //   bound      2 k (P-1) / P with k = kept_mean * 8 bytes (fp32 value + 32-bit index)
+//   rebalanced 1 if some rank re-selected tau over the tensor on the reported call (which
+//              then re-balanced split's segments), else 0
+//   first_*    time, bytes_received_max and rebalanced of the first call (which re-balances)
 //   fixed_*    the same call on a 1-element all-zero tensor: the per-call control traffic and
-//              time that do not scale with the tensor (run.sh needs it to undo --scale)
+//              time that do not scale with the tensor (run.sh needs it to undo --scale);
+//              --no-control leaves this measurement out
 // --scale F is only recorded: run.sh simulates N/F elements on links of bandwidth/F.
 // --shared-recv allocates the receive buffer with SMPI_SHARED_MALLOC (one garbage buffer for all
 // ranks, as SMPI folds it): only for the verification runs of algorithms whose timing does not
@@ -32,6 +41,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+// smpicxx force-includes smpi_helpers.h, whose exit(x) macro (SMPI's exit of one simulated
+// rank) breaks CLI11's App::exit member; this driver never calls exit().
+#ifdef exit
+#undef exit
+#endif
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>
@@ -57,7 +71,9 @@ struct Options {
   double scale = 1.0;
   std::vector<Run> runs;
   int calls = 2;
+  long long interval = 1000;
   bool check = false;
+  bool control = true;
   bool shared_recv = false;
   unsigned seed = 12345;
 };
@@ -99,12 +115,18 @@ Options parse(CLI::App &app, int argc, char **argv) {
   app.add_option("--calls", options.calls, "calls per run; the last is reported")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--interval", options.interval, "dct_interval of every request")
+      ->check(CLI::Range(1LL, 1LL << 40))
+      ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of the gradients")->capture_default_str();
   CLI::Option *check = app.add_flag("--check", options.check, "verify the results");
   app.add_flag("--shared-recv", options.shared_recv,
                "receive buffer from SMPI_SHARED_MALLOC (timing runs only)")
       ->excludes(check);
+  bool no_control = false;
+  app.add_flag("--no-control", no_control, "skip the 1-element control measurement (fixed_*)");
   app.parse(argc, argv);
+  options.control = !no_control;
   for (const std::string &text : runs) {
     options.runs.emplace_back();
     parse_run(text, options.runs.back());
@@ -200,6 +222,7 @@ struct Measurement {
   double bytes_sent_max = 0.0, bytes_sent_mean = 0.0;
   double kept_mean = 0.0;
   int algorithm_min = 0, algorithm_max = 0;
+  int rebalanced = 0;  // some rank re-selected tau (and so split's segments) on this call
 };
 
 Measurement reduce_measurement(double elapsed, const DCT_Status &status, MPI_Comm comm) {
@@ -213,8 +236,9 @@ Measurement reduce_measurement(double elapsed, const DCT_Status &status, MPI_Com
                          double(status.nnz_sent)};
   double global_sum[3] = {};
   MPI_Allreduce(local_sum, global_sum, 3, MPI_DOUBLE, MPI_SUM, comm);
-  int algorithm[2] = {-status.algorithm, status.algorithm}, extremes[2] = {};
-  MPI_Allreduce(algorithm, extremes, 2, MPI_INT, MPI_MAX, comm);
+  int algorithm[3] = {-status.algorithm, status.algorithm, status.tau_reestimated ? 1 : 0},
+      extremes[3] = {};
+  MPI_Allreduce(algorithm, extremes, 3, MPI_INT, MPI_MAX, comm);
   m.time = global_max[0];
   m.bytes_received_max = global_max[1];
   m.bytes_sent_max = global_max[2];
@@ -223,6 +247,7 @@ Measurement reduce_measurement(double elapsed, const DCT_Status &status, MPI_Com
   m.kept_mean = global_sum[2] / ranks;
   m.algorithm_min = -extremes[0];
   m.algorithm_max = extremes[1];
+  m.rebalanced = extremes[2];
   return m;
 }
 
@@ -250,12 +275,14 @@ struct Outcome {
   int code = DCT_SUCCESS;
   std::string error;
   Measurement measurement;
+  Measurement first;  // the first call's (the one that re-balances split's segments)
   std::string check;  // "" (not checked), "ok" or what failed
 };
 
-/// `calls` calls of one persistent dct request on `send`; measures the last one.
+/// `calls` calls of one persistent dct request on `send`; measures the first and the last one.
 Outcome run_dct(const std::string &algorithm, const std::string &density, const float *send,
-                float *recv, long long count, int calls, bool check, MPI_Comm comm) {
+                float *recv, long long count, int calls, long long interval, bool check,
+                MPI_Comm comm) {
   Outcome outcome;
   MPI_Info info;
   MPI_Info_create(&info);
@@ -264,7 +291,7 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
   MPI_Info_set(info, "dct_algorithm", bounded ? "split" : algorithm.c_str());
   if (bounded) MPI_Info_set(info, "dct_result_density", density.c_str());
   MPI_Info_set(info, "dct_density", density.c_str());
-  MPI_Info_set(info, "dct_interval", "1");
+  MPI_Info_set(info, "dct_interval", std::to_string(interval).c_str());
   DCT_Request request = DCT_REQUEST_NULL;
   int rc = DCT_Allreduce_init(send, recv, count, MPI_FLOAT, MPI_SUM, comm, info, &request);
   MPI_Info_free(&info);
@@ -289,6 +316,11 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
       return outcome;
     }
     if (check) delivered += sum_of(recv, count);
+    if (call == 0) {
+      outcome.first = reduce_measurement(elapsed, status, comm);
+      // The first call re-balances whatever dct's status says (its segments are empty).
+      outcome.first.rebalanced = 1;
+    }
   }
   outcome.measurement = reduce_measurement(elapsed, status, comm);
   if (check) {
@@ -340,6 +372,7 @@ Outcome run_mpi(const float *send, float *recv, long long count, int calls, MPI_
   status.nnz_sent = count;
   status.algorithm = -1;
   outcome.measurement = reduce_measurement(elapsed, status, comm);
+  outcome.first = outcome.measurement;
   outcome.ok = true;
   return outcome;
 }
@@ -385,6 +418,9 @@ bool report(const Run &run, const Outcome &outcome, const Outcome &fixed, int ra
       "bytes_sent_max=%.0f bytes_sent_mean=%.1f kept_mean=%.1f",
       algorithm_used(m).c_str(), m.time, m.bytes_received_max, m.bytes_received_mean,
       m.bytes_sent_max, m.bytes_sent_mean, m.kept_mean);
+  const Measurement &first = outcome.first;
+  std::printf(" rebalanced=%d first_time=%.9g first_bytes_received_max=%.0f first_rebalanced=%d",
+              m.rebalanced, first.time, first.bytes_received_max, first.rebalanced);
   if (run.algorithm != "mpi")  // 2 k (P-1) / P, k = kept entries * (4-byte value + 4-byte index)
     std::printf(" bound=%.1f", ranks > 1 ? 2.0 * m.kept_mean * 8.0 * (ranks - 1) / ranks : 0.0);
   if (fixed.ok)
@@ -455,8 +491,9 @@ int main(int argc, char **argv) {
     return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
   }
   if (rank == 0)
-    std::printf("CONFIG ranks=%d count=%lld scale=%g calls=%d shared_recv=%d\n", ranks,
-                options.count, options.scale, options.calls, options.shared_recv ? 1 : 0);
+    std::printf("CONFIG ranks=%d count=%lld scale=%g calls=%d interval=%lld shared_recv=%d\n",
+                ranks, options.count, options.scale, options.calls, options.interval,
+                options.shared_recv ? 1 : 0);
 
   // Which runs this build of dct has: DCT_Allreduce_init on a 1-element tensor.
   const float zero_send[1] = {0.0f};
@@ -466,7 +503,8 @@ int main(int argc, char **argv) {
   for (std::size_t i = 0; i < options.runs.size(); ++i) {
     const Run &run = options.runs[i];
     if (run.algorithm != "mpi") {
-      refused[i] = run_dct(run.algorithm, run.density, zero_send, zero_recv, 1, 0, false, comm);
+      refused[i] = run_dct(run.algorithm, run.density, zero_send, zero_recv, 1, 0, options.interval,
+                           false, comm);
       if (refused[i].ok) refused[i] = Outcome{};
     }
     any_available = any_available || refused[i].code == DCT_SUCCESS;
@@ -489,13 +527,14 @@ int main(int argc, char **argv) {
       if (outcome.code != DCT_SUCCESS) {
         // refused by init: nothing to run
       } else if (mpi) {
-        fixed = run_mpi(zero_send, zero_recv, 1, options.calls, comm);
+        if (options.control) fixed = run_mpi(zero_send, zero_recv, 1, options.calls, comm);
         outcome = run_mpi(gradient.data(), recv.data(), options.count, options.calls, comm);
       } else {
-        fixed = run_dct(run.algorithm, run.density, zero_send, zero_recv, 1, options.calls, false,
-                        comm);
+        if (options.control)
+          fixed = run_dct(run.algorithm, run.density, zero_send, zero_recv, 1, options.calls,
+                          options.interval, false, comm);
         outcome = run_dct(run.algorithm, run.density, gradient.data(), recv.data(), options.count,
-                          options.calls, options.check, comm);
+                          options.calls, options.interval, options.check, comm);
       }
       if (rank == 0 && !report(run, outcome, fixed, ranks, options)) ++failures;
     }
