@@ -2,7 +2,8 @@
 """Runs dct's allreduce algorithms and MPI_Allreduce under SimGrid's SMPI at scale.
 
 Called by hpc/sim/run.sh after it has built build-smpi/sim_allreduce; see docs/simulation.md
-for the method. Standard library only.
+for the method. Standard library only. (Past 400 lines: the runs, the scaling method, the
+compute model and the page generator in one tool; the report is the part to split out next.)
 
   simulate.py --binary build-smpi/sim_allreduce --work build-smpi/sim --docs docs [--quick]
 """
