@@ -287,6 +287,7 @@ int run(int argc, char **argv, int rank, int ranks) {
                      static_cast<long long>(first));
       return kExitUsage;
     }
+    dump.first = first;  // resolved once: run_mode dumps steps [first, first + steps)
     config.dump = &dump;
   }
 

@@ -134,8 +134,6 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   // outside the timed part of the step.
   LookupDump *dump =
       config.dump && !config.dump->taken && model->last_lookups() ? config.dump : nullptr;
-  const int64_t dump_first =
-      dump ? (dump->first > 0 ? dump->first : int64_t(steps) * config.epochs - dump->steps + 1) : 0;
   const size_t lookup_floats = size_t(ranks) * config.model.batch * model->lookup_row_length();
   std::vector<float> dumped;
   double first_batch_loss = 0.0, total_wall = 0.0;
@@ -150,7 +148,7 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
       const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy);
       loss_sum += loss;
       const int64_t global_step = int64_t(epoch) * steps + step + 1;
-      if (dump && global_step >= dump_first && global_step < dump_first + dump->steps) {
+      if (dump && global_step >= dump->first && global_step < dump->first + dump->steps) {
         const double dump_start = MPI_Wtime();
         const float *lookups = model->last_lookups();
         dumped.insert(dumped.end(), lookups, lookups + lookup_floats);

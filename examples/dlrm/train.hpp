@@ -23,7 +23,8 @@ namespace dlrm {
  * of the first mode run, gathered to rank 0 (the file is written by main.cpp).
  */
 struct LookupDump {
-  int64_t first = 0;   ///< First step dumped, 1-based over all epochs; 0: the last `steps`.
+  int64_t first = 0;   ///< First step dumped, 1-based over all epochs (main.cpp resolves
+                       ///< --dump-step 0, the run's last `steps`, before the run).
   int steps = 1;       ///< Consecutive steps dumped.
   bool taken = false;  ///< Set on every rank once a mode has dumped (only the first does).
   int ranks = 0, rows = 0, d = 0;  ///< P, rows per block (the batch), row length.

@@ -540,6 +540,8 @@ def table(results, args, bandwidth):
                     f"{'-' if extra_bytes is None else fmt_mb(extra_bytes)} | "
                     f"{result['scale']:.4g} | {fmt_time(result.get('fixed_time', 0.0))} |")
     return "\n".join(lines)
+
+
 def compute_table(results, args, bandwidth, cpu, gpu):
     lines = ["| ranks | density | algorithm | used | network, amortised (ms) | "
              "compute, CPU (ms) | total, CPU (ms) | vs MPI_Allreduce, CPU | "
