@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds Kokkos from the pinned source tarball (../shared/deps by default) with the OpenMP
-# backend and shared libraries, installed into a cache directory outside the clone keyed by the
-# tarball's checksum; a second run on the same machine reuses it. Prints the install prefix
-# (pass it as -DKokkos_ROOT=...) as the only line on stdout; progress goes to stderr.
+# Builds Kokkos from the pinned source tarball (../shared/deps by default) with shared
+# libraries, installed into a cache directory outside the clone keyed by the tarball's checksum
+# and the backend; a second run on the same machine reuses it. Prints the install prefix (pass
+# it as -DKokkos_ROOT=...) as the only line on stdout; progress goes to stderr.
 #
-#   .ci/kokkos.sh [--tarball FILE] [--jobs N]
+#   .ci/kokkos.sh [--backend openmp|hip] [--tarball FILE] [--jobs N]
+#   openmp (default): Serial + OpenMP, with the system's C++ compiler.
+#   hip: Serial + HIP for gfx90a (MI250X) with Debian's hipcc, which must then be dct's
+#        CMAKE_CXX_COMPILER too. Compile checks only on a machine without an AMD GPU.
 #   DCT_KOKKOS_TARBALL  the source tarball (same as --tarball)
 #   DCT_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/dct)
 #
@@ -14,8 +17,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tarball=${DCT_KOKKOS_TARBALL:-$here/../shared/deps/kokkos-4.6.01.tar.xz}
 jobs=$(nproc)
+backend=openmp
 while (($#)); do
   case $1 in
+    --backend) backend=$2; shift 2 ;;
     --tarball) tarball=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     *) echo "kokkos.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -29,7 +34,13 @@ fi
 name=$(basename "$tarball" .tar.xz)  # kokkos-4.6.01
 sha=$(sha256sum "$tarball" | cut -c1-16)
 cache=${DCT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dct}
-prefix=$cache/$name-openmp-$sha
+case $backend in
+  openmp) options=(-DKokkos_ENABLE_OPENMP=ON) ;;
+  hip) options=(-DCMAKE_CXX_COMPILER="$(command -v hipcc)" -DKokkos_ENABLE_HIP=ON
+                -DKokkos_ARCH_AMD_GFX90A=ON) ;;
+  *) echo "kokkos.sh: unknown backend '$backend' (openmp or hip)" >&2; exit 2 ;;
+esac
+prefix=$cache/$name-$backend-$sha
 mkdir -p "$cache"
 # One build per prefix at a time: a second CI run on the same machine waits, then reuses it.
 exec 9> "$prefix.lock"
@@ -43,12 +54,12 @@ fi
 
 work=$(mktemp -d "$cache/.build-$name-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-echo "== Kokkos: building $name (OpenMP, shared) into $prefix" >&2
+echo "== Kokkos: building $name ($backend, shared) into $prefix" >&2
 tar -xJf "$tarball" -C "$work"
 rm -rf "$prefix"
 cmake -S "$work/$name" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON \
-  -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_TESTS=OFF \
+  -DKokkos_ENABLE_SERIAL=ON "${options[@]}" -DKokkos_ENABLE_TESTS=OFF \
   -DKokkos_ENABLE_EXAMPLES=OFF > "$work/configure.log" 2>&1 ||
   { cat "$work/configure.log" >&2; exit 1; }
 cmake --build "$work/build" -j "$jobs" >&2

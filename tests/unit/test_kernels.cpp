@@ -1,7 +1,9 @@
 // The compression kernels of every backend against simple references (sorting, loops), for
-// float and double. The bodies are written once and run on each backend compiled into this
-// build (Kokkos on the host always; CUDA and HIP when compiled, skipped with a message when the
-// node has no device): data is prepared on the host and copied to the backend's memory.
+// float and double. The bodies are written once and run on the Kokkos core instantiated for each
+// execution space of this build's Kokkos (kokkos_spaces.cpp: Serial, OpenMP, Cuda, HIP) and on
+// the native CUDA and HIP backends when compiled; a case whose space or backend is missing, or
+// has no device on this node, is skipped with a message. Data is prepared on the host and
+// copied to the backend's memory. Each execution space is its own ctest entry (CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -20,16 +22,46 @@
 
 #include "error.hpp"
 #include "kernels.hpp"
+#include "kokkos_spaces.hpp"
 
 namespace dct::detail {
 namespace {
 
-template <DCT_Backend Kind, typename T>
+/// Where a case's kernels come from: the Kokkos core on one execution space, or a native
+/// GPU backend.
+enum class Source {
+  kokkos_serial,
+  kokkos_openmp,
+  kokkos_cuda,
+  kokkos_hip,
+  native_cuda,
+  native_hip
+};
+
+template <Source S, typename T>
 struct Case {
-  static constexpr DCT_Backend kind = Kind;
+  static constexpr Source source = S;
   using Element = T;
 };
 
+const char *source_name(Source source) {
+  switch (source) {
+    case Source::kokkos_serial:
+      return "kokkos_Serial";
+    case Source::kokkos_openmp:
+      return "kokkos_OpenMP";
+    case Source::kokkos_cuda:
+      return "kokkos_Cuda";
+    case Source::kokkos_hip:
+      return "kokkos_HIP";
+    case Source::native_cuda:
+      return "cuda";
+    default:
+      return "hip";
+  }
+}
+
+/// The library's backend of this kind (nullptr when not compiled).
 Backend *compiled_backend(DCT_Backend kind) {
   switch (kind) {
     case DCT_BACKEND_CUDA:
@@ -41,16 +73,27 @@ Backend *compiled_backend(DCT_Backend kind) {
   }
 }
 
+Backend *source_backend(Source source) {
+  switch (source) {
+    case Source::native_cuda:
+      return kernels::cuda_backend();
+    case Source::native_hip:
+      return kernels::hip_backend();
+    default:
+      return test::kokkos_space_backend(source_name(source) + std::strlen("kokkos_"));
+  }
+}
+
 template <typename C>
 class Kernels : public ::testing::Test {
  protected:
   using Value = typename C::Element;
 
   void SetUp() override {
-    backend_ = compiled_backend(C::kind);
-    const char *name = DCT_Backend_name(C::kind);
-    if (backend_ == nullptr) GTEST_SKIP() << "the " << name << " backend is not compiled in";
-    if (!backend_->available()) GTEST_SKIP() << "the " << name << " backend has no device here";
+    backend_ = source_backend(C::source);
+    const char *name = source_name(C::source);
+    if (backend_ == nullptr) GTEST_SKIP() << name << " is not compiled in (or not in this Kokkos)";
+    if (!backend_->available()) GTEST_SKIP() << name << " has no device here";
   }
 
   /// A copy of `host` in the backend's memory.
@@ -100,13 +143,17 @@ class Kernels : public ::testing::Test {
   Backend *backend_ = nullptr;
 };
 
-using Cases = ::testing::Types<Case<DCT_BACKEND_KOKKOS, float>, Case<DCT_BACKEND_KOKKOS, double>,
-                               Case<DCT_BACKEND_CUDA, float>, Case<DCT_BACKEND_CUDA, double>,
-                               Case<DCT_BACKEND_HIP, float>, Case<DCT_BACKEND_HIP, double>>;
+using Cases =
+    ::testing::Types<Case<Source::kokkos_serial, float>, Case<Source::kokkos_serial, double>,
+                     Case<Source::kokkos_openmp, float>, Case<Source::kokkos_openmp, double>,
+                     Case<Source::kokkos_cuda, float>, Case<Source::kokkos_cuda, double>,
+                     Case<Source::kokkos_hip, float>, Case<Source::kokkos_hip, double>,
+                     Case<Source::native_cuda, float>, Case<Source::native_cuda, double>,
+                     Case<Source::native_hip, float>, Case<Source::native_hip, double>>;
 struct CaseNames {
   template <typename C>
   static std::string GetName(int) {
-    return std::string(DCT_Backend_name(C::kind)) +
+    return std::string(source_name(C::source)) +
            (sizeof(typename C::Element) == 4 ? "_float" : "_double");
   }
 };

@@ -1,13 +1,15 @@
-// The Kokkos backend's filter: the kept entries of acc = send + residual compacted to (index,
-// value) lists, the rest left in the residual (error feedback).
-#include <algorithm>
-#include <vector>
+// The Kokkos core's filter: the kept entries of acc = send + residual compacted to (index,
+// value) lists, the rest left in the residual (error feedback). One source for every execution
+// space.
+//
+// Private header of backends/kokkos/.
+#pragma once
 
-#include "error.hpp"
-#include "masks.hpp"
+#include <algorithm>
+
+#include "portable.hpp"
 
 namespace dct::detail::kernels::kokkos {
-namespace {
 
 // The filter in two passes over work items of kFilterChunk entries, reading send and residual
 // once. Pass 1, in blocks of 16: acc is computed and stored with no branch while a 16-bit mask
@@ -23,16 +25,8 @@ namespace {
 // entry (pass 1 keeping the blocks' masks alone) was still 2x slower: at 1% density those are a
 // sixth of the cache lines, read back from memory one at a time.
 
-/// Scratch of the filter, kept between calls on this thread (as candidate_buffer).
-template <typename T>
-struct FilterScratch {
-  std::vector<WireIndex> index;  // the slots: staged kept entries
-  std::vector<T> acc;
-  static FilterScratch &get() {
-    static thread_local FilterScratch scratch;
-    return scratch;
-  }
-};
+// On a device every work item is one thread that walks its 4,096 entries: the layout is the
+// host's, tuned there; it has not been measured on a GPU (docs/kernels.md).
 
 /// One filter call's work items: pass 1 (stage) and pass 2 (emit) of work item c.
 template <typename T, bool kHasSend>
@@ -52,7 +46,7 @@ struct FilterPasses {
 
   /// Pass 1: acc into the residual, the kept entries staged in the work item's slot; returns
   /// the work item's count of kept entries (past its slot too).
-  std::size_t stage(std::size_t c) const {
+  KOKKOS_INLINE_FUNCTION std::size_t stage(std::size_t c) const {
     const std::size_t begin = c * kFilterChunk;
     const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
     WireIndex *const slot_index = staged_index + c * slot;
@@ -60,13 +54,13 @@ struct FilterPasses {
     std::size_t count = 0;
     auto stage_block = [&](std::size_t block, unsigned mask) {
       for (; mask != 0 && count < slot; mask &= mask - 1, ++count) {
-        const std::size_t i = block + static_cast<std::size_t>(__builtin_ctz(mask));
+        const std::size_t i = block + static_cast<std::size_t>(lowest_set_bit(mask));
         const T acc = residual[i];
         slot_index[count] = static_cast<WireIndex>(i);
         slot_acc[count] = acc;
         residual[i] = wire_remainder(acc, wire_value(acc, coding));
       }
-      count += static_cast<std::size_t>(__builtin_popcount(mask));  // past the slot
+      count += static_cast<std::size_t>(set_bits(mask));  // past the slot
     };
     std::size_t block = begin;
     for (; block + kFilterBlock <= end; block += kFilterBlock)
@@ -86,7 +80,7 @@ struct FilterPasses {
 
   /// Pass 2: work item c's `count` kept entries to positions begin, ... (while the capacity
   /// lasts; the others get acc back in the residual).
-  void emit(std::size_t c, std::size_t begin, std::size_t count) const {
+  KOKKOS_INLINE_FUNCTION void emit(std::size_t c, std::size_t begin, std::size_t count) const {
     const WireIndex *const slot_index = staged_index + c * slot;
     const T *const slot_acc = staged_acc + c * slot;
     const std::size_t staged = count < slot ? count : slot;
@@ -117,20 +111,21 @@ struct FilterPasses {
   }
 };
 
-template <typename T, bool kHasSend>
-std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
-                          WireIndex *idx, T *val, std::size_t capacity) {
+struct FilterSlots;  // Scratch tags
+struct FilterIndex;
+struct FilterFirst;
+
+template <typename T, bool kHasSend, typename Exec>
+std::size_t filter_chunks(const Exec &exec, const T *send, T *residual, std::size_t n, T tau,
+                          ValueCoding coding, WireIndex *idx, T *val, std::size_t capacity) {
   const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
   if (chunks == 0) return 0;
   // A slot holds twice a work item's share of the capacity: overflowing it is rare, and costs
   // the work item only a second look at its own blocks.
   const std::size_t share = (2 * capacity + chunks - 1) / chunks + 32;
   const std::size_t slot = std::min<std::size_t>(kFilterChunk, share);
-  FilterScratch<T> &scratch = FilterScratch<T>::get();
-  if (scratch.index.size() < chunks * slot) {
-    scratch.index.resize(chunks * slot);
-    scratch.acc.resize(chunks * slot);
-  }
+  const Scratch<FilterIndex, WireIndex, Exec> staged_index(chunks * slot);
+  const Scratch<FilterSlots, T, Exec> staged_acc(chunks * slot);
   const FilterPasses<T, kHasSend> passes{send,
                                          residual,
                                          n,
@@ -141,19 +136,21 @@ std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, Valu
                                          capacity,
                                          chunks,
                                          slot,
-                                         scratch.index.data(),
-                                         scratch.acc.data()};
-  if (chunks == 1) {
-    // One work item (n <= kFilterChunk): both passes here, on the calling thread. Three kernel
-    // launches, a View and a scan cost more than the work on such tensors (about 1 us of a
-    // call of 1,000 floats); the passes are the kernels' own, so the bits are theirs.
-    const std::size_t kept = passes.stage(0);
-    passes.emit(0, 0, kept);
-    return kept;
+                                         staged_index.data(),
+                                         staged_acc.data()};
+  if constexpr (kHostAccessible<Exec>) {
+    if (chunks == 1) {
+      // One work item (n <= kFilterChunk): both passes here, on the calling thread. Three
+      // kernel launches and a scan cost more than the work on such tensors (about 1 us of a
+      // call of 1,000 floats); the passes are the kernels' own, so the bits are theirs.
+      const std::size_t kept = passes.stage(0);
+      passes.emit(0, 0, kept);
+      return kept;
+    }
   }
-  Kokkos::View<std::size_t *, Kokkos::HostSpace> first(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::filter_first"), chunks);
-  const Policy work(0, static_cast<std::int64_t>(chunks));
+  const Scratch<FilterFirst, std::size_t, Exec> first_scratch(chunks);
+  const Buffer<std::size_t, Exec> first(first_scratch.data(), chunks);
+  const Range<Exec> work = range(exec, chunks);
   Kokkos::parallel_for(
       "dct::filter_stage", work,
       KOKKOS_LAMBDA(const std::int64_t c) { first(c) = passes.stage(std::size_t(c)); });
@@ -173,22 +170,22 @@ std::size_t filter_chunks(const T *send, T *residual, std::size_t n, T tau, Valu
             (static_cast<std::size_t>(c) + 1 < chunks ? first(c + 1) : kept) - begin;
         passes.emit(std::size_t(c), begin, count);
       });
-  Exec().fence();
+  exec.fence();
   return kept;
 }
 
-}  // namespace
-
-template <typename T>
-std::size_t filter_impl(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
-                        WireIndex *idx, T *val, std::size_t capacity) {
-  return send ? filter_chunks<T, true>(send, residual, n, tau, coding, idx, val, capacity)
-              : filter_chunks<T, false>(send, residual, n, tau, coding, idx, val, capacity);
+/// Backend::filter on `exec`: buffers in its memory space, `send` may be empty (zeros).
+template <typename T, typename Exec>
+std::size_t filter(const Exec &exec, const Buffer<const T, Exec> &send,
+                   const Buffer<T, Exec> &residual, T tau, ValueCoding coding,
+                   const Buffer<WireIndex, Exec> &idx, const Buffer<T, Exec> &val,
+                   std::size_t capacity) {
+  const std::size_t n = residual.extent(0);
+  return send.data() != nullptr
+             ? filter_chunks<T, true>(exec, send.data(), residual.data(), n, tau, coding,
+                                      idx.data(), val.data(), capacity)
+             : filter_chunks<T, false>(exec, send.data(), residual.data(), n, tau, coding,
+                                       idx.data(), val.data(), capacity);
 }
-
-template std::size_t filter_impl(const float *, float *, std::size_t, float, ValueCoding,
-                                 WireIndex *, float *, std::size_t);
-template std::size_t filter_impl(const double *, double *, std::size_t, double, ValueCoding,
-                                 WireIndex *, double *, std::size_t);
 
 }  // namespace dct::detail::kernels::kokkos

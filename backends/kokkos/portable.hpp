@@ -1,0 +1,196 @@
+// What every kernel of the Kokkos core shares, written once for every execution space: the
+// policies over an execution-space instance, unmanaged Views of the caller's buffers, the bit
+// operations (Kokkos' own from 4.1; the compiler's builtins on Kokkos 3.x, which dct supports
+// on host spaces only), the block masks of the two passes over acc = send + residual, and the
+// scratch buffers that the kernels keep between calls.
+//
+// Host-only fast paths (SSE2 compare + movemask) sit behind the device-compilation guard, so the
+// same source compiles for Kokkos::Cuda and Kokkos::HIP, whose KOKKOS_LAMBDA is
+// __host__ __device__: the device pass of nvcc or hip-clang sees the portable loop only.
+//
+// Private header of backends/kokkos/.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#if KOKKOS_VERSION >= 40100
+#include <Kokkos_BitManipulation.hpp>
+#endif
+
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include <emmintrin.h>
+#define DCT_KOKKOS_HOST_SSE2 1
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kernels.hpp"
+
+namespace dct::detail::kernels::kokkos {
+
+/// An unmanaged View of a caller's buffer in `Space` (its memory space): no allocation, no
+/// reference count.
+template <typename T, typename Space>
+using Buffer =
+    Kokkos::View<T *, typename Space::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+template <typename Exec>
+using Range = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
+
+/// Work items [0, n) on the instance `exec` (its stream, on a device).
+template <typename Exec>
+Range<Exec> range(const Exec &exec, std::size_t n) {
+  return Range<Exec>(exec, 0, static_cast<std::int64_t>(n));
+}
+
+/// Whether the calling thread can read `Exec`'s memory: then the kernels may run small work on
+/// it directly (a launch costs more than a loop over a few thousand entries) and keep their
+/// scratch in host vectors.
+template <typename Exec>
+constexpr bool kHostAccessible =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+
+/// Index of the lowest set bit of a non-zero mask, and the count of set bits.
+KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
+#if KOKKOS_VERSION >= 40100
+  return Kokkos::countr_zero(mask);
+#else
+  return __builtin_ctz(mask);
+#endif
+}
+KOKKOS_INLINE_FUNCTION int set_bits(unsigned mask) {
+#if KOKKOS_VERSION >= 40100
+  return Kokkos::popcount(mask);
+#else
+  return __builtin_popcount(mask);
+#endif
+}
+
+/// Unsigned integer with the bits of T; for non-negative floats its order is the float order,
+/// with NaN patterns above +Inf.
+template <typename T>
+using KeyBits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+/// The bits of |value| (the sign cleared) as an unsigned integer.
+template <typename T>
+KOKKOS_INLINE_FUNCTION KeyBits<T> abs_key(T value) {
+#if KOKKOS_VERSION >= 40100
+  const KeyBits<T> bits = Kokkos::bit_cast<KeyBits<T>>(value);
+#else
+  KeyBits<T> bits;
+  std::memcpy(&bits, &value, sizeof bits);
+#endif
+  constexpr KeyBits<T> sign = KeyBits<T>(1) << (8 * sizeof(T) - 1);
+  return bits & ~sign;
+}
+
+/// The value whose bits are `key` (host code: the selection's last step).
+template <typename T>
+T value_of_key(KeyBits<T> key) {
+  T value;
+  std::memcpy(&value, &key, sizeof value);
+  return value;
+}
+
+/// The mask passes (filter, selection above a bound) work on blocks of 16 entries, and a work
+/// item is a run of blocks.
+constexpr std::size_t kFilterBlock = 16;
+constexpr std::int64_t kFilterChunk = 4096;
+
+/// What a mask pass does with a block of 16 entries of acc = send + residual. `filter` stores
+/// acc into `acc_out` and marks the entries the keep rule sends (|acc| >= tau or NaN, never 0);
+/// `select` only reads, and marks |acc| >= bound or NaN.
+enum class BlockPass { filter, select };
+
+template <BlockPass kPass, bool kHasSend, typename T>
+KOKKOS_INLINE_FUNCTION unsigned block_mask_scalar(const T *send, const T *residual, T *acc_out,
+                                                  T bound) {
+  unsigned mask = 0;
+  for (std::size_t j = 0; j < kFilterBlock; ++j) {
+    const T acc = (kHasSend ? send[j] : T(0)) + residual[j];
+    if constexpr (kPass == BlockPass::filter) {
+      acc_out[j] = acc;
+      mask |= unsigned(keep_entry(acc, bound)) << j;
+    } else {
+      mask |= unsigned(!(std::fabs(acc) < bound)) << j;
+    }
+  }
+  return mask;
+}
+
+#if defined(DCT_KOKKOS_HOST_SSE2)
+// !(|acc| < bound) is cmpnlt, which is also true for NaN, as both passes want.
+template <BlockPass kPass>
+inline unsigned block_mask_sse2(const float *send, const float *residual, float *acc_out,
+                                float bound) {
+  const __m128 threshold = _mm_set1_ps(bound), sign = _mm_set1_ps(-0.0f);
+  unsigned mask = 0;
+  for (int v = 0; v < 4; ++v) {
+    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
+    __m128 marked = _mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold);
+    if constexpr (kPass == BlockPass::filter) {
+      _mm_storeu_ps(acc_out + 4 * v, acc);
+      marked = _mm_and_ps(marked, _mm_cmpneq_ps(acc, _mm_setzero_ps()));
+    }
+    mask |= unsigned(_mm_movemask_ps(marked)) << (4 * v);
+  }
+  return mask;
+}
+template <BlockPass kPass>
+inline unsigned block_mask_sse2(const double *send, const double *residual, double *acc_out,
+                                double bound) {
+  const __m128d threshold = _mm_set1_pd(bound), sign = _mm_set1_pd(-0.0);
+  unsigned mask = 0;
+  for (int v = 0; v < 8; ++v) {
+    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
+    __m128d marked = _mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold);
+    if constexpr (kPass == BlockPass::filter) {
+      _mm_storeu_pd(acc_out + 2 * v, acc);
+      marked = _mm_and_pd(marked, _mm_cmpneq_pd(acc, _mm_setzero_pd()));
+    }
+    mask |= unsigned(_mm_movemask_pd(marked)) << (2 * v);
+  }
+  return mask;
+}
+#endif
+
+/// The block's mask: SSE2 in host code where the host has it, the portable loop elsewhere
+/// (device code, other hosts). Both give the same bits.
+template <BlockPass kPass, bool kHasSend, typename T>
+KOKKOS_INLINE_FUNCTION unsigned block_mask(const T *send, const T *residual, T *acc_out, T bound) {
+#if defined(DCT_KOKKOS_HOST_SSE2)
+  if constexpr (kHasSend) return block_mask_sse2<kPass>(send, residual, acc_out, bound);
+#endif
+  return block_mask_scalar<kPass, kHasSend>(send, residual, acc_out, bound);
+}
+
+/// A kernel's scratch array of `size` elements in `Exec`'s memory. On host-accessible memory it
+/// is a vector kept between calls on this thread (its pages are not faulted in again on every
+/// call: a fresh 40 MB buffer cost ~100 ms in a VM); on a device, this call's own allocation.
+/// `Tag` keeps apart the scratch arrays of one kernel that share an element type.
+template <typename Tag, typename U, typename Exec>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t size) {
+    if constexpr (kHostAccessible<Exec>) {
+      static thread_local std::vector<U> kept;
+      if (kept.size() < size) kept.resize(size);
+      data_ = kept.data();
+    } else {
+      owned_ = Kokkos::View<U *, typename Exec::memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::scratch"), size);
+      data_ = owned_.data();
+    }
+  }
+  U *data() const { return data_; }
+
+ private:
+  Kokkos::View<U *, typename Exec::memory_space> owned_;
+  U *data_ = nullptr;
+};
+
+}  // namespace dct::detail::kernels::kokkos
