@@ -37,7 +37,7 @@ cache=${DCT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dct}
 case $backend in
   openmp) options=(-DKokkos_ENABLE_OPENMP=ON) ;;
   hip) options=(-DCMAKE_CXX_COMPILER="$(command -v hipcc)" -DKokkos_ENABLE_HIP=ON
-                -DKokkos_ARCH_AMD_GFX90A=ON) ;;
+                -DKokkos_ARCH_AMD_GFX90A=ON -DKokkos_ENABLE_ROCTHRUST=OFF) ;;
   *) echo "kokkos.sh: unknown backend '$backend' (openmp or hip)" >&2; exit 2 ;;
 esac
 prefix=$cache/$name-$backend-$sha

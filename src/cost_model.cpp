@@ -80,7 +80,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       // smaller; two messages (size, payload) per round; non-powers of two add two steps.
       const int power = 1 << (ceil_log2(p + 1) - 1);
       double seconds = power < p ? 2 * (2 * alpha + std::min(kept * entry, dense) * per_byte) : 0;
-      for (int r = 0, group = 1; group < power; ++r, group *= 2) {
+      for (int group = 1; group < power; group *= 2) {
         const double held = expected_union(size.count, kept, group);
         seconds += 2 * alpha + std::min(held * entry, dense) * per_byte;
       }

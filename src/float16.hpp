@@ -42,15 +42,26 @@ inline double value_bytes_per_entry(ValueCoding coding, std::size_t native_bytes
 
 namespace f16 {
 
+/// The bits of `from` as a To (std::bit_cast before C++20). hip-clang's device pass has no
+/// std::memcpy outside the native HIP headers (a Kokkos HIP build includes them later), so it
+/// takes the compiler's builtin there.
+template <typename To, typename From>
+DCT_HOST_DEVICE inline To bit_copy(const From &from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_copy: sizes differ");
+  To to;
+#if defined(__HIP_DEVICE_COMPILE__)
+  __builtin_memcpy(&to, &from, sizeof to);
+#else
+  std::memcpy(&to, &from, sizeof to);
+#endif
+  return to;
+}
+
 DCT_HOST_DEVICE inline std::uint32_t bits_of(float value) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
+  return bit_copy<std::uint32_t>(value);
 }
 DCT_HOST_DEVICE inline float float_of(std::uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
+  return bit_copy<float>(bits);
 }
 
 /// fp32 -> fp16, round to nearest even; overflow gives +-Inf, NaN stays NaN (quiet).
