@@ -54,17 +54,20 @@ template <typename Exec>
 constexpr bool kHostAccessible =
     Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
 
-/// Index of the lowest set bit of a non-zero mask, and the count of set bits.
+/// Index of the lowest set bit of a non-zero mask, and the count of set bits. Kokkos'
+/// *_builtin forms, not Kokkos::countr_zero / popcount: those are constexpr loops (Kokkos 4.6),
+/// which made the filter 10-16% and the exact selection 20-30% slower on OpenMP than the
+/// compiler's instructions.
 KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
 #if KOKKOS_VERSION >= 40100
-  return Kokkos::countr_zero(mask);
+  return Kokkos::Experimental::countr_zero_builtin(mask);
 #else
   return __builtin_ctz(mask);
 #endif
 }
 KOKKOS_INLINE_FUNCTION int set_bits(unsigned mask) {
 #if KOKKOS_VERSION >= 40100
-  return Kokkos::popcount(mask);
+  return Kokkos::Experimental::popcount_builtin(mask);
 #else
   return __builtin_popcount(mask);
 #endif
