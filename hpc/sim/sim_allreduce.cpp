@@ -4,6 +4,7 @@
 //
 //   smpirun -np P ... sim_allreduce --count N --runs mpi,auto:0.01,allgather:0.05,...
 //       [--scale F] [--calls 2] [--interval 1000] [--check] [--shared-recv] [--no-control]
+//       [--index-sets independent|shared|classes:W:X,...]
 //
 // Every rank reduces a gradient of N fp32 values, roughly N(0,1). Each run is ALGORITHM:DENSITY
 // (`dct_algorithm` and `dct_density` info keys) or "mpi" (plain MPI_Allreduce). A persistent
@@ -23,6 +24,8 @@
 //   rebalanced 1 if some rank re-selected tau over the tensor on the reported call (which
 //              then re-balanced split's segments), else 0
 //   first_*    time, bytes_received_max and rebalanced of the first call (which re-balances)
+//   result_nnz non-zero entries of rank 0's result after the reported call: with an unbounded
+//              result, the union of the ranks' kept indices (how much they overlap)
 //   fixed_*    the same call on a 1-element all-zero tensor: the per-call control traffic and
 //              time that do not scale with the tensor (run.sh needs it to undo --scale);
 //              --no-control leaves this measurement out
@@ -34,8 +37,11 @@
 // Memory: all simulated ranks live in one process, so the gradients share one buffer: rank 0
 // fills a memory file with random values and every rank maps it at its own random rotation
 // (element offset), which makes the kept indices of different ranks independent while the
-// gradient costs its memory once. --check verifies the results (identical on every rank, and
-// the error-feedback conservation: results delivered + residuals left = gradients put in).
+// gradient costs its memory once. --index-sets shared maps it unrotated on every rank (identical
+// kept sets); classes gives every rank a private copy with the large entries chosen per class
+// (IndexClasses: one more tensor of memory per rank). --check verifies the results (identical on
+// every rank, and the error-feedback conservation: results delivered + residuals left = gradients
+// put in).
 #include <mpi.h>
 
 #include <sys/mman.h>
@@ -47,6 +53,7 @@
 #undef exit
 #endif
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -66,6 +73,56 @@ struct Run {
   std::string density;    // dct_density value ("1" for mpi)
 };
 
+/// --index-sets: which indices of each rank's gradient are large, i.e. which ones dct keeps.
+///   independent  each rank maps the shared random values at its own rotation (the default):
+///                kept sets independent across ranks
+///   shared       every rank maps them unrotated: identical gradients and kept sets
+///   classes:W1:X1,W2:X2,...  index i is in class c with probability W_c (a hash of i, the
+///                same on every rank) and each rank makes it large with probability X_c,
+///                independently of the other ranks (a hash of i and the rank); the weights sum
+///                to 1, and sum W_c X_c is the fraction of large entries per rank (meant to be
+///                the density: hpc/sim/overlap.py fits the classes to measured kept indices)
+struct IndexClasses {
+  enum Kind { kIndependent, kShared, kClasses } kind = kIndependent;
+  std::vector<double> cumulative, keep;  // classes: upper end of each class in [0, 1), X_c
+  std::string error;
+
+  bool parse(const std::string &text) {
+    *this = IndexClasses{};
+    if (text == "independent" || text == "shared") {
+      kind = text == "shared" ? kShared : kIndependent;
+      return true;
+    }
+    const std::string prefix = "classes:";
+    if (text.compare(0, prefix.size(), prefix) != 0) {
+      error = "expected independent, shared or classes:W:X,...";
+      return false;
+    }
+    kind = kClasses;
+    std::stringstream in(text.substr(prefix.size()));
+    double total = 0.0;
+    for (std::string item; std::getline(in, item, ',');) {
+      double w = -1.0, x = -1.0;
+      char colon = 0;
+      std::stringstream pair(item);
+      if (!(pair >> w >> colon >> x) || colon != ':' || !pair.eof() || w < 0.0 || x < 0.0 ||
+          x > 1.0) {
+        error = "class '" + item + "' is not W:X with W >= 0 and X in [0, 1]";
+        return false;
+      }
+      total += w;
+      cumulative.push_back(total);
+      keep.push_back(x);
+    }
+    if (keep.empty() || std::fabs(total - 1.0) > 1e-6) {
+      error = "the class weights must sum to 1";
+      return false;
+    }
+    cumulative.back() = 1.0;
+    return true;
+  }
+};
+
 struct Options {
   long long count = 1 << 20;
   double scale = 1.0;
@@ -76,6 +133,7 @@ struct Options {
   bool control = true;
   bool shared_recv = false;
   unsigned seed = 12345;
+  std::string index_sets = "independent";  // independent, shared or classes:W:X,W:X,...
 };
 
 /// One run from "mpi" or "ALGORITHM:DENSITY"; false if `text` is neither.
@@ -119,6 +177,15 @@ Options parse(CLI::App &app, int argc, char **argv) {
       ->check(CLI::Range(1LL, 1LL << 40))
       ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of the gradients")->capture_default_str();
+  app.add_option("--index-sets", options.index_sets,
+                 "independent, shared, or classes:W:X,W:X,... (see IndexClasses)")
+      ->check(CLI::Validator(
+          [](std::string &text) -> std::string {
+            IndexClasses classes;
+            return classes.parse(text) ? "" : "'" + text + "': " + classes.error;
+          },
+          "SETS"))
+      ->capture_default_str();
   CLI::Option *check = app.add_flag("--check", options.check, "verify the results");
   app.add_flag("--shared-recv", options.shared_recv,
                "receive buffer from SMPI_SHARED_MALLOC (timing runs only)")
@@ -138,10 +205,13 @@ Options parse(CLI::App &app, int argc, char **argv) {
 /// random values at its own rotation; elsewhere (a real MPI) each rank fills its own.
 class Gradient {
  public:
-  Gradient(long long count, unsigned seed, MPI_Comm comm) : count_(count) {
+  Gradient(long long count, unsigned seed, const IndexClasses &sets, MPI_Comm comm)
+      : count_(count) {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    std::mt19937_64 rotation(seed + 7919u * static_cast<unsigned>(rank));
+    // shared: every rank at rank 0's rotation (the same values).
+    const int view = sets.kind == IndexClasses::kShared ? 0 : rank;
+    std::mt19937_64 rotation(seed + 7919u * static_cast<unsigned>(view));
 #ifdef SMPI_SHARED_MALLOC
     // One process: a file descriptor opened by rank 0 is valid in every simulated rank.
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -180,11 +250,13 @@ class Gradient {
     MPI_Barrier(comm);  // every rank has mapped the file: rank 0 may close it
     if (rank == 0) close(fd);
     if (ok) data_ = reinterpret_cast<const float *>(bytes) + e;
+    if (data_ && sets.kind == IndexClasses::kClasses) choose(sets, seed, rank);
 #else
     (void)comm;
     private_.resize(static_cast<std::size_t>(count));
     fill(private_.data(), private_.size(), static_cast<unsigned>(rotation()));
     data_ = private_.data();
+    if (sets.kind == IndexClasses::kClasses) choose(sets, seed, rank);
 #endif
   }
   ~Gradient() {
@@ -201,6 +273,34 @@ class Gradient {
   }
 
  private:
+  static std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  static double unit(std::uint64_t x) {
+    return static_cast<double>(x >> 11) / 9007199254740992.0;  // 2^53
+  }
+  /// classes: a private copy of this rank's values in which the chosen entries are large
+  /// (4 + |v|, above twice any other: they stay the kept ones on the second call too, when the
+  /// others carry their first call's residual) and the rest small (v / 4).
+  void choose(const IndexClasses &sets, unsigned seed, int rank) {
+    std::vector<float> values(data_, data_ + count_);
+    const std::uint64_t salt = mix(seed), rank_salt = mix(salt + 1 + static_cast<unsigned>(rank));
+    for (long long i = 0; i < count_; ++i) {
+      const std::uint64_t h = mix(salt ^ static_cast<std::uint64_t>(i));
+      const std::size_t c = static_cast<std::size_t>(
+          std::upper_bound(sets.cumulative.begin(), sets.cumulative.end(), unit(h)) -
+          sets.cumulative.begin());
+      const float v = values[static_cast<std::size_t>(i)];
+      const bool large = unit(mix(h ^ rank_salt)) < sets.keep[std::min(c, sets.keep.size() - 1)];
+      values[static_cast<std::size_t>(i)] = large ? std::copysign(4.0f + std::fabs(v), v) : v / 4;
+    }
+    private_ = std::move(values);
+    data_ = private_.data();
+  }
+
   static void fill(float *values, std::size_t n, unsigned seed) {
     std::mt19937 generator(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -275,9 +375,16 @@ struct Outcome {
   int code = DCT_SUCCESS;
   std::string error;
   Measurement measurement;
-  Measurement first;  // the first call's (the one that re-balances split's segments)
-  std::string check;  // "" (not checked), "ok" or what failed
+  Measurement first;          // the first call's (the one that re-balances split's segments)
+  std::string check;          // "" (not checked), "ok" or what failed
+  long long result_nnz = -1;  // non-zero entries of rank 0's result (the union of kept indices)
 };
+
+long long nonzeros(const float *values, long long n) {
+  long long count = 0;
+  for (long long i = 0; i < n; ++i) count += values[i] != 0.0f ? 1 : 0;
+  return count;
+}
 
 /// `calls` calls of one persistent dct request on `send`; measures the first and the last one.
 Outcome run_dct(const std::string &algorithm, const std::string &density, const float *send,
@@ -323,6 +430,7 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
     }
   }
   outcome.measurement = reduce_measurement(elapsed, status, comm);
+  outcome.result_nnz = nonzeros(recv, count);
   if (check) {
     // The result is the same on every rank...
     double extremes[2] = {-delivered, delivered}, global[2] = {};
@@ -426,6 +534,7 @@ bool report(const Run &run, const Outcome &outcome, const Outcome &fixed, int ra
   if (fixed.ok)
     std::printf(" fixed_time=%.9g fixed_bytes_received_max=%.0f", fixed.measurement.time,
                 fixed.measurement.bytes_received_max);
+  if (outcome.result_nnz >= 0) std::printf(" result_nnz=%lld", outcome.result_nnz);
   if (!outcome.check.empty()) std::printf(" check=%s", quoted(outcome.check).c_str());
   std::printf("\n");
   std::fflush(stdout);
@@ -491,9 +600,11 @@ int main(int argc, char **argv) {
     return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
   }
   if (rank == 0)
-    std::printf("CONFIG ranks=%d count=%lld scale=%g calls=%d interval=%lld shared_recv=%d\n",
-                ranks, options.count, options.scale, options.calls, options.interval,
-                options.shared_recv ? 1 : 0);
+    std::printf(
+        "CONFIG ranks=%d count=%lld scale=%g calls=%d interval=%lld shared_recv=%d "
+        "index_sets=%s\n",
+        ranks, options.count, options.scale, options.calls, options.interval,
+        options.shared_recv ? 1 : 0, options.index_sets.c_str());
 
   // Which runs this build of dct has: DCT_Allreduce_init on a 1-element tensor.
   const float zero_send[1] = {0.0f};
@@ -512,7 +623,9 @@ int main(int argc, char **argv) {
 
   int failures = 0;
   if (any_available) {
-    Gradient gradient(options.count, options.seed, comm);
+    IndexClasses sets;
+    sets.parse(options.index_sets);  // validated by the parser
+    Gradient gradient(options.count, options.seed, sets, comm);
     ReceiveBuffer recv(options.count, options.shared_recv);
     if (!all_ok(gradient.data() != nullptr && recv.data() != nullptr, comm)) {
       if (rank == 0) std::fprintf(stderr, "sim_allreduce: cannot allocate the buffers\n");

@@ -109,12 +109,14 @@ def min_count(algorithm, ranks, density):
     return MIN_ALLREDUCE_BYTES // 4
 
 
-def plan_count(algorithm, ranks, density, memory_bytes, work):
+def plan_count(algorithm, ranks, density, memory_bytes, work, private_gradient=False):
     """Simulated element count for one measurement, or None if it cannot fit in memory.
 
     As large as the work budget (ranks x elements) and the memory budget allow, at most the
-    full count, and at least min_count."""
-    per_element = ranks * bytes_per_element(algorithm, ranks, density) + 4  # + shared gradient
+    full count, and at least min_count. private_gradient: every rank holds its own gradient
+    (sim_allreduce --index-sets classes:..., hpc/sim/overlap_sim.py)."""
+    per_rank = bytes_per_element(algorithm, ranks, density) + (4 if private_gradient else 0)
+    per_element = ranks * per_rank + 4  # + shared gradient
     memory_count = (memory_bytes / MEMORY_SAFETY - ranks * PER_RANK_BASE_BYTES) / per_element
     count = min(FULL_COUNT, work // ranks, int(memory_count))
     count = max(count, min_count(algorithm, ranks, density))
@@ -239,7 +241,7 @@ def parse_result(line, bandwidth_gbps):
                 "first_bytes_received_max"):
         if key in result:
             result[key] = float(result[key])
-    for key in ("rebalanced", "first_rebalanced"):
+    for key in ("rebalanced", "first_rebalanced", "result_nnz"):
         if key in result:
             result[key] = int(result[key])
     return result
