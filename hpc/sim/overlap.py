@@ -39,8 +39,9 @@ BETA_CLASSES = 64  # equal-mass classes the simulator's beta index sets use
 
 
 def read_trace(path):
-    """(header dict, {step: {rank: set of global indices}}, request counts)."""
-    header, steps = {}, {}
+    """(header dict, {step: {rank: set of global indices}}, request counts,
+    {(step, request): {rank: set}})."""
+    header, steps, by_request = {}, {}, {}
     with open(path) as handle:
         for line in handle:
             if line.startswith("#"):
@@ -57,12 +58,23 @@ def read_trace(path):
             offset = sum(int(c) for c in header["counts"][:request])
             indices = {offset + int(v) for v in fields[4:4 + kept]}
             steps.setdefault(step, {}).setdefault(rank, set()).update(indices)
+            by_request.setdefault((step, request), {})[rank] = indices
     counts = [int(c) for c in header["counts"]]
     ranks = int(header["ranks"][0])
     for step, sets in steps.items():
         if len(sets) != ranks:
             sys.exit(f"{path}: step {step} has {len(sets)} ranks of {ranks}")
-    return header, steps, counts
+    return header, steps, counts, by_request
+
+
+def union_by_request(by_request, requests, ranks):
+    """Per request: |union of all P kept sets| / (their sizes summed), mean over the steps."""
+    out = []
+    for request in range(requests):
+        ratios = [len(set().union(*sets.values())) / max(1, sum(len(s) for s in sets.values()))
+                  for (step, r), sets in by_request.items() if r == request and len(sets) == ranks]
+        out.append(sum(ratios) / len(ratios) if ratios else None)
+    return out
 
 
 def measure(steps, ranks):
@@ -203,13 +215,14 @@ def main():
 
     runs = []
     for path in args.traces:
-        header, steps, counts = read_trace(path)
+        header, steps, counts, by_request = read_trace(path)
         ranks = int(header["ranks"][0])
         union, shared, kept = measure(steps, ranks)
         runs.append({"trace": os.path.basename(path), "run": header.get("run", ""),
                      "ranks": ranks, "steps": sorted(steps), "elements": sum(counts),
                      "requests": counts, "kept_per_rank": kept,
-                     "density": kept / sum(counts), "union": union, "shared": shared})
+                     "density": kept / sum(counts), "union": union, "shared": shared,
+                     "union_by_request": union_by_request(by_request, len(counts), ranks)})
     reference = max(runs, key=lambda r: r["ranks"])
     d = reference["density"]
     fits = {}
@@ -289,6 +302,15 @@ def report(result):
         lines.append(f"| {name}, simulator classes | " +
                      " | ".join(f"{values[p]:.4f}" for p in EXTRAPOLATE) + " | " +
                      " | ".join(f"{values[p] * p * d:.4f}" for p in EXTRAPOLATE) + " |")
+    lines += ["", "Per request (layer or bucket): union(P) of all the trace's P ranks, and the "
+              "independent extreme at that P:", "",
+              "| trace | request | elements | union(P) | independent |",
+              "|---|---:|---:|---:|---:|"]
+    for run in result["runs"]:
+        for request, (count, u) in enumerate(zip(run["requests"], run["union_by_request"])):
+            p = run["ranks"]
+            lines.append(f"| {run['trace']} | {request} | {count} | {u:.3f} | "
+                         f"{(1 - (1 - d) ** p) / (p * d):.3f} |")
     return "\n".join(lines) + "\n"
 
 
