@@ -39,7 +39,7 @@
 // (element offset), which makes the kept indices of different ranks independent while the
 // gradient costs its memory once. --index-sets shared maps it unrotated on every rank (identical
 // kept sets); classes gives every rank a private copy with the large entries chosen per class
-// (IndexClasses: one more tensor of memory per rank). --check verifies the results (identical on
+// (index_sets.hpp: one more tensor of memory per rank). --check verifies the results (identical on
 // every rank, and the error-feedback conservation: results delivered + residuals left = gradients
 // put in).
 #include <mpi.h>
@@ -65,62 +65,13 @@
 #include <vector>
 
 #include "dct/dct.h"
+#include "index_sets.hpp"
 
 namespace {
 
 struct Run {
   std::string algorithm;  // "mpi" or a dct_algorithm value
   std::string density;    // dct_density value ("1" for mpi)
-};
-
-/// --index-sets: which indices of each rank's gradient are large, i.e. which ones dct keeps.
-///   independent  each rank maps the shared random values at its own rotation (the default):
-///                kept sets independent across ranks
-///   shared       every rank maps them unrotated: identical gradients and kept sets
-///   classes:W1:X1,W2:X2,...  index i is in class c with probability W_c (a hash of i, the
-///                same on every rank) and each rank makes it large with probability X_c,
-///                independently of the other ranks (a hash of i and the rank); the weights sum
-///                to 1, and sum W_c X_c is the fraction of large entries per rank (meant to be
-///                the density: hpc/sim/overlap.py fits the classes to measured kept indices)
-struct IndexClasses {
-  enum Kind { kIndependent, kShared, kClasses } kind = kIndependent;
-  std::vector<double> cumulative, keep;  // classes: upper end of each class in [0, 1), X_c
-  std::string error;
-
-  bool parse(const std::string &text) {
-    *this = IndexClasses{};
-    if (text == "independent" || text == "shared") {
-      kind = text == "shared" ? kShared : kIndependent;
-      return true;
-    }
-    const std::string prefix = "classes:";
-    if (text.compare(0, prefix.size(), prefix) != 0) {
-      error = "expected independent, shared or classes:W:X,...";
-      return false;
-    }
-    kind = kClasses;
-    std::stringstream in(text.substr(prefix.size()));
-    double total = 0.0;
-    for (std::string item; std::getline(in, item, ',');) {
-      double w = -1.0, x = -1.0;
-      char colon = 0;
-      std::stringstream pair(item);
-      if (!(pair >> w >> colon >> x) || colon != ':' || !pair.eof() || w < 0.0 || x < 0.0 ||
-          x > 1.0) {
-        error = "class '" + item + "' is not W:X with W >= 0 and X in [0, 1]";
-        return false;
-      }
-      total += w;
-      cumulative.push_back(total);
-      keep.push_back(x);
-    }
-    if (keep.empty() || std::fabs(total - 1.0) > 1e-6) {
-      error = "the class weights must sum to 1";
-      return false;
-    }
-    cumulative.back() = 1.0;
-    return true;
-  }
 };
 
 struct Options {
@@ -273,31 +224,10 @@ class Gradient {
   }
 
  private:
-  static std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-  static double unit(std::uint64_t x) {
-    return static_cast<double>(x >> 11) / 9007199254740992.0;  // 2^53
-  }
-  /// classes: a private copy of this rank's values in which the chosen entries are large
-  /// (4 + |v|, above twice any other: they stay the kept ones on the second call too, when the
-  /// others carry their first call's residual) and the rest small (v / 4).
+  /// classes: a private copy of this rank's values, the class-chosen entries large.
   void choose(const IndexClasses &sets, unsigned seed, int rank) {
-    std::vector<float> values(data_, data_ + count_);
-    const std::uint64_t salt = mix(seed), rank_salt = mix(salt + 1 + static_cast<unsigned>(rank));
-    for (long long i = 0; i < count_; ++i) {
-      const std::uint64_t h = mix(salt ^ static_cast<std::uint64_t>(i));
-      const std::size_t c = static_cast<std::size_t>(
-          std::upper_bound(sets.cumulative.begin(), sets.cumulative.end(), unit(h)) -
-          sets.cumulative.begin());
-      const float v = values[static_cast<std::size_t>(i)];
-      const bool large = unit(mix(h ^ rank_salt)) < sets.keep[std::min(c, sets.keep.size() - 1)];
-      values[static_cast<std::size_t>(i)] = large ? std::copysign(4.0f + std::fabs(v), v) : v / 4;
-    }
-    private_ = std::move(values);
+    if (data_ != private_.data()) private_.assign(data_, data_ + count_);
+    sets.apply(seed, rank, private_.data(), count_);
     data_ = private_.data();
   }
 
