@@ -195,9 +195,27 @@ class DctComm : public Comm {
                            info.get());
     handles_.push_back(requests_.back().handle());
     statuses_.emplace_back();
+    sums_.push_back({grad, count});
     return int(requests_.size()) - 1;
   }
+  bool set_trace(IndexTrace *trace) override {
+    trace_ = trace;
+    if (trace_) {
+      trace_->counts.clear();
+      for (const Sum &sum : sums_) trace_->counts.push_back(sum.count);
+      traced_.assign(sums_.size(), {});
+    }
+    return true;
+  }
   void start_sum(int id) override {
+    if (trace_ && trace_->active) {
+      // Before the call (outside the timed part): acc = grad + residual, as the library forms it.
+      const Sum &sum = sums_.at(size_t(id));
+      std::vector<float> &acc = traced_.at(size_t(id));
+      acc.resize(size_t(sum.count));
+      dct::check(DCT_Request_get_residual(handles_.at(size_t(id)), acc.data()));
+      for (int i = 0; i < sum.count; ++i) acc[size_t(i)] += sum.data[i];
+    }
     Timed timed(stats_);
     requests_.at(size_t(id)).start();
   }
@@ -211,6 +229,7 @@ class DctComm : public Comm {
       stats_.dp_dense_bytes += s.dense_bytes;
       stats_.dp_density.add(s.density);
     }
+    if (trace_ && trace_->active) record_trace();
   }
 
   void bind_alltoall(const float *fwd_send, float *fwd_recv, const float *bwd_send, float *bwd_recv,
@@ -257,8 +276,31 @@ class DctComm : public Comm {
     stats_.mp_dense_bytes += s.dense_bytes;
     return s;
   }
+  /// After the calls: entry i of a traced sum was kept iff acc != 0 and its residual is now 0.
+  void record_trace() {
+    std::vector<float> residual;
+    for (size_t id = 0; id < traced_.size(); ++id) {
+      std::vector<float> &acc = traced_[id];
+      if (acc.empty()) continue;  // not started this step
+      residual.resize(acc.size());
+      dct::check(DCT_Request_get_residual(handles_[id], residual.data()));
+      // The library's own count of the entries it sent must be what the residual shows.
+      if (trace_->record(int(id), acc, residual) != statuses_[id].nnz_sent)
+        throw std::runtime_error(
+            "--trace-indices: the residual shows another number of kept "
+            "entries than DCT_Status.nnz_sent");
+      acc.clear();
+    }
+  }
+  struct Sum {
+    float *data;
+    int count;
+  };
   DctOptions options_;
   bool error_bounded_;
+  std::vector<Sum> sums_;
+  IndexTrace *trace_ = nullptr;
+  std::vector<std::vector<float>> traced_;  ///< acc of each traced sum started this step
   std::vector<dct::AllreduceRequest> requests_;
   std::vector<DCT_Request> handles_;
   std::vector<DCT_Status> statuses_;

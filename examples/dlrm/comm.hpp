@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "trace.hpp"
+
 namespace dlrm {
 
 /** @brief Running min / mean / max of a per-call ratio (density or keep). */
@@ -97,6 +99,15 @@ class Comm {
    * rank's velocity is compressed), so that the optimizer must not apply it again.
    */
   virtual bool applies_momentum() const { return false; }
+
+  /**
+   * @brief `--trace-indices`: while `trace->active`, every data-parallel sum records its kept
+   * indices in `trace` (trace.hpp). Returns false for a strategy that keeps no indices (dense).
+   */
+  virtual bool set_trace(IndexTrace *trace) {
+    (void)trace;
+    return false;
+  }
 
   CommStats &stats() { return stats_; }
   MPI_Comm comm() const { return comm_; }

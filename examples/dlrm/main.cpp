@@ -218,6 +218,18 @@ int run(int argc, char **argv, int rank, int ranks) {
   app.add_option("--dump-steps", dump.steps, "consecutive steps dumped")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  std::string trace_path;
+  dlrm::IndexTrace trace;
+  app.add_option("--trace-indices", trace_path,
+                 "write the kept indices of every DCT-DP request in --trace-steps training "
+                 "steps of the first dct or eb mode to FILE (text; needs native values)");
+  app.add_option("--trace-step", trace.first,
+                 "first step traced, 1-based over all epochs (0: the run's last steps)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_option("--trace-steps", trace.steps, "consecutive steps traced")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_flag(
       "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
   try {
@@ -291,11 +303,33 @@ int run(int argc, char **argv, int rank, int ranks) {
     config.dump = &dump;
   }
 
+  if (!trace_path.empty()) {
+    bool compressed = false;
+    for (const std::string &mode : modes) compressed = compressed || mode != "dense";
+    const int64_t steps = int64_t(train.count / (config.model.batch * ranks)) * config.epochs;
+    const std::string problem =
+        trace.resolve(steps, compressed, config.dct.values, !config.dct.momentum.empty());
+    if (!problem.empty()) {
+      if (rank == 0) std::fprintf(stderr, "--trace-indices: %s\n", problem.c_str());
+      return kExitUsage;
+    }
+    config.trace = &trace;
+  }
+
   json runs = json::array();
   for (const std::string &mode : modes)
     runs.push_back(dlrm::run_mode(mode, config, train, test, MPI_COMM_WORLD));
   if (rank != 0) return 0;
   if (!dump_path.empty() && !write_lookups(dump_path, dump, config.model.emb_dim)) return kExitData;
+  if (!trace_path.empty()) {
+    const auto given = [](const std::string &value) { return value.empty() ? "library" : value; };
+    const std::string header =
+        "model " + config.model.model + " batch " + std::to_string(config.model.batch) + " seed " +
+        std::to_string(config.model.seed) + " density " + given(config.dct.density) + " interval " +
+        given(config.dct.interval) + " algorithm " + given(config.dct.algorithm) + " bucket_mb " +
+        std::to_string(bucket_mb);
+    if (!trace.write(trace_path, header)) return kExitData;
+  }
   print_table(runs, config.model.model == "dlrm");
   if (!json_path.empty()) {
     json out;

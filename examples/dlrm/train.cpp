@@ -136,6 +136,11 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
       config.dump && !config.dump->taken && model->last_lookups() ? config.dump : nullptr;
   const size_t lookup_floats = size_t(ranks) * config.model.batch * model->lookup_row_length();
   std::vector<float> dumped;
+  // --trace-indices: the first mode that keeps indices (not dense) records them.
+  IndexTrace *trace = config.trace && !config.trace->taken && strategy->set_trace(config.trace)
+                          ? config.trace
+                          : nullptr;
+  if (trace) trace->mode = mode;
   double first_batch_loss = 0.0, total_wall = 0.0;
   int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0, fwd_sent = 0;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
@@ -145,9 +150,13 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
     const double start = MPI_Wtime();
     double loss_sum = 0.0, dump_s = 0.0;
     for (int step = 0; step < steps; ++step) {
+      const int64_t global_step = int64_t(epoch) * steps + step + 1;
+      if (trace) {
+        trace->step = global_step;
+        trace->active = trace->covers(global_step);
+      }
       const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy);
       loss_sum += loss;
-      const int64_t global_step = int64_t(epoch) * steps + step + 1;
       if (dump && global_step >= dump->first && global_step < dump->first + dump->steps) {
         const double dump_start = MPI_Wtime();
         const float *lookups = model->last_lookups();
@@ -179,6 +188,11 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
     run["epochs"].push_back(e);
   }
 
+  if (trace) {
+    strategy->set_trace(nullptr);
+    trace->active = false;
+    trace->gather(comm);
+  }
   if (dump) gather_dump(dumped, *dump, ranks, config.model.batch, model->lookup_row_length(), comm);
 
   // One checksum over every rank's parameters, in rank order: equal runs have equal bits.

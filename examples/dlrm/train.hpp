@@ -15,6 +15,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "model.hpp"
+#include "trace.hpp"
 
 namespace dlrm {
 
@@ -41,6 +42,8 @@ struct RunConfig {
   int64_t bucket_elements = 0;
   bool verbose = true;         ///< Rank 0 prints every epoch.
   LookupDump *dump = nullptr;  ///< Where the first mode leaves its lookups (nullptr: none).
+  /// Where the first compressed mode leaves its kept indices (nullptr: none).
+  IndexTrace *trace = nullptr;
 };
 
 /**

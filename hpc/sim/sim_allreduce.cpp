@@ -4,6 +4,7 @@
 //
 //   smpirun -np P ... sim_allreduce --count N --runs mpi,auto:0.01,allgather:0.05,...
 //       [--scale F] [--calls 2] [--interval 1000] [--check] [--shared-recv] [--no-control]
+//       [--index-sets independent|shared|classes:W:X,...]
 //
 // Every rank reduces a gradient of N fp32 values, roughly N(0,1). Each run is ALGORITHM:DENSITY
 // (`dct_algorithm` and `dct_density` info keys) or "mpi" (plain MPI_Allreduce). A persistent
@@ -23,6 +24,8 @@
 //   rebalanced 1 if some rank re-selected tau over the tensor on the reported call (which
 //              then re-balanced split's segments), else 0
 //   first_*    time, bytes_received_max and rebalanced of the first call (which re-balances)
+//   result_nnz non-zero entries of rank 0's result after the reported call: with an unbounded
+//              result, the union of the ranks' kept indices (how much they overlap)
 //   fixed_*    the same call on a 1-element all-zero tensor: the per-call control traffic and
 //              time that do not scale with the tensor (run.sh needs it to undo --scale);
 //              --no-control leaves this measurement out
@@ -34,8 +37,11 @@
 // Memory: all simulated ranks live in one process, so the gradients share one buffer: rank 0
 // fills a memory file with random values and every rank maps it at its own random rotation
 // (element offset), which makes the kept indices of different ranks independent while the
-// gradient costs its memory once. --check verifies the results (identical on every rank, and
-// the error-feedback conservation: results delivered + residuals left = gradients put in).
+// gradient costs its memory once. --index-sets shared maps it unrotated on every rank (identical
+// kept sets); classes gives every rank a private copy with the large entries chosen per class
+// (index_sets.hpp: one more tensor of memory per rank). --check verifies the results (identical on
+// every rank, and the error-feedback conservation: results delivered + residuals left = gradients
+// put in).
 #include <mpi.h>
 
 #include <sys/mman.h>
@@ -47,6 +53,7 @@
 #undef exit
 #endif
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -58,6 +65,7 @@
 #include <vector>
 
 #include "dct/dct.h"
+#include "index_sets.hpp"
 
 namespace {
 
@@ -76,6 +84,7 @@ struct Options {
   bool control = true;
   bool shared_recv = false;
   unsigned seed = 12345;
+  std::string index_sets = "independent";  // independent, shared or classes:W:X,W:X,...
 };
 
 /// One run from "mpi" or "ALGORITHM:DENSITY"; false if `text` is neither.
@@ -119,6 +128,15 @@ Options parse(CLI::App &app, int argc, char **argv) {
       ->check(CLI::Range(1LL, 1LL << 40))
       ->capture_default_str();
   app.add_option("--seed", options.seed, "seed of the gradients")->capture_default_str();
+  app.add_option("--index-sets", options.index_sets,
+                 "independent, shared, or classes:W:X,W:X,... (see IndexClasses)")
+      ->check(CLI::Validator(
+          [](std::string &text) -> std::string {
+            IndexClasses classes;
+            return classes.parse(text) ? "" : "'" + text + "': " + classes.error;
+          },
+          "SETS"))
+      ->capture_default_str();
   CLI::Option *check = app.add_flag("--check", options.check, "verify the results");
   app.add_flag("--shared-recv", options.shared_recv,
                "receive buffer from SMPI_SHARED_MALLOC (timing runs only)")
@@ -138,10 +156,13 @@ Options parse(CLI::App &app, int argc, char **argv) {
 /// random values at its own rotation; elsewhere (a real MPI) each rank fills its own.
 class Gradient {
  public:
-  Gradient(long long count, unsigned seed, MPI_Comm comm) : count_(count) {
+  Gradient(long long count, unsigned seed, const IndexClasses &sets, MPI_Comm comm)
+      : count_(count) {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    std::mt19937_64 rotation(seed + 7919u * static_cast<unsigned>(rank));
+    // shared: every rank at rank 0's rotation (the same values).
+    const int view = sets.kind == IndexClasses::kShared ? 0 : rank;
+    std::mt19937_64 rotation(seed + 7919u * static_cast<unsigned>(view));
 #ifdef SMPI_SHARED_MALLOC
     // One process: a file descriptor opened by rank 0 is valid in every simulated rank.
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -180,11 +201,13 @@ class Gradient {
     MPI_Barrier(comm);  // every rank has mapped the file: rank 0 may close it
     if (rank == 0) close(fd);
     if (ok) data_ = reinterpret_cast<const float *>(bytes) + e;
+    if (data_ && sets.kind == IndexClasses::kClasses) choose(sets, seed, rank);
 #else
     (void)comm;
     private_.resize(static_cast<std::size_t>(count));
     fill(private_.data(), private_.size(), static_cast<unsigned>(rotation()));
     data_ = private_.data();
+    if (sets.kind == IndexClasses::kClasses) choose(sets, seed, rank);
 #endif
   }
   ~Gradient() {
@@ -201,6 +224,13 @@ class Gradient {
   }
 
  private:
+  /// classes: a private copy of this rank's values, the class-chosen entries large.
+  void choose(const IndexClasses &sets, unsigned seed, int rank) {
+    if (data_ != private_.data()) private_.assign(data_, data_ + count_);
+    sets.apply(seed, rank, private_.data(), count_);
+    data_ = private_.data();
+  }
+
   static void fill(float *values, std::size_t n, unsigned seed) {
     std::mt19937 generator(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -275,9 +305,16 @@ struct Outcome {
   int code = DCT_SUCCESS;
   std::string error;
   Measurement measurement;
-  Measurement first;  // the first call's (the one that re-balances split's segments)
-  std::string check;  // "" (not checked), "ok" or what failed
+  Measurement first;          // the first call's (the one that re-balances split's segments)
+  std::string check;          // "" (not checked), "ok" or what failed
+  long long result_nnz = -1;  // non-zero entries of rank 0's result (the union of kept indices)
 };
+
+long long nonzeros(const float *values, long long n) {
+  long long count = 0;
+  for (long long i = 0; i < n; ++i) count += values[i] != 0.0f ? 1 : 0;
+  return count;
+}
 
 /// `calls` calls of one persistent dct request on `send`; measures the first and the last one.
 Outcome run_dct(const std::string &algorithm, const std::string &density, const float *send,
@@ -323,6 +360,7 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
     }
   }
   outcome.measurement = reduce_measurement(elapsed, status, comm);
+  outcome.result_nnz = nonzeros(recv, count);
   if (check) {
     // The result is the same on every rank...
     double extremes[2] = {-delivered, delivered}, global[2] = {};
@@ -426,6 +464,7 @@ bool report(const Run &run, const Outcome &outcome, const Outcome &fixed, int ra
   if (fixed.ok)
     std::printf(" fixed_time=%.9g fixed_bytes_received_max=%.0f", fixed.measurement.time,
                 fixed.measurement.bytes_received_max);
+  if (outcome.result_nnz >= 0) std::printf(" result_nnz=%lld", outcome.result_nnz);
   if (!outcome.check.empty()) std::printf(" check=%s", quoted(outcome.check).c_str());
   std::printf("\n");
   std::fflush(stdout);
@@ -491,9 +530,11 @@ int main(int argc, char **argv) {
     return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
   }
   if (rank == 0)
-    std::printf("CONFIG ranks=%d count=%lld scale=%g calls=%d interval=%lld shared_recv=%d\n",
-                ranks, options.count, options.scale, options.calls, options.interval,
-                options.shared_recv ? 1 : 0);
+    std::printf(
+        "CONFIG ranks=%d count=%lld scale=%g calls=%d interval=%lld shared_recv=%d "
+        "index_sets=%s\n",
+        ranks, options.count, options.scale, options.calls, options.interval,
+        options.shared_recv ? 1 : 0, options.index_sets.c_str());
 
   // Which runs this build of dct has: DCT_Allreduce_init on a 1-element tensor.
   const float zero_send[1] = {0.0f};
@@ -512,7 +553,9 @@ int main(int argc, char **argv) {
 
   int failures = 0;
   if (any_available) {
-    Gradient gradient(options.count, options.seed, comm);
+    IndexClasses sets;
+    sets.parse(options.index_sets);  // validated by the parser
+    Gradient gradient(options.count, options.seed, sets, comm);
     ReceiveBuffer recv(options.count, options.shared_recv);
     if (!all_ok(gradient.data() != nullptr && recv.data() != nullptr, comm)) {
       if (rank == 0) std::fprintf(stderr, "sim_allreduce: cannot allocate the buffers\n");

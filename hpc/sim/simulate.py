@@ -42,6 +42,10 @@ INTERVAL = 1000
 KERNELS_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
                            "results", "kernels", "kernels_float.txt")
 GPU_BYTES_PER_S = 3.0e12
+# The "Measured index overlap" section of docs/simulation.md (written by hand from the results
+# of hpc/sim/overlap.py and overlap_sim.py; appended to every generated page).
+OVERLAP_SECTION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                               "results", "overlap", "section.md")
 VALUE_BYTES, INDEX_BYTES = 4, 4  # fp32 values, 32-bit indices
 
 # --- Platform: a two-level fat tree of 1024 hosts (32 per leaf switch, 32 spine switches,
@@ -109,12 +113,14 @@ def min_count(algorithm, ranks, density):
     return MIN_ALLREDUCE_BYTES // 4
 
 
-def plan_count(algorithm, ranks, density, memory_bytes, work):
+def plan_count(algorithm, ranks, density, memory_bytes, work, private_gradient=False):
     """Simulated element count for one measurement, or None if it cannot fit in memory.
 
     As large as the work budget (ranks x elements) and the memory budget allow, at most the
-    full count, and at least min_count."""
-    per_element = ranks * bytes_per_element(algorithm, ranks, density) + 4  # + shared gradient
+    full count, and at least min_count. private_gradient: every rank holds its own gradient
+    (sim_allreduce --index-sets classes:..., hpc/sim/overlap_sim.py)."""
+    per_rank = bytes_per_element(algorithm, ranks, density) + (4 if private_gradient else 0)
+    per_element = ranks * per_rank + 4  # + shared gradient
     memory_count = (memory_bytes / MEMORY_SAFETY - ranks * PER_RANK_BASE_BYTES) / per_element
     count = min(FULL_COUNT, work // ranks, int(memory_count))
     count = max(count, min_count(algorithm, ranks, density))
@@ -239,7 +245,7 @@ def parse_result(line, bandwidth_gbps):
                 "first_bytes_received_max"):
         if key in result:
             result[key] = float(result[key])
-    for key in ("rebalanced", "first_rebalanced"):
+    for key in ("rebalanced", "first_rebalanced", "result_nnz"):
         if key in result:
             result[key] = int(result[key])
     return result
@@ -904,6 +910,11 @@ MPI_Allreduce with its reduction at the same rate.
 
 ![simulated time against ranks](simulation.png)
 """
+    # Issue 20's measured index overlap: its own experiment (hpc/sim/overlap.py,
+    # overlap_sim.py), kept in docs/results/overlap/ and carried into every regenerated page.
+    if os.path.exists(OVERLAP_SECTION):
+        with open(OVERLAP_SECTION) as handle:
+            text += "\n" + handle.read()
     with open(path, "w") as handle:
         handle.write(text)
 
