@@ -282,33 +282,31 @@ int run(int argc, char **argv, int rank, int ranks) {
         config.model.model.c_str(), ranks, train.count, test.count, config.model.batch,
         config.epochs);
 
+  // Training steps per mode, for the windows of --dump-lookups and --trace-indices.
+  const int64_t run_steps = int64_t(train.count / (config.model.batch * ranks)) * config.epochs;
   if (!dump_path.empty()) {
-    const int64_t steps = int64_t(train.count / (config.model.batch * ranks)) * config.epochs;
-    const int64_t first = dump.first > 0 ? dump.first : steps - dump.steps + 1;
+    const bool inside = dump.resolve(run_steps);
     const int64_t floats = int64_t(dump.steps) * ranks * config.model.batch *
                            (dlrm::kCategorical / ranks) * config.model.emb_dim;
     const char *problem = config.model.model != "dlrm" ? "needs --model dlrm (lookups)"
-                          : first < 1 || first - 1 + dump.steps > steps
-                              ? "the dumped steps are not all in the run"
-                          : floats > INT_MAX ? "more than INT_MAX values per rank"
-                                             : nullptr;
+                          : !inside                    ? "the dumped steps are not all in the run"
+                          : floats > INT_MAX           ? "more than INT_MAX values per rank"
+                                                       : nullptr;
     if (problem) {
       if (rank == 0)
         std::fprintf(stderr, "--dump-lookups: %s (%lld steps of %lld from step %lld)\n", problem,
-                     static_cast<long long>(dump.steps), static_cast<long long>(steps),
-                     static_cast<long long>(first));
+                     static_cast<long long>(dump.steps), static_cast<long long>(run_steps),
+                     static_cast<long long>(dump.first));
       return kExitUsage;
     }
-    dump.first = first;  // resolved once: run_mode dumps steps [first, first + steps)
     config.dump = &dump;
   }
 
   if (!trace_path.empty()) {
     bool compressed = false;
     for (const std::string &mode : modes) compressed = compressed || mode != "dense";
-    const int64_t steps = int64_t(train.count / (config.model.batch * ranks)) * config.epochs;
     const std::string problem =
-        trace.resolve(steps, compressed, config.dct.values, !config.dct.momentum.empty());
+        trace.resolve(run_steps, compressed, config.dct.values, !config.dct.momentum.empty());
     if (!problem.empty()) {
       if (rank == 0) std::fprintf(stderr, "--trace-indices: %s\n", problem.c_str());
       return kExitUsage;

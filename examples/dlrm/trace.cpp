@@ -9,15 +9,13 @@ namespace dlrm {
 
 std::string IndexTrace::resolve(int64_t run_steps, bool compressed, const std::string &values,
                                 bool momentum) {
-  const int64_t from = first > 0 ? first : run_steps - steps + 1;
   if (!compressed) return "needs a dct or eb mode (dense keeps every entry)";
   if (!values.empty() && values != "native")
     return "needs native values (a sent entry's residual is then exactly 0)";
   if (momentum) return "does not apply to --momentum-correction";
-  if (from < 1 || from - 1 + steps > run_steps)
+  if (!StepWindow::resolve(run_steps))
     return "the traced steps are not all in the run (" + std::to_string(steps) + " steps of " +
-           std::to_string(run_steps) + " from step " + std::to_string(from) + ")";
-  first = from;  // resolved once: run_mode traces steps [first, first + steps)
+           std::to_string(run_steps) + " from step " + std::to_string(first) + ")";
   return "";
 }
 

@@ -20,16 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "step_window.hpp"
+
 namespace dlrm {
 
 /** @brief What is traced and, on rank 0 after `gather`, every rank's records. */
-struct IndexTrace {
-  int64_t first = 0;    ///< First step traced, 1-based over all epochs (main.cpp resolves 0).
-  int steps = 1;        ///< Consecutive steps traced.
-  bool taken = false;   ///< Set on every rank once a mode has traced (only the first does).
-  bool active = false;  ///< The step being trained is traced (set by run_mode).
-  int64_t step = 0;     ///< That step's number.
-  std::string mode;     ///< The traced mode.
+struct IndexTrace : StepWindow {  // the steps traced (resolved before the run)
+  bool taken = false;           ///< Set on every rank once a mode has traced (only the first does).
+  bool active = false;          ///< The step being trained is traced (set by run_mode).
+  int64_t step = 0;             ///< That step's number.
+  std::string mode;             ///< The traced mode.
   std::vector<int64_t> counts;  ///< Elements of every request, in registration order.
   /// This rank's records: step, request, kept entries K, then the K indices (ascending).
   std::vector<int64_t> records;
@@ -42,9 +42,6 @@ struct IndexTrace {
    * native, momentum correction, or steps outside the run.
    */
   std::string resolve(int64_t run_steps, bool compressed, const std::string &values, bool momentum);
-  bool covers(int64_t global_step) const {
-    return global_step >= first && global_step < first + steps;
-  }
   /** @brief Appends one record: the entries with acc != 0 and residual_after == 0; returns
    * their number. */
   int64_t record(int request, const std::vector<float> &acc, const std::vector<float> &residual);

@@ -157,7 +157,7 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
       }
       const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy);
       loss_sum += loss;
-      if (dump && global_step >= dump->first && global_step < dump->first + dump->steps) {
+      if (dump && dump->covers(global_step)) {
         const double dump_start = MPI_Wtime();
         const float *lookups = model->last_lookups();
         dumped.insert(dumped.end(), lookups, lookups + lookup_floats);

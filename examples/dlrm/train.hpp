@@ -15,6 +15,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "model.hpp"
+#include "step_window.hpp"
 #include "trace.hpp"
 
 namespace dlrm {
@@ -23,10 +24,7 @@ namespace dlrm {
  * @brief `--dump-lookups`: the forward embedding lookups of `steps` consecutive training steps
  * of the first mode run, gathered to rank 0 (the file is written by main.cpp).
  */
-struct LookupDump {
-  int64_t first = 0;   ///< First step dumped, 1-based over all epochs (main.cpp resolves
-                       ///< --dump-step 0, the run's last `steps`, before the run).
-  int steps = 1;       ///< Consecutive steps dumped.
+struct LookupDump : StepWindow {  // the steps dumped (main.cpp resolves them before the run)
   bool taken = false;  ///< Set on every rank once a mode has dumped (only the first does).
   int ranks = 0, rows = 0, d = 0;  ///< P, rows per block (the batch), row length.
   /// On rank 0: steps x P senders x P receivers x rows x d floats, in that order.

@@ -10,32 +10,29 @@
 #include "backend.hpp"
 
 namespace dct::detail::test {
+namespace {
+
+template <typename Exec>
+Backend *instance() {
+  static kernels::kokkos::KokkosBackend<Exec> backend;
+  return &backend;
+}
+
+}  // namespace
 
 Backend *kokkos_space_backend(const char *name) {
   const std::string space(name);
 #if defined(KOKKOS_ENABLE_SERIAL)
-  if (space == "Serial") {
-    static kernels::kokkos::KokkosBackend<Kokkos::Serial> backend;
-    return &backend;
-  }
+  if (space == "Serial") return instance<Kokkos::Serial>();
 #endif
 #if defined(KOKKOS_ENABLE_OPENMP)
-  if (space == "OpenMP") {
-    static kernels::kokkos::KokkosBackend<Kokkos::OpenMP> backend;
-    return &backend;
-  }
+  if (space == "OpenMP") return instance<Kokkos::OpenMP>();
 #endif
 #if defined(KOKKOS_ENABLE_CUDA)
-  if (space == "Cuda") {
-    static kernels::kokkos::KokkosBackend<Kokkos::Cuda> backend;
-    return &backend;
-  }
+  if (space == "Cuda") return instance<Kokkos::Cuda>();
 #endif
 #if defined(KOKKOS_ENABLE_HIP)
-  if (space == "HIP") {
-    static kernels::kokkos::KokkosBackend<Kokkos::HIP> backend;
-    return &backend;
-  }
+  if (space == "HIP") return instance<Kokkos::HIP>();
 #endif
   return nullptr;
 }
