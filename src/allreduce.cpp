@@ -109,12 +109,14 @@ class CompressedEngine final : public RequestEngine {
     }
     require(exact() || !staged_ || config.result_density >= 1.0, DCT_ERR_INFO,
             "dct_result_density < 1 is not supported with device buffers yet");
+    if (config.group_size > 0) hierarchy_group_size(context_->size(), 0, config.group_size);
   }
 
   ~CompressedEngine() override {
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (!finalized && owns_comm_) MPI_Comm_free(&own_comm_);
+    if (!finalized) hierarchy_.free();
   }
 
   void connect(bool own) override {
@@ -126,6 +128,12 @@ class CompressedEngine final : public RequestEngine {
     // Calls in flight progress independently, so each request talks on its own communicator.
     check_mpi(MPI_Comm_dup(RequestEngine::comm(), &own_comm_), "MPI_Comm_dup");
     owns_comm_ = true;
+    // And on its own hierarchy, made now: the algorithm is chosen per call, in progress, where
+    // a blocking MPI_Comm_split could deadlock against another request's progress.
+    const int ranks = context_->size();
+    if ((config_.algorithm == DCT_ALGORITHM_HIERARCHICAL && ranks >= 4) ||
+        (config_.algorithm == DCT_ALGORITHM_AUTO && ranks >= kHierarchyMinRanks))
+      hierarchy_ = make_hierarchy(own_comm_, config_.group_size);
   }
 
   void start(const void *send, void *recv) override {
@@ -162,7 +170,9 @@ class CompressedEngine final : public RequestEngine {
   void restore(const void *residual, double tau, MPI_Count calls) override {
     compressor_.restore(residual, tau, stream_);
     totals_.calls = calls;
-    layout_.boundaries.clear();  // re-balanced, on every rank, by the next split call
+    // Re-balanced, on every rank, by the next split or hierarchical call.
+    for (SplitLayout *layout : {&layout_, &group_layout_, &cross_layout_})
+      layout->boundaries.clear();
   }
 
  private:
@@ -274,7 +284,8 @@ class CompressedEngine final : public RequestEngine {
     header_[kKept] = static_cast<std::int64_t>(compressor_.kept());
     header_[kCount] = static_cast<std::int64_t>(count_);
     header_[kValueBytes] = static_cast<std::int64_t>(sizeof(T));
-    header_[kRebalance] = status_.tau_reestimated || layout_.boundaries.empty() ? 1 : 0;
+    // An exchange whose layout is empty re-balances anyway (every rank's is alike).
+    header_[kRebalance] = status_.tau_reestimated ? 1 : 0;
     headers_.resize(static_cast<std::size_t>(context_->size()) * kWords);
     check_mpi(MPI_Iallgather(header_, kWords, MPI_INT64_T, headers_.data(), kWords, MPI_INT64_T,
                              comm, &header_request_),
@@ -303,7 +314,7 @@ class CompressedEngine final : public RequestEngine {
     status_.bytes_sent = status_.bytes_received =
         static_cast<MPI_Count>(ranks - 1) * peer::allreduce::kWords * sizeof(std::int64_t);
     return decide_algorithm(config_, ranks, double(count_), sizeof(T), announced.total_kept,
-                            union_hint_, staged_);
+                            union_hint_, staged_, hierarchy_.group_size);
   }
 
   // Staged GPU requests: allgather sums on the device, into the user's buffer; the other
@@ -328,7 +339,8 @@ class CompressedEngine final : public RequestEngine {
     if (sums_on_device(algorithm)) input.device = backend_;
     input.values = config_.values;
     input.rebalance = rebalance_;
-    if (algorithm == DCT_ALGORITHM_SPLIT && config_.result_density < 1.0) {
+    const bool splits = algorithm == DCT_ALGORITHM_SPLIT || algorithm == DCT_ALGORITHM_HIERARCHICAL;
+    if (splits && config_.result_density < 1.0) {
       input.result_budget = static_cast<std::size_t>(
           std::max(1.0, std::ceil(config_.result_density * double(elements()))));
       input.residual = compressor_.residual();
@@ -341,6 +353,9 @@ class CompressedEngine final : public RequestEngine {
           break;
         case DCT_ALGORITHM_SPLIT:
           slot = make_split_exchange<T>(layout_);
+          break;
+        case DCT_ALGORITHM_HIERARCHICAL:
+          slot = make_hierarchical_exchange<T>(hierarchy_, group_layout_, cross_layout_);
           break;
         case DCT_ALGORITHM_RECURSIVE_DOUBLING:
           slot = make_recursive_doubling_exchange<T>();
@@ -382,9 +397,11 @@ class CompressedEngine final : public RequestEngine {
   std::vector<std::int64_t> kept_per_rank_;
   bool rebalance_ = false;
   SplitLayout layout_;
+  Hierarchy hierarchy_;  // hierarchical's communicators (made by connect) and layouts
+  SplitLayout group_layout_, cross_layout_;
   double union_hint_ = 0;
   // One per algorithm (indexed by DCT_Algorithm), reused across calls.
-  std::unique_ptr<SparseExchange<T>> exchanges_[DCT_ALGORITHM_RECURSIVE_DOUBLING + 1];
+  std::unique_ptr<SparseExchange<T>> exchanges_[DCT_ALGORITHM_HIERARCHICAL + 1];
   SparseExchange<T> *exchange_ = nullptr;  // this call's, while in flight
 };
 

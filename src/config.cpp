@@ -87,14 +87,21 @@ void parse_momentum(Config &config, const std::string &value, const std::string 
 }
 
 void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
-  for (DCT_Algorithm a : {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE,
-                          DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
+  for (DCT_Algorithm a :
+       {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE, DCT_ALGORITHM_SPLIT,
+        DCT_ALGORITHM_RECURSIVE_DOUBLING, DCT_ALGORITHM_HIERARCHICAL}) {
     if (value == algorithm_name(a)) {
       config.algorithm = a;
       return;
     }
   }
-  bad_value(origin, value, "one of auto, allgather, split, recursive_doubling, dense");
+  bad_value(origin, value,
+            "one of auto, allgather, split, hierarchical, recursive_doubling, dense");
+}
+
+void parse_group_size(Config &config, const std::string &value, const std::string &origin) {
+  config.group_size = static_cast<int>(
+      parse_integer(value, origin, 0, "an integer >= 0 (0: a node's ranks, or about sqrt(P))"));
 }
 
 void parse_backend(Config &config, const std::string &value, const std::string &origin) {
@@ -323,6 +330,8 @@ const Knob knobs[] = {
      [](const Config &c) { return number(c.momentum); }, kDp},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm,
      [](const Config &c) { return std::string(algorithm_name(c.algorithm)); }, kDp},
+    {"dct_group_size", "DCT_GROUP_SIZE", parse_group_size,
+     [](const Config &c) { return std::to_string(c.group_size); }, KnobUse::allreduce},
     {"dct_backend", "DCT_BACKEND", parse_backend,
      [](const Config &c) { return std::string(backend_name(c.backend)); }, kAll},
     {"dct_values", "DCT_VALUES", parse_values,
@@ -418,6 +427,8 @@ const char *algorithm_name(int algorithm) {
       return "split";
     case DCT_ALGORITHM_RECURSIVE_DOUBLING:
       return "recursive_doubling";
+    case DCT_ALGORITHM_HIERARCHICAL:
+      return "hierarchical";
   }
   return "unknown";
 }
@@ -477,11 +488,13 @@ Config Config::from(MPI_Info info) {
       knob.apply(config, value.data(), std::string("MPI_Info key ") + knob.info_key);
     }
   }
-  // Only split can drop summed entries (into the owner's residual); auto then means split.
-  const bool splits =
-      config.algorithm == DCT_ALGORITHM_SPLIT || config.algorithm == DCT_ALGORITHM_AUTO;
+  // Only split and hierarchical can drop summed entries (into the owners' residuals).
+  const bool splits = config.algorithm == DCT_ALGORITHM_SPLIT ||
+                      config.algorithm == DCT_ALGORITHM_HIERARCHICAL ||
+                      config.algorithm == DCT_ALGORITHM_AUTO;
   require(config.result_density >= 1.0 || splits, DCT_ERR_INFO,
-          std::string("dct_result_density < 1 needs dct_algorithm split or auto, not ") +
+          std::string("dct_result_density < 1 needs dct_algorithm split, hierarchical or auto, "
+                      "not ") +
               algorithm_name(config.algorithm));
   return config;
 }

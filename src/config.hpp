@@ -73,6 +73,8 @@ struct Config {
   /// instead of the raw gradient; 0 turns it off.
   double momentum = 0.0;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
+  /// hierarchical: ranks per group (0: a node's, or about sqrt(P); exchange.hpp).
+  int group_size = 0;
   /// Where the kernels run (auto: from where the buffers live).
   DCT_Backend backend = DCT_BACKEND_AUTO;
   /// How kept values travel: the tensor's type, or rounded to fp16/bf16 (error fed back).

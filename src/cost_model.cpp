@@ -75,6 +75,25 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       return host_result + (3 * rounds + (p - 1)) * alpha +
              share * (kept * own_entry + gathered) * per_byte;
     }
+    case DCT_ALGORITHM_HIERARCHICAL: {
+      if (size.group_size <= 1 || p % size.group_size != 0) return HUGE_VAL;
+      // split's stages within the group (G ranks) and, between its reduce-scatter and its
+      // allgather, a whole split over the super-segment across the H = P/G groups (plus an
+      // allgather of the group sums' counts). The group sums are charged as if the group's
+      // ranks chose their entries independently (u_G = expected_union over G ranks): with
+      // overlapping indices they are fewer, and the cost lower.
+      const int g = size.group_size, h = p / g;
+      const double group_rounds = ceil_log2(g), cross_rounds = ceil_log2(h);
+      const double kept_sums =
+          size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
+      const double gathered = std::min(kept_sums * entry, dense);
+      const double group_sums = expected_union(size.count, kept, g) / g;
+      const double messages = 3 * group_rounds + (g - 1) + 4 * cross_rounds + (h - 1);
+      return host_result + messages * alpha +
+             (kept * own_entry * (g - 1) / g + group_sums * entry * (h - 1) / h +
+              gathered * share) *
+                 per_byte;
+    }
     case DCT_ALGORITHM_RECURSIVE_DOUBLING: {
       // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is
       // smaller; two messages (size, payload) per round; non-powers of two add two steps.
@@ -92,10 +111,13 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
 }
 
 DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &network) {
-  DCT_Algorithm best = DCT_ALGORITHM_DENSE;
+  const bool bounded = size.result_budget > 0;
+  DCT_Algorithm best = bounded ? DCT_ALGORITHM_SPLIT : DCT_ALGORITHM_DENSE;
   double best_seconds = predicted_seconds(best, size, network);
-  for (DCT_Algorithm candidate :
-       {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
+  for (DCT_Algorithm candidate : {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT,
+                                  DCT_ALGORITHM_RECURSIVE_DOUBLING, DCT_ALGORITHM_HIERARCHICAL}) {
+    if (bounded && candidate != DCT_ALGORITHM_HIERARCHICAL) continue;
+    if (candidate == DCT_ALGORITHM_HIERARCHICAL && size.group_size <= 0) continue;
     const double seconds = predicted_seconds(candidate, size, network);
     if (seconds < best_seconds) {
       best = candidate;
@@ -106,10 +128,8 @@ DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &n
 }
 
 DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
-                               double total_kept, double union_hint, bool staged) {
+                               double total_kept, double union_hint, bool staged, int group_size) {
   DCT_Algorithm algorithm = config.algorithm;
-  if (algorithm == DCT_ALGORITHM_AUTO && config.result_density < 1.0)
-    algorithm = DCT_ALGORITHM_SPLIT;  // the only one that can bound the result
   if (algorithm == DCT_ALGORITHM_AUTO) {
     ExchangeSize size;
     size.ranks = ranks;
@@ -119,9 +139,13 @@ DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, in
         value_bytes_per_entry(config.values, static_cast<std::size_t>(value_bytes));
     size.total_kept = total_kept;
     size.union_hint = union_hint;
+    if (config.result_density < 1.0)
+      size.result_budget = std::max(1.0, std::ceil(config.result_density * count));
+    size.group_size = ranks >= kHierarchyMinRanks ? group_size : 0;
     if (staged) size.host_result_seconds = count * value_bytes / kHostResultBytesPerSecond;
     algorithm = cheapest_algorithm(size, config.network);
   }
+  if (algorithm == DCT_ALGORITHM_HIERARCHICAL && group_size <= 0) algorithm = DCT_ALGORITHM_SPLIT;
   // Sparse messages are described by int counts of 8-byte units; beyond, only dense works.
   const double limit = double(INT_MAX) * wire::kUnitBytes;
   const double dense_bytes = count * value_bytes + 8.0 * ranks;

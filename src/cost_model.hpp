@@ -28,6 +28,8 @@ struct ExchangeSize {
   double union_hint = 0;
   /// split with dct_result_density: the entries the result may keep (<= 0: no bound).
   double result_budget = 0;
+  /// hierarchical: ranks per group (0: no hierarchy; the algorithm is not a candidate).
+  int group_size = 0;
   /// GPU buffers staged through the host (MPI not GPU-aware): seconds to write the n-element
   /// sum in host memory and copy it to the device, charged to every algorithm but allgather,
   /// which sums the gathered entries on the device (0: host buffers).
@@ -40,24 +42,34 @@ struct ExchangeSize {
 /// is zeroed, summed into and copied).
 constexpr double kHostResultBytesPerSecond = 10e9;
 
-/// Predicted seconds of one call of `algorithm` (allgather, split, recursive_doubling, dense).
+/// auto considers hierarchical from this many ranks: below, it saves at most ~2 (P - 1) - 4
+/// sqrt(P) latencies (~30 us at 16 ranks and 2 us), and each request would hold two more
+/// communicators for it.
+constexpr int kHierarchyMinRanks = 16;
+
+/// Predicted seconds of one call of `algorithm` (allgather, split, hierarchical,
+/// recursive_doubling, dense).
 DCT_INTERNAL_API double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
                                           const NetworkModel &network);
 
 /// The algorithm with the smallest predicted time; ties go to the first of dense, allgather,
-/// split, recursive_doubling.
+/// split, recursive_doubling, hierarchical (a candidate where size.group_size > 0). With a
+/// result budget only split and hierarchical are candidates (the others cannot bound it).
 DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
                                                   const NetworkModel &network);
 
 /// The algorithm of one call of the sparse allreduce, from what every rank knows identically
 /// after the header exchange (so every rank decides alike): `config.algorithm`, auto resolved
-/// by cheapest_algorithm (split whenever dct_result_density bounds the result: the only one
-/// that can), then dense wherever the algorithm's messages would exceed what MPI's int counts
-/// of 8-byte units can describe. `total_kept`: the entries all ranks send; `union_hint`: as in
-/// ExchangeSize.
-/// `staged`: GPU buffers staged through the host (ExchangeSize::host_result_seconds).
-DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
-                               double total_kept, double union_hint, bool staged = false);
+/// by cheapest_algorithm (split or hierarchical whenever dct_result_density bounds the result:
+/// the only ones that can), hierarchical replaced by split where there is no hierarchy
+/// (`group_size` 0), then dense wherever the algorithm's messages would exceed what MPI's int
+/// counts of 8-byte units can describe. `total_kept`: the entries all ranks send;
+/// `union_hint`: as in ExchangeSize. `staged`: GPU buffers staged through the host
+/// (ExchangeSize::host_result_seconds).
+DCT_INTERNAL_API DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count,
+                                                int value_bytes, double total_kept,
+                                                double union_hint, bool staged = false,
+                                                int group_size = 0);
 
 /// The modelled speed-up of sending a message through a lossless coder rather than as it is
 /// (Feng et al., SC'24): 1 / (1/ratio + B (1/compress + 1/decompress)), with B the model's

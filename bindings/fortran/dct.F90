@@ -26,7 +26,7 @@ module dct
     DCT_ERR_CKPT_IO = 23, DCT_ERR_THREAD = 24
   integer, parameter, public :: DCT_ALGORITHM_AUTO = 0, DCT_ALGORITHM_ALLGATHER = 1, &
     DCT_ALGORITHM_DENSE = 2, DCT_ALGORITHM_PASSTHROUGH = 3, DCT_ALGORITHM_SPLIT = 4, &
-    DCT_ALGORITHM_RECURSIVE_DOUBLING = 5
+    DCT_ALGORITHM_RECURSIVE_DOUBLING = 5, DCT_ALGORITHM_HIERARCHICAL = 6
 
   !> A persistent compressed allreduce (DCT_Request); null until dct_allreduce_init.
   type, public, bind(C) :: dct_request

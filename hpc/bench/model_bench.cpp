@@ -18,6 +18,7 @@
 #include "bench.hpp"
 #include "config.hpp"
 #include "cost_model.hpp"
+#include "exchange/exchange.hpp"
 
 namespace dct::bench {
 namespace {
@@ -54,11 +55,12 @@ int run(const ModelOptions &o) {
         size.count = double(bytes / value_bytes);
         size.value_bytes = value_bytes;
         size.total_kept = std::ceil(std::stod(d) * size.count) * p;
-        // As the library does: a bounded result means split.
-        size.result_budget = result_density < 1 ? result_density * size.count : 0;
-        const DCT_Algorithm best = result_density < 1
-                                       ? DCT_ALGORITHM_SPLIT
-                                       : dct::detail::cheapest_algorithm(size, network);
+        // As the library does: a bounded result means split or hierarchical; groups of about
+        // sqrt(P) consecutive ranks (no node information here).
+        size.result_budget = result_density < 1 ? std::ceil(result_density * size.count) : 0;
+        size.group_size =
+            p >= dct::detail::kHierarchyMinRanks ? dct::detail::hierarchy_group_size(p, 0, 0) : 0;
+        const DCT_Algorithm best = dct::detail::cheapest_algorithm(size, network);
         const double dense = dct::detail::predicted_seconds(DCT_ALGORITHM_DENSE, size, network);
         const double chosen = dct::detail::predicted_seconds(best, size, network);
         char cell[64];

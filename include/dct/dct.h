@@ -113,7 +113,10 @@ typedef enum {
   DCT_ALGORITHM_DENSE = 2,       /**< Threshold-masked dense `MPI_Allreduce`. */
   DCT_ALGORITHM_PASSTHROUGH = 3, /**< Not compressed: the call was handed to MPI unchanged. */
   DCT_ALGORITHM_SPLIT = 4,       /**< Sparse reduce-scatter to segment owners, then gather. */
-  DCT_ALGORITHM_RECURSIVE_DOUBLING = 5 /**< Pairwise sparse merges in log2(P) rounds. */
+  DCT_ALGORITHM_RECURSIVE_DOUBLING = 5, /**< Pairwise sparse merges in log2(P) rounds. */
+  /** split in two tiers: within groups of ranks (a node's, or `dct_group_size` consecutive
+   *  ranks), then across groups; about 2(G + P/G) messages per rank instead of 2P. */
+  DCT_ALGORITHM_HIERARCHICAL = 6
 } DCT_Algorithm;
 
 /**
@@ -248,8 +251,19 @@ typedef struct DCT_Request_s *DCT_Request;
  *   between re-estimations of `tau`, an integer >= 1 (`tau` is estimated on the first call
  *   and then every `interval` calls).
  * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather`, `split`,
- *   `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm gives the same sums
- *   of the same sent entries, added in its own order (bitwise equal where sums are exact).
+ *   `hierarchical`, `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm
+ *   gives the same sums of the same sent entries, added in its own order (bitwise equal where
+ *   sums are exact). `hierarchical` needs 4 ranks or more and a group size dividing them (see
+ *   `dct_group_size`); where none exists (a prime number of ranks) the call runs `split`, and
+ *   `DCT_Status.algorithm` says so. `auto` considers it from 16 ranks. Drop-in calls
+ *   (`DCT_Allreduce`, libdct_pmpi) run `split` instead: the hierarchy's communicators are made
+ *   per persistent request, at `DCT_Allreduce_init`.
+ * - `dct_group_size` [`DCT_GROUP_SIZE`], default `0`: the ranks per group of `hierarchical`.
+ *   0: the ranks of a node when every node holds the same number (more than 1, fewer than
+ *   all), else the divisor of the number of ranks nearest its square root, as consecutive
+ *   ranks. A number > 1 groups that many consecutive ranks and must divide the number of ranks
+ *   (`DCT_ERR_INFO` otherwise). A request that may run `hierarchical` holds two communicators
+ *   more (`MPI_Comm_split`), made at `DCT_Allreduce_init`.
  * - `dct_momentum` [`DCT_MOMENTUM`], default `0` (off): momentum correction (Lin et al.,
  *   "Deep Gradient Compression", ICLR 2018) for SGD with momentum m in [0, 1): the request
  *   keeps each rank's velocity u = m u + sendbuf and compresses u (with error feedback)
@@ -259,8 +273,9 @@ typedef struct DCT_Request_s *DCT_Request;
  *   With density 1 the call is MPI_Allreduce of the velocities (no masking), i.e. dense
  *   momentum SGD. Checkpoints do not hold the velocity yet: `DCT_Checkpoint_save` refuses
  *   such requests (`DCT_ERR_ARG`).
- * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` (or `auto`, which
- *   then means `split`), the owners of the index segments keep only the largest sums, about
+ * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` or `hierarchical`
+ *   (or `auto`, which then picks the cheaper of the two), the owners of the index segments
+ *   keep only the largest sums, about
  *   this fraction of `count` in all, and add the others to their own residual: the result
  *   stays sparse however many ranks contribute, and error feedback still conserves every
  *   input. Refused (`DCT_ERR_INFO`) with `allgather`, `recursive_doubling` or `dense`.

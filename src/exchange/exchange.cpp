@@ -12,6 +12,16 @@ namespace dct::detail {
 
 bool Schedule::advance(bool block) {
   while (!done_) {
+    if (nested_ != nullptr) {
+      bool finished = true;
+      try {
+        finished = nested_->advance(block);
+      } catch (...) {
+        nested_error_ = std::current_exception();
+      }
+      if (!finished) return false;
+      nested_ = nullptr;
+    }
     if (!pending_.empty()) {
       const int n = static_cast<int>(pending_.size());
       if (block) {

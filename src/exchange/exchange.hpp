@@ -10,11 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dct/dct.h"
+#include "internal_api.hpp"
 #include "kernels.hpp"
 
 namespace dct::detail {
@@ -28,8 +31,9 @@ class Schedule {
   /// Runs every stage whose requests completed; with `block`, waits for them. Returns true
   /// once the last stage ran. Throws dct::Error; a schedule that threw must be dropped.
   bool advance(bool block);
-  /// No MPI operation of this schedule is pending (its buffers may be freed).
-  bool idle() const { return pending_.empty(); }
+  /// No MPI operation of this schedule (or of one it runs inside it) is pending: its buffers
+  /// may be freed.
+  bool idle() const { return pending_.empty() && (nested_ == nullptr || nested_->idle()); }
   /// Makes the schedule runnable again from its first stage (it must be idle).
   void restart() {
     next_stage_ = 0;
@@ -43,9 +47,20 @@ class Schedule {
 
   std::vector<MPI_Request> pending_;
 
+  /// Runs `schedule` (restarted by the caller) to its end before this schedule's next stage,
+  /// as part of this one (the hierarchical exchange runs a split inside its owners' stage).
+  /// What it throws is kept, not thrown: take_nested_error() hands it to the next stage, which
+  /// decides whether every rank must learn of it first.
+  void run_nested(Schedule *schedule) { nested_ = schedule; }
+  std::exception_ptr take_nested_error() { return std::exchange(nested_error_, nullptr); }
+  /// Runs the current stage again once its requests (or its nested schedule) completed.
+  void repeat_stage() { --next_stage_; }
+
  private:
   int next_stage_ = 0;
   bool done_ = false;
+  Schedule *nested_ = nullptr;
+  std::exception_ptr nested_error_;
 };
 
 /// What one call hands to an exchange: the shape every rank agreed on and this rank's entries.
@@ -136,6 +151,35 @@ template <typename T>
 std::unique_ptr<SparseExchange<T>> make_split_exchange(SplitLayout &layout);
 template <typename T>
 std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange();
+
+/// The communicators of the hierarchical exchange, made once per request (collectively, by
+/// make_hierarchy): the ranks split into groups of equal size, `group` those of this rank's
+/// group and `cross` the ranks at this rank's position in every group. Freed by its owner.
+struct Hierarchy {
+  MPI_Comm group = MPI_COMM_NULL;
+  MPI_Comm cross = MPI_COMM_NULL;
+  int group_size = 0;    ///< G; 0: no hierarchy (fewer than 4 ranks, or a prime number)
+  bool by_node = false;  ///< groups are the ranks sharing a node (else consecutive ranks)
+  void free();
+};
+
+/// The group size of `ranks` ranks: `requested` if > 0 (it must divide `ranks`: DCT_ERR_INFO
+/// otherwise); else `node_size` when every node holds that many ranks, 1 < node_size < ranks
+/// (`node_size` 0: nodes differ); else the divisor of `ranks` nearest its square root, which
+/// cuts each rank's messages from P - 1 to about 2 sqrt(P). 0 where no group size in
+/// (1, ranks) exists.
+DCT_INTERNAL_API int hierarchy_group_size(int ranks, int node_size, int requested);
+
+/// Splits `comm` (collective) into the groups of hierarchy_group_size; no communicator is made
+/// where that is 0.
+Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size);
+
+/// `layouts`: the segment boundaries of the group stage and of the cross stage, kept between
+/// calls; `hierarchy` must have a group size.
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_hierarchical_exchange(const Hierarchy &hierarchy,
+                                                              SplitLayout &group_layout,
+                                                              SplitLayout &cross_layout);
 
 // --- Helpers shared by the exchanges ------------------------------------------------------
 

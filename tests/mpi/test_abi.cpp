@@ -193,10 +193,11 @@ TEST(GetInfo, RequestShowsEveryValueInForceAndCreatesItsTwin) {
   EXPECT_EQ(used["dct_values"], "native");
   EXPECT_EQ(used["dct_restart"], "strict");
   EXPECT_EQ(used["dct_beta_gbps"], "12.5");
+  EXPECT_EQ(used["dct_group_size"], "0");
   EXPECT_EQ(used["dct_name"].rfind("allreduce.", 0), 0u) << used["dct_name"];  // its default
   EXPECT_EQ(used.count("dct_keep"), 0u);  // DCT-MP's keys do not act on an allreduce
   EXPECT_EQ(used.count("dct_error_bound"), 0u);
-  EXPECT_EQ(used.size(), 14u);
+  EXPECT_EQ(used.size(), 15u);
 
   // The info read back creates a request whose configuration reads back the same.
   MPI_Info again = MPI_INFO_NULL;

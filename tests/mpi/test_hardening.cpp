@@ -54,10 +54,18 @@ void repeat_first_index(detail::WireIndex *idx, std::size_t entries) {
 TEST(Hardening, PeerErrorLeavesReceiveBufferAndResidual) {
   if (size() < 2) GTEST_SKIP() << "needs a peer";
   constexpr std::size_t n = 4096;
-  for (const char *algorithm : {"allgather", "split", "recursive_doubling"}) {
-    SCOPED_TRACE(algorithm);
+  // With a result budget, split's and hierarchical's owners drop sums for their residuals:
+  // those must not enter them when another owner rejected a block.
+  const std::pair<const char *, const char *> cases[] = {
+      {"allgather", "1"},        {"split", "1"},
+      {"split", "0.004"},        {"hierarchical", "1"},
+      {"hierarchical", "0.004"}, {"recursive_doubling", "1"}};
+  for (const auto &[algorithm, result_density] : cases) {
+    SCOPED_TRACE(std::string(algorithm) + ", dct_result_density " + result_density);
     std::vector<float> send = gradient<float>(n, 0), recv(n);
-    MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_algorithm", algorithm}});
+    MPI_Info info = make_info({{"dct_density", "0.01"},
+                               {"dct_algorithm", algorithm},
+                               {"dct_result_density", result_density}});
     DCT_Request request;
     ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                                  info, &request),
@@ -75,7 +83,8 @@ TEST(Hardening, PeerErrorLeavesReceiveBufferAndResidual) {
     const std::string message = DCT_Get_last_error();
     detail::testing::tamper_allreduce_indices = nullptr;
 
-    // allgather and split: every rank reads (or learns of) the bad block and fails alike.
+    // allgather, split and hierarchical: every rank reads (or learns of) the bad block and
+    // fails alike.
     // recursive_doubling: only the ranks that received it know (docs/reliability.md).
     if (std::string(algorithm) != "recursive_doubling") {
       EXPECT_EQ(code, DCT_ERR_PEER) << message;

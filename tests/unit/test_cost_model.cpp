@@ -5,6 +5,8 @@
 
 #include "config.hpp"
 #include "cost_model.hpp"
+#include "error.hpp"
+#include "exchange/exchange.hpp"
 
 namespace {
 
@@ -33,6 +35,59 @@ TEST(DecideAlgorithm, ABoundedResultMakesAutoSplit) {
   EXPECT_EQ(decide_algorithm(config, 4, 1e3, 4, 40, 0), DCT_ALGORITHM_SPLIT);
   config.algorithm = DCT_ALGORITHM_ALLGATHER;  // asked for: kept
   EXPECT_EQ(decide_algorithm(config, 4, 1e3, 4, 40, 0), DCT_ALGORITHM_ALLGATHER);
+}
+
+// Groups: a node's ranks when nodes are alike, else the divisor nearest sqrt(P); none where P
+// is prime or below 4; a requested size must divide P.
+TEST(Hierarchy, GroupSizes) {
+  using dct::detail::hierarchy_group_size;
+  EXPECT_EQ(hierarchy_group_size(1024, 0, 0), 32);
+  EXPECT_EQ(hierarchy_group_size(1024, 1, 0), 32);  // one rank per node
+  EXPECT_EQ(hierarchy_group_size(1024, 4, 0), 4);   // 4 GPUs per node
+  EXPECT_EQ(hierarchy_group_size(8, 0, 0), 2);
+  EXPECT_EQ(hierarchy_group_size(6, 0, 0), 2);
+  EXPECT_EQ(hierarchy_group_size(9, 0, 0), 3);
+  EXPECT_EQ(hierarchy_group_size(4, 4, 0), 2);  // one node: groups within it
+  for (int prime : {1, 2, 3, 5, 7, 13}) EXPECT_EQ(hierarchy_group_size(prime, 0, 0), 0) << prime;
+  EXPECT_EQ(hierarchy_group_size(64, 4, 8), 8);  // asked for: kept
+  EXPECT_EQ(hierarchy_group_size(64, 0, 64), 0);
+  try {
+    hierarchy_group_size(64, 0, 6);
+    ADD_FAILURE() << "6 does not divide 64";
+  } catch (const dct::detail::Error &e) {
+    EXPECT_EQ(e.code(), DCT_ERR_INFO);
+    EXPECT_NE(std::string(e.what()).find("dct_group_size=6"), std::string::npos) << e.what();
+  }
+}
+
+// At 1024 ranks split's 1023 messages per rank cost ~2 ms at 2 us each: with a bounded result
+// (100 MB of fp32, density 0.01, 25 Gb/s) the hierarchy's 62 peers win although it moves one k
+// more; at 64 ranks they do not. Without a hierarchy, hierarchical means split.
+TEST(DecideAlgorithm, HierarchicalWinsAtScaleWithABoundedResult) {
+  Config config;
+  config.result_density = 0.01;
+  config.network.alpha_us = 2;
+  config.network.beta_gbps = 25.0 / 8;
+  const double count = 25e6, kept = 0.01 * count;
+  EXPECT_EQ(decide_algorithm(config, 1024, count, 4, 1024 * kept, 0, false, 32),
+            DCT_ALGORITHM_HIERARCHICAL);
+  EXPECT_EQ(decide_algorithm(config, 1024, count, 4, 1024 * kept, 0, false, 0),
+            DCT_ALGORITHM_SPLIT);
+  EXPECT_EQ(decide_algorithm(config, 64, count, 4, 64 * kept, 0, false, 8), DCT_ALGORITHM_SPLIT);
+  dct::detail::ExchangeSize size;
+  size.ranks = 1024;
+  size.count = count;
+  size.total_kept = 1024 * kept;
+  size.result_budget = kept;
+  size.group_size = 32;
+  const double split = dct::detail::predicted_seconds(DCT_ALGORITHM_SPLIT, size, config.network);
+  const double hierarchical =
+      dct::detail::predicted_seconds(DCT_ALGORITHM_HIERARCHICAL, size, config.network);
+  EXPECT_LT(hierarchical, 0.6 * split) << hierarchical << " s against " << split;
+  config.algorithm = DCT_ALGORITHM_HIERARCHICAL;
+  EXPECT_EQ(decide_algorithm(config, 7, count, 4, 7 * kept, 0, false, 0), DCT_ALGORITHM_SPLIT);
+  EXPECT_EQ(decide_algorithm(config, 8, count, 4, 8 * kept, 0, false, 2),
+            DCT_ALGORITHM_HIERARCHICAL);
 }
 
 // GPU buffers staged through the host: every algorithm but allgather writes the n-element sum
