@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 
+#include "error.hpp"
 #include "exchange/exchange.hpp"
 #include "float16.hpp"
 
@@ -26,6 +27,23 @@ int ceil_log2(int ranks) {
 }
 
 }  // namespace
+
+int hierarchy_group_size(int ranks, int node_size, int requested) {
+  if (requested > 0) {
+    require(ranks % requested == 0, DCT_ERR_INFO, [&] {
+      return "dct_group_size=" + std::to_string(requested) + " does not divide the " +
+             std::to_string(ranks) + " ranks of the communicator";
+    });
+    return requested > 1 && requested < ranks ? requested : 0;
+  }
+  if (node_size > 1 && node_size < ranks && ranks % node_size == 0) return node_size;
+  const double root = std::sqrt(double(ranks));
+  int best = 0;
+  for (int size = 2; size < ranks; ++size)
+    if (ranks % size == 0 && (best == 0 || std::fabs(size - root) < std::fabs(best - root)))
+      best = size;
+  return best;
+}
 
 double expected_union(double count, double kept_per_rank, int ranks) {
   if (count <= 0) return 0;

@@ -42,6 +42,14 @@ struct ExchangeSize {
 /// is zeroed, summed into and copied).
 constexpr double kHostResultBytesPerSecond = 10e9;
 
+/// hierarchical's group size for `ranks` ranks: `requested` if > 0 (it must divide `ranks`:
+/// DCT_ERR_INFO otherwise); else `node_size` when every node holds that many ranks, 1 < node_size <
+/// ranks
+/// (`node_size` 0: nodes differ); else the divisor of `ranks` nearest its square root, which
+/// cuts each rank's messages from P - 1 to about 2 sqrt(P). 0 where no group size in
+/// (1, ranks) exists.
+DCT_INTERNAL_API int hierarchy_group_size(int ranks, int node_size, int requested);
+
 /// auto considers hierarchical from this many ranks: below, it saves at most ~2 (P - 1) - 4
 /// sqrt(P) latencies (~30 us at 16 ranks and 2 us), and each request would hold two more
 /// communicators for it.

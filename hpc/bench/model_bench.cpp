@@ -18,7 +18,6 @@
 #include "bench.hpp"
 #include "config.hpp"
 #include "cost_model.hpp"
-#include "exchange/exchange.hpp"
 
 namespace dct::bench {
 namespace {

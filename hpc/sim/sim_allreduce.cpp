@@ -7,10 +7,11 @@
 //       [--index-sets independent|shared|classes:W:X,...]
 //
 // Every rank reduces a gradient of N fp32 values, roughly N(0,1). Each run is ALGORITHM:DENSITY
-// (`dct_algorithm` and `dct_density` info keys) or "mpi" (plain MPI_Allreduce). A persistent
-// request with `dct_interval` = --interval (default 1000, the library's) is called `calls`
-// times and the last call is the one reported; the first call is reported too (first_*). The
-// first call re-balances split's segments (an allreduce of a histogram of the kept indices,
+// (`dct_algorithm` and `dct_density` info keys; ALGORITHM_r: that algorithm with
+// `dct_result_density` = DENSITY, the result bounded as Ok-Topk's) or "mpi" (MPI_Allreduce). A
+// persistent request with `dct_interval` = --interval (default 1000, the library's) is called
+// `calls` times and the last call is the one reported; the first call is reported too (first_*).
+// The first call re-balances split's segments (an allreduce of a histogram of the kept indices,
 // whose size depends on P, not on N): it selects tau over the whole tensor, and segments are
 // re-balanced whenever tau is (dct_tau_control=adaptive, the default: on the first call and
 // when fewer than k candidates pass the floor; fixed: every `dct_interval` calls). The later
@@ -26,6 +27,10 @@
 //   first_*    time, bytes_received_max and rebalanced of the first call (which re-balances)
 //   result_nnz non-zero entries of rank 0's result after the reported call: with an unbounded
 //              result, the union of the ranks' kept indices (how much they overlap)
+//   predicted  the seconds dct's cost model (src/cost_model.hpp) predicts for the reported
+//              call's algorithm, from what auto sees (P, N, every rank's kept entries, the
+//              result's nonzeros as union hint, DCT_ALPHA_US / DCT_BETA_GBPS, groups of one
+//              rank per host); for mpi its prediction for dense
 //   fixed_*    the same call on a 1-element all-zero tensor: the per-call control traffic and
 //              time that do not scale with the tensor (run.sh needs it to undo --scale);
 //              --no-control leaves this measurement out
@@ -64,6 +69,8 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
+#include "cost_model.hpp"
 #include "dct/dct.h"
 #include "index_sets.hpp"
 
@@ -308,7 +315,24 @@ struct Outcome {
   Measurement first;          // the first call's (the one that re-balances split's segments)
   std::string check;          // "" (not checked), "ok" or what failed
   long long result_nnz = -1;  // non-zero entries of rank 0's result (the union of kept indices)
+  double predicted = -1;      // the cost model's seconds for the reported call
 };
+
+/// What dct's cost model predicts for one call of `algorithm` (see the RESULT fields above).
+double predicted_seconds(int algorithm, const Measurement &m, int ranks, long long count,
+                         long long result_nnz, double result_density) {
+  const dct::detail::Config config = dct::detail::Config::from(MPI_INFO_NULL);
+  dct::detail::ExchangeSize size;
+  size.ranks = ranks;
+  size.count = double(count);
+  size.value_bytes = 4;
+  size.total_kept = m.kept_mean * ranks;
+  size.union_hint = double(result_nnz);
+  if (result_density < 1) size.result_budget = std::ceil(result_density * double(count));
+  size.group_size = dct::detail::hierarchy_group_size(ranks, 1, 0);  // one rank per host
+  return dct::detail::predicted_seconds(static_cast<DCT_Algorithm>(algorithm), size,
+                                        config.network);
+}
 
 long long nonzeros(const float *values, long long n) {
   long long count = 0;
@@ -323,9 +347,11 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
   Outcome outcome;
   MPI_Info info;
   MPI_Info_create(&info);
-  // "split_r": split with the result bounded to the same density (dct_result_density).
-  const bool bounded = algorithm == "split_r";
-  MPI_Info_set(info, "dct_algorithm", bounded ? "split" : algorithm.c_str());
+  // "X_r": X with the result bounded to the same density (dct_result_density).
+  const bool bounded =
+      algorithm.size() > 2 && algorithm.compare(algorithm.size() - 2, 2, "_r") == 0;
+  const std::string name = bounded ? algorithm.substr(0, algorithm.size() - 2) : algorithm;
+  MPI_Info_set(info, "dct_algorithm", name.c_str());
   if (bounded) MPI_Info_set(info, "dct_result_density", density.c_str());
   MPI_Info_set(info, "dct_density", density.c_str());
   MPI_Info_set(info, "dct_interval", std::to_string(interval).c_str());
@@ -361,6 +387,11 @@ Outcome run_dct(const std::string &algorithm, const std::string &density, const 
   }
   outcome.measurement = reduce_measurement(elapsed, status, comm);
   outcome.result_nnz = nonzeros(recv, count);
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  outcome.predicted =
+      predicted_seconds(status.algorithm, outcome.measurement, ranks, count, outcome.result_nnz,
+                        bounded ? std::atof(density.c_str()) : 1);
   if (check) {
     // The result is the same on every rank...
     double extremes[2] = {-delivered, delivered}, global[2] = {};
@@ -411,6 +442,8 @@ Outcome run_mpi(const float *send, float *recv, long long count, int calls, MPI_
   status.algorithm = -1;
   outcome.measurement = reduce_measurement(elapsed, status, comm);
   outcome.first = outcome.measurement;
+  outcome.predicted =
+      predicted_seconds(DCT_ALGORITHM_DENSE, outcome.measurement, ranks, count, count, 1);
   outcome.ok = true;
   return outcome;
 }
@@ -465,6 +498,7 @@ bool report(const Run &run, const Outcome &outcome, const Outcome &fixed, int ra
     std::printf(" fixed_time=%.9g fixed_bytes_received_max=%.0f", fixed.measurement.time,
                 fixed.measurement.bytes_received_max);
   if (outcome.result_nnz >= 0) std::printf(" result_nnz=%lld", outcome.result_nnz);
+  if (outcome.predicted >= 0) std::printf(" predicted=%.9g", outcome.predicted);
   if (!outcome.check.empty()) std::printf(" check=%s", quoted(outcome.check).c_str());
   std::printf("\n");
   std::fflush(stdout);

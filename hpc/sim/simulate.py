@@ -24,8 +24,11 @@ BANDWIDTHS_GBPS = [25, 100]
 RANKS = [64, 256, 1024]
 DENSITIES = ["0.001", "0.01", "0.05"]
 # dct_algorithm values; a name that DCT_Allreduce_init refuses is reported as n/a.
-# split_r: split with dct_result_density equal to the density (the result stays sparse).
-DCT_ALGORITHMS = ["allgather", "dense", "auto", "split", "split_r", "recursive_doubling"]
+# X_r: X with dct_result_density equal to the density (the result stays sparse, as Ok-Topk's).
+DCT_ALGORITHMS = ["allgather", "dense", "auto", "auto_r", "split", "split_r", "hierarchical",
+                  "hierarchical_r", "recursive_doubling"]
+# The algorithms with segment histograms, whose re-balancing call is measured apart.
+REBALANCING = ("split", "hierarchical")
 TARGET_RANKS, TARGET_DENSITY = 1024, "0.01"
 TARGET_BANDWIDTH = 25  # issue 20's targets: at 25 Gb/s, compute at the GPU rate included
 TARGET_SPEEDUP, TARGET_BOUND_RATIO = 5.0, 3.0
@@ -242,7 +245,7 @@ def parse_result(line, bandwidth_gbps):
         result[key] = int(result[key])
     for key in ("scale", "time", "bytes_received_max", "bytes_received_mean", "kept_mean",
                 "bound", "fixed_time", "fixed_bytes_received_max", "first_time",
-                "first_bytes_received_max"):
+                "first_bytes_received_max", "predicted"):
         if key in result:
             result[key] = float(result[key])
     for key in ("rebalanced", "first_rebalanced", "result_nnz"):
@@ -262,10 +265,26 @@ def run_key(algorithm, density):
     return "mpi" if algorithm == "mpi" else f"{algorithm}:{density}"
 
 
-def dump(path, results, verification, host_seconds):
+def dump(path, results, verification, host_seconds, args):
+    covered = {name: getattr(args, name)
+               for name in ("bandwidths", "ranks", "densities", "algorithms")}
     with open(path, "w") as handle:
         json.dump({"results": {json.dumps(list(k)): v for k, v in results.items()},
-                   "verification": verification, "host_seconds": host_seconds}, handle)
+                   "verification": verification, "host_seconds": host_seconds,
+                   "covered": covered}, handle)
+
+
+def load(path, args):
+    """The results, verification and host seconds of `path`; widens args' lists to what it
+    covered (so that the report shows both runs)."""
+    with open(path) as handle:
+        state = json.load(handle)
+    for name, values in state.get("covered", {}).items():
+        mine = getattr(args, name)
+        setattr(args, name, sorted(set(mine) | set(values), key=(
+            lambda v: (mine + values).index(v) if name == "algorithms" else float(v))))
+    results = {tuple(json.loads(k)): v for k, v in state["results"].items()}
+    return results, state["verification"], state["host_seconds"]
 
 
 # --- The experiments ---------------------------------------------------------------------------
@@ -313,28 +332,29 @@ def rebalance_count(ranks):
 
 def rebalance_runs(sim, args, available):
     """The re-balancing call on its own, at F = 1 (real message sizes on the real links): split
-    on a small tensor, first call (re-balances: histogram allreduce) against the second (does
-    not). Their difference is what re-balancing adds to a call; its messages do not depend on
-    the tensor's size beyond the histogram's 32 P buckets, so it holds for the full tensor,
-    while the main runs, at F > 1, would charge those messages F times over."""
+    and hierarchical on a small tensor, first call (re-balances: histogram allreduces) against
+    the second (does not). Their difference is what re-balancing adds to a call; its messages
+    do not depend on the tensor's size beyond the histograms' 32 P buckets, so it holds for the
+    full tensor, while the main runs, at F > 1, would charge those messages F times over."""
     rebalance = {}
-    if "split" not in available and "split_r" not in available:
-        return rebalance
-    algorithm = "split" if "split" in available else "split_r"
-    for bandwidth in args.bandwidths:
-        for ranks in args.ranks:
-            count = rebalance_count(ranks)
-            keys = [run_key(algorithm, d) for d in args.densities]
-            found, _ = sim.run(bandwidth, ranks, count, keys, extra=["--no-control"],
-                               label="re-balance (F=1)", scale=1.0, interval=args.interval)
-            for density, result in zip(args.densities, found):
-                if result.get("status") != "ok":
-                    rebalance[(bandwidth, ranks, f"rebalance:{density}")] = result
-                    continue
-                result["rebalance_time"] = result["first_time"] - result["time"]
-                result["rebalance_bytes"] = (result["first_bytes_received_max"] -
-                                             result["bytes_received_max"])
-                rebalance[(bandwidth, ranks, f"rebalance:{density}")] = result
+    for base in REBALANCING:
+        names = [a for a in (base, f"{base}_r") if a in available]
+        if not names:
+            continue
+        for bandwidth in args.bandwidths:
+            for ranks in args.ranks:
+                count = rebalance_count(ranks)
+                keys = [run_key(names[0], d) for d in args.densities]
+                found, _ = sim.run(bandwidth, ranks, count, keys, extra=["--no-control"],
+                                   label=f"re-balance {base} (F=1)", scale=1.0,
+                                   interval=args.interval)
+                for density, result in zip(args.densities, found):
+                    key = (bandwidth, ranks, f"rebalance:{base}:{density}")
+                    if result.get("status") == "ok":
+                        result["rebalance_time"] = result["first_time"] - result["time"]
+                        result["rebalance_bytes"] = (result["first_bytes_received_max"] -
+                                                     result["bytes_received_max"])
+                    rebalance[key] = result
     return rebalance
 
 
@@ -471,11 +491,14 @@ class ComputeModel:
 
 
 def rebalance_of(results, bandwidth, ranks, density, result):
-    """(seconds, bytes) that a re-balancing call adds to `result`'s: split's histogram,
-    measured on its own at F = 1 (rebalance_runs); 0 for the other algorithms."""
-    if result.get("used") != "split":
+    """(seconds, bytes) that a re-balancing call adds to `result`'s: split's or hierarchical's
+    histograms, measured on their own at F = 1 (rebalance_runs); 0 for the other algorithms."""
+    used = result.get("used")
+    if used not in REBALANCING:
         return 0.0, 0.0
-    extra = results.get((bandwidth, ranks, f"rebalance:{density}"))
+    extra = results.get((bandwidth, ranks, f"rebalance:{used}:{density}"))
+    if extra is None and used == "split":  # the key of runs before hierarchical existed
+        extra = results.get((bandwidth, ranks, f"rebalance:{density}"))
     if not extra or extra.get("status") != "ok":
         return None, None
     return extra["rebalance_time"], extra["rebalance_bytes"]
@@ -617,21 +640,23 @@ def target_figures(results, args, bandwidth, algorithm, cpu, gpu):
 def targets(results, args, cpu, gpu):
     lines = [f"Issue 20's targets are at {TARGET_RANKS} ranks, {TARGET_BANDWIDTH} Gb/s, density "
              f"{TARGET_DENSITY}, with compute time at the GPU rate: `auto` with its result bounded "
-             f"as Ok-Topk does >= {TARGET_SPEEDUP:g}x faster than `MPI_Allreduce` and within "
-             f"{TARGET_BOUND_RATIO:g}x of the 2k(P-1)/P volume bound. `split_r` (split with "
-             f"`dct_result_density` = the density) stands for the bounded `auto` (`auto` with "
-             f"`dct_result_density` was not simulated); `auto` and `split` leave the result "
-             f"unbounded. Times are per call with the re-balancing call charged once per "
-             f"{args.interval} calls; \"GPU\" is the H100 memory-bandwidth bound "
-             f"({GPU_BYTES_PER_S / 1e12:g} TB/s), not a GPU measurement.", ""]
+             f"as Ok-Topk does (`auto_r`: `dct_result_density` = the density) >= "
+             f"{TARGET_SPEEDUP:g}x faster than `MPI_Allreduce` and within "
+             f"{TARGET_BOUND_RATIO:g}x of the 2k(P-1)/P volume bound; and what `auto` achieves "
+             f"without bounding the result. `hierarchical_r` and `split_r` are the two "
+             f"algorithms `auto_r` chooses from. Times are per call with the re-balancing call "
+             f"charged once per {args.interval} calls; \"GPU\" is the H100 memory-bandwidth "
+             f"bound ({GPU_BYTES_PER_S / 1e12:g} TB/s), not a GPU measurement.", ""]
     for bandwidth in args.bandwidths:
-        for algorithm in ("split_r", "auto", "split"):
+        for algorithm in ("auto_r", "hierarchical_r", "split_r", "auto"):
+            if algorithm not in args.algorithms:
+                continue
             figures, note = target_figures(results, args, bandwidth, algorithm, cpu, gpu)
             if not figures:
                 lines.append(f"- {bandwidth} Gb/s, `{algorithm}`: no figures ({note}).")
                 continue
             verdict = ""
-            if bandwidth == TARGET_BANDWIDTH and algorithm == "split_r":
+            if bandwidth == TARGET_BANDWIDTH and algorithm == "auto_r":
                 speed_met = figures["gpu_speedup"] >= TARGET_SPEEDUP
                 bound_met = figures["bound_ratio"] <= TARGET_BOUND_RATIO
                 verdict = (f" Target >= {TARGET_SPEEDUP:g}x: **{'met' if speed_met else 'NOT met'}**"
@@ -646,6 +671,47 @@ def targets(results, args, cpu, gpu):
                 f"against {fmt_time(figures['gpu_mpi'])} ms, {figures['gpu_speedup']:.2f}x; "
                 f"bytes received per rank {fmt_mb(figures['volume'])} MB against the bound "
                 f"{fmt_mb(figures['bound'])} MB, {figures['bound_ratio']:.2f}x.{verdict}")
+    return "\n".join(lines)
+
+
+# auto's candidates: unbounded, and with dct_result_density (only split and hierarchical can).
+AUTO_CANDIDATES = {"auto": ("allgather", "dense", "split", "hierarchical", "recursive_doubling"),
+                   "auto_r": ("split_r", "hierarchical_r")}
+
+
+def model_table(results, args, bandwidth):
+    """The cost model's prediction (as auto evaluates it) against the simulated time of every
+    measurement, and for auto whether it picked the fastest simulated candidate."""
+    lines = ["| ranks | density | algorithm | used | simulated (ms) | predicted (ms) | "
+             "predicted / simulated | fastest simulated candidate | auto / fastest |",
+             "|---:|---:|---|---|---:|---:|---:|---|---:|"]
+    for ranks in args.ranks:
+        for density in args.densities:
+            first = density == args.densities[0]  # MPI_Allreduce once per rank count
+            for algorithm in (["mpi"] if first else []) + args.algorithms:
+                result, note = result_cell(results.get((bandwidth, ranks,
+                                                        run_key(algorithm, density))))
+                if not result or "predicted" not in result:
+                    continue
+                best = "-"
+                versus = "-"
+                if algorithm in AUTO_CANDIDATES:
+                    timed = []
+                    for candidate in AUTO_CANDIDATES[algorithm]:
+                        other, _ = result_cell(results.get((bandwidth, ranks,
+                                                            run_key(candidate, density))))
+                        if other:
+                            timed.append((other["time"], candidate))
+                    if timed:
+                        fastest = min(timed)
+                        best = f"{fastest[1]} ({fmt_time(fastest[0])})"
+                        versus = f"{result['time'] / fastest[0]:.2f}"
+                shown = "MPI_Allreduce" if algorithm == "mpi" else algorithm
+                used = "dense (model)" if algorithm == "mpi" else result["used"]
+                lines.append(
+                    f"| {ranks} | {'-' if algorithm == 'mpi' else density} | {shown} | {used} | "
+                    f"{fmt_time(result['time'])} | {fmt_time(result['predicted'])} | "
+                    f"{result['predicted'] / result['time']:.2f} | {best} | {versus} |")
     return "\n".join(lines)
 
 
@@ -763,7 +829,9 @@ second; `re-balance adds` is their difference, in time and in bytes received, an
 charges it once per {args.interval} calls (adaptive control re-balances on the first call and
 when fewer than k candidates pass its floor, which the simulated gradients never cause;
 `dct_tau_control=fixed` re-balances every `dct_interval` calls). It applies to calls that use
-split; the other algorithms have no histogram.
+split or hierarchical (whose group tier allreduces a histogram of 32 G buckets over all ranks
+and whose cross tier one of 32 P/G buckets over its P/G ranks: measured the same way); the other
+algorithms have no histogram.
 
 ## What is simulated
 
@@ -898,7 +966,10 @@ encoding of messages, and host-device copies of a staged GPU request.
     for bandwidth in args.bandwidths:
         text += (f"### {bandwidth} Gb/s links\n\nNetwork:\n\n{table(results, args, bandwidth)}"
                  f"\n\nWith compute time:\n\n"
-                 f"{compute_table(results, args, bandwidth, cpu, gpu)}\n\n")
+                 f"{compute_table(results, args, bandwidth, cpu, gpu)}\n\n"
+                 f"The cost model (src/cost_model.cpp) against the simulation, network only "
+                 f"(the reported call, not amortised):\n\n"
+                 f"{model_table(results, args, bandwidth)}\n\n")
     text += """Columns: `used` is the algorithm dct reported in `DCT_Status.algorithm` (auto picks per
 call); `time` the reported call's (no re-balancing); `vs MPI_Allreduce` is the dense
 MPI_Allreduce time over this time (> 1: faster); `re-balanced` whether that call re-balanced;
@@ -908,7 +979,13 @@ MPI_Allreduce time over this time (> 1: faster); `re-balanced` whether that call
 bound; `F` the scale of that measurement; `control time` the same call on a 1-element zero
 tensor at that F. Compute tables: the amortised network time plus the compute delay of the
 section above, at this machine's CPU rates and at the H100 bandwidth bound, each against
-MPI_Allreduce with its reduction at the same rate.
+MPI_Allreduce with its reduction at the same rate. Cost model tables: `predicted` is what the
+library's cost model gives for the reported call's algorithm with the inputs `auto` sees (P, N,
+every rank's kept entries, the result's nonzeros from the previous call, alpha = 2 us, beta =
+the link bandwidth; groups of one rank per host, so hierarchical's are sqrt(P) consecutive
+ranks); for MPI_Allreduce the model's `dense` (Rabenseifner). For `auto` and `auto_r`, the
+fastest simulated of the algorithms each may choose from, and auto's time over it (1: auto
+picked the fastest).
 
 ![simulated time against ranks](simulation.png)
 """
@@ -931,6 +1008,9 @@ def main():
     parser.add_argument("--no-verify", action="store_true")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite the report from the last run's results.json")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the last run's results.json and add this run's to it (the "
+                             "report covers both)")
     parser.add_argument("--memory-gib", type=float,
                         default=float(os.environ.get("DCT_SIM_MEMORY_GIB", "12")))
     parser.add_argument("--work-budget", type=int,
@@ -962,27 +1042,34 @@ def main():
         open(os.path.join(args.work_dir, "smpirun.log"), "w").close()
     saved = os.path.join(args.work_dir, "results.json")
     if args.report_only:
-        with open(saved) as handle:
-            state = json.load(handle)
-        results = {tuple(json.loads(k)): v for k, v in state["results"].items()}
-        verification, sim.host_seconds = state["verification"], state["host_seconds"]
+        results, verification, sim.host_seconds = load(saved, args)
     else:
+        previous, previous_verification, previous_seconds = {}, ([], []), 0.0
+        if args.add and os.path.exists(saved):
+            run_args = argparse.Namespace(**vars(args))
+            previous, previous_verification, previous_seconds = load(saved, args)
+            args, report_args = run_args, args
+        else:
+            report_args = args
         log(f"== probing the algorithms of this build ({', '.join(args.algorithms)})")
         probe = probe_algorithms(sim, args.algorithms)
         available = [a for a in args.algorithms if probe[a].get("status") == "ok"]
         log(f"   available: {', '.join(available)}; n/a: "
             f"{', '.join(a for a in args.algorithms if a not in available) or 'none'}")
         log("== simulations")
-        results = main_runs(sim, args, available)
-        dump(saved, results, ([], []), sim.host_seconds)
+        sim.host_seconds = previous_seconds
+        results = dict(previous)
+        results.update(main_runs(sim, args, available))
+        dump(saved, results, previous_verification, sim.host_seconds, report_args)
         log("== the re-balancing call on its own (F = 1)")
         results.update(rebalance_runs(sim, args, available))
-        verification = ([], [])
-        dump(saved, results, verification, sim.host_seconds)
+        verification = previous_verification
+        dump(saved, results, verification, sim.host_seconds, report_args)
         if not args.quick and not args.no_verify:
             log("== verification at 64 ranks")
             verification = (verify_scaling(sim, args, results), verify_shims(sim, args, results))
-            dump(saved, results, verification, sim.host_seconds)
+            dump(saved, results, verification, sim.host_seconds, report_args)
+        args = report_args
     os.makedirs(args.docs, exist_ok=True)
     png = os.path.abspath(os.path.join(args.docs, "simulation.png"))
     plot(results, args, png)

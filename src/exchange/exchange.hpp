@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "dct/dct.h"
-#include "internal_api.hpp"
 #include "kernels.hpp"
 
 namespace dct::detail {
@@ -163,15 +162,8 @@ struct Hierarchy {
   void free();
 };
 
-/// The group size of `ranks` ranks: `requested` if > 0 (it must divide `ranks`: DCT_ERR_INFO
-/// otherwise); else `node_size` when every node holds that many ranks, 1 < node_size < ranks
-/// (`node_size` 0: nodes differ); else the divisor of `ranks` nearest its square root, which
-/// cuts each rank's messages from P - 1 to about 2 sqrt(P). 0 where no group size in
-/// (1, ranks) exists.
-DCT_INTERNAL_API int hierarchy_group_size(int ranks, int node_size, int requested);
-
-/// Splits `comm` (collective) into the groups of hierarchy_group_size; no communicator is made
-/// where that is 0.
+/// Splits `comm` (collective) into the groups of hierarchy_group_size (cost_model.hpp); no
+/// communicator is made where that is 0.
 Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size);
 
 /// `layouts`: the segment boundaries of the group stage and of the cross stage, kept between

@@ -13,8 +13,7 @@
 // when the ranks' indices are independent, nothing more when they coincide.
 // dct_result_density is applied by the cross tier's owners: each super-segment keeps the share
 // of the budget that all ranks' entries in it make of all entries.
-#include <cmath>
-
+#include "cost_model.hpp"
 #include "split.hpp"
 
 namespace dct::detail {
@@ -23,23 +22,6 @@ void Hierarchy::free() {
   if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
   if (cross != MPI_COMM_NULL) MPI_Comm_free(&cross);
   group_size = 0;
-}
-
-int hierarchy_group_size(int ranks, int node_size, int requested) {
-  if (requested > 0) {
-    require(ranks % requested == 0, DCT_ERR_INFO, [&] {
-      return "dct_group_size=" + std::to_string(requested) + " does not divide the " +
-             std::to_string(ranks) + " ranks of the communicator";
-    });
-    return requested > 1 && requested < ranks ? requested : 0;
-  }
-  if (node_size > 1 && node_size < ranks && ranks % node_size == 0) return node_size;
-  const double root = std::sqrt(double(ranks));
-  int best = 0;
-  for (int size = 2; size < ranks; ++size)
-    if (ranks % size == 0 && (best == 0 || std::fabs(size - root) < std::fabs(best - root)))
-      best = size;
-  return best;
 }
 
 Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size) {

@@ -9,7 +9,7 @@
 
 #include "allreduce.hpp"
 #include "common.hpp"
-#include "exchange/exchange.hpp"
+#include "cost_model.hpp"
 #include "runtime.hpp"
 
 namespace dct::test {

@@ -6,7 +6,6 @@
 #include "config.hpp"
 #include "cost_model.hpp"
 #include "error.hpp"
-#include "exchange/exchange.hpp"
 
 namespace {
 
