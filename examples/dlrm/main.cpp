@@ -180,7 +180,8 @@ int run(int argc, char **argv, int rank, int ranks) {
   app.add_option("--mp-select", config.dct.mp_select, "dct_mp_select of DCT-MP")
       ->check(CLI::IsMember({"exact", "laplace", "threshold"}));
   app.add_option("--algorithm", config.dct.algorithm, "dct_algorithm of DCT-DP")
-      ->check(CLI::IsMember({"auto", "allgather", "split", "recursive_doubling", "dense"}));
+      ->check(CLI::IsMember(
+          {"auto", "allgather", "split", "hierarchical", "recursive_doubling", "dense"}));
   app.add_option("--result-density", config.dct.result_density,
                  "dct_result_density of DCT-DP: the sum keeps about this fraction (split)");
   double bucket_mb = 0.0;

@@ -1,7 +1,8 @@
 // dct-bench allreduce: dct's compressed allreduce against MPI_Allreduce, in the same run.
 //
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01[,0.1,...]]
-//       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
+//       [--algorithm auto[,allgather,split,hierarchical,recursive_doubling,dense,...]]
+//       [--interval 1000]
 //       [--type float|double] [--iters 20] [--warmup 3] [--stat mean|median] [--json]
 //
 // One row per size x density x algorithm (in that nesting order). --sizes takes a comma list of

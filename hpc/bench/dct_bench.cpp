@@ -1,7 +1,8 @@
 // dct-bench: measures dct against MPI in the same run. One subcommand per file:
 //
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01[,0.1,...]]
-//       [--algorithm auto[,allgather,split,recursive_doubling,dense,...]] [--interval 1000]
+//       [--algorithm auto[,allgather,split,hierarchical,recursive_doubling,dense,...]]
+//       [--interval 1000]
 //       [--type float|double] [--iters 20] [--warmup 3] [--json]         (allreduce_bench.cpp)
 //   mpiexec -n 4 dct-bench alltoallv [--rows 512,2048,8192] [--d 64,256,1024] [--keep ...]
 //       [--values fp16,...] [--select exact|laplace|threshold]  (alltoallv_bench.cpp: DCT-MP)

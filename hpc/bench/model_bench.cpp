@@ -93,7 +93,7 @@ Run add_model(CLI::App &app) {
       ->capture_default_str();
   command
       ->add_option("--result-density", o->result_density,
-                   "dct_result_density (< 1: a bounded result, which means split)")
+                   "dct_result_density (< 1: a bounded result: split or hierarchical)")
       ->check(kUnitInterval)
       ->capture_default_str();
   return [o] { return run(*o); };
