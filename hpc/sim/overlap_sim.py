@@ -12,8 +12,8 @@ each index kept by each rank with its class's probability, independently across 
 1. Check: at the --check-ranks (F = 1, 2^18 elements, real links), `split` with an unbounded
    result, whose result has one non-zero per index in the union of the kept sets: the union
    ratio |union| / (P k) of the generated sets against the model's and the measured one.
-2. Timing: at the --ranks, MPI_Allreduce once and `auto`, `split_r` (split with the result
-   bounded to the density) per index sets, scaled as docs/simulation.md describes (simulate.py's
+2. Timing: at the --ranks, MPI_Allreduce once and the --algorithms (default `auto`, `split_r`:
+   split with the result bounded to the density) per index sets, scaled as docs/simulation.md describes (simulate.py's
    Simulator and plan_count; a class list costs every rank a private gradient, which the
    memory plan counts). Network time only (no compute delay), the reported call is the second
    of a request with dct_interval 1000 (no re-balancing).
@@ -51,6 +51,8 @@ def main():
     parser.add_argument("--check-ranks", default="2,4,8,16")
     parser.add_argument("--bandwidth", type=int, default=25, help="link Gb/s")
     parser.add_argument("--sets", default="independent,beta,pool,shared")
+    parser.add_argument("--algorithms", default="auto,split_r",
+                        help="timed per index sets (X_r: X with dct_result_density = density)")
     parser.add_argument("--memory-gib", type=float, default=12.0)
     parser.add_argument("--work-budget", type=int, default=1 << 26,
                         help="rank-elements per measurement (simulate.py's is 2^28)")
@@ -97,7 +99,7 @@ def main():
             if count is None:
                 continue
             found, _ = sim.run(args.bandwidth, ranks, count,
-                               [f"auto:{DENSITY}", f"split_r:{DENSITY}"],
+                               [f"{a}:{DENSITY}" for a in args.algorithms.split(",")],
                                extra=["--index-sets", sets[name]], label=f"measure {name}")
             for result in found:
                 timings[f"{ranks} {name} {result['algorithm']}"] = result

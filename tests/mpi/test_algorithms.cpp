@@ -325,6 +325,44 @@ TYPED_TEST(Algorithms, ResultDensityBoundsTheSumAndConservesEveryInput) {
   MPI_Info_free(&info);
 }
 
+// dct_group_size: groups of that many consecutive ranks (here the one that is not the default
+// nearest sqrt(P)), exact sums with density 1 in the tensor's dyadic values; a size that does
+// not divide the ranks is refused on every rank, naming the key.
+TEST(Hierarchical, GroupSizeSetsTheGroupsAndMustDivideTheRanks) {
+  const int p = size();
+  DCT_Request request = DCT_REQUEST_NULL;
+  std::vector<float> send(kCount), recv(kCount);
+  MPI_Info refused = make_info(
+      {{"dct_algorithm", "hierarchical"}, {"dct_group_size", std::to_string(p + 1).c_str()}});
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, refused, &request),
+                      DCT_ERR_INFO);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_group_size"), std::string::npos);
+  MPI_Info_free(&refused);
+  if (p != 8) GTEST_SKIP() << "groups of 4 need 8 ranks";
+  MPI_Info info = make_info({{"dct_algorithm", "hierarchical"},
+                             {"dct_group_size", "4"},
+                             {"dct_density", "0.05"},
+                             {"dct_interval", "2"},
+                             {"dct_tau_control", "fixed"}});
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
+  MPI_Info_free(&info);
+  ReferenceDct<float> reference(kCount, 0.05, 2);
+  for (int call = 0; call < 3; ++call) {
+    overwrite(send, dyadic_gradient<float>(kCount, call));
+    const std::vector<float> sent = reference.step(send);
+    DCT_Status status;
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+    EXPECT_EQ(status.algorithm, DCT_ALGORITHM_HIERARCHICAL);
+    EXPECT_TRUE(all_ranks(same_bits(recv, sum_in_rank_order(sent)))) << "call " << call;
+    EXPECT_TRUE(same_bits(residual_of<float>(request, kCount), reference.residual));
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
 /// Two persistent requests on one communicator, with their own data and reference.
 template <typename T>
 struct InFlightPair {
