@@ -8,6 +8,8 @@
 #                             build-smpi/sim-quick/, under a minute
 #   hpc/sim/run.sh --no-verify   skip the 64-rank verification runs
 #   hpc/sim/run.sh --report-only rewrite docs/simulation.* from the last run's results
+#   hpc/sim/run.sh --add      add this run's measurements to the last run's (e.g. another
+#                             bandwidth through DCT_SIM_BANDWIDTHS); the page covers both
 #
 # Environment: DCT_SIM_BUILD_DIR (default build-smpi), DCT_SIM_MEMORY_GIB (memory budget of
 # one simulation, default 12), DCT_SIM_WORK (rank-elements per measurement, default 2^28),
@@ -22,8 +24,8 @@ options=()
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
-    --no-verify | --report-only) options+=("$arg") ;;
-    *) echo "usage: $0 [--quick] [--no-verify] [--report-only]" >&2; exit 2 ;;
+    --no-verify | --report-only | --add) options+=("$arg") ;;
+    *) echo "usage: $0 [--quick] [--no-verify] [--report-only] [--add]" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/../.."
