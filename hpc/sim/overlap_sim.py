@@ -13,7 +13,8 @@ each index kept by each rank with its class's probability, independently across 
    result, whose result has one non-zero per index in the union of the kept sets: the union
    ratio |union| / (P k) of the generated sets against the model's and the measured one.
 2. Timing: at the --ranks, MPI_Allreduce once and the --algorithms (default `auto`, `split_r`:
-   split with the result bounded to the density) per index sets, scaled as docs/simulation.md describes (simulate.py's
+   split with the result bounded to the density) per index sets, scaled as docs/simulation.md
+   describes (simulate.py's
    Simulator and plan_count; a class list costs every rank a private gradient, which the
    memory plan counts). Network time only (no compute delay), the reported call is the second
    of a request with dct_interval 1000 (no re-balancing).
@@ -159,7 +160,7 @@ def report(state, model, reference, chosen, args):
             continue
         worst = simulate.full_size_bytes(result, "bytes_received_max")
         bound = result["bound"] * result["scale"]
-        union = (f"{union_ratio(result, ranks):.4f}" if parts[2] != "split_r" else
+        union = (f"{union_ratio(result, ranks):.4f}" if not parts[2].endswith("_r") else
                  "(bounded)")
         lines.append(f"| {ranks} | {parts[1]} | {parts[2]} | {result['used']} | "
                      f"{result['time'] * 1e3:.4g} | {mpi['time'] / result['time']:.2f}x | "

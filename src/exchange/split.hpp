@@ -10,7 +10,9 @@
 // the sum, against a lower bound of 2k (s+4) (P-1)/P when the ranks' indices coincide (less
 // with 16-bit values or bitmaps: see wire::BlockFormat).
 //
-// Private header of src/exchange/ (split.cpp, hierarchical.cpp).
+// Private header of src/exchange/ (split.cpp, hierarchical.cpp). Past 400 lines because one
+// class holds split's eight stages, the buffers they reuse from call to call and the hooks
+// hierarchical builds on; its validation and its wire format stay next to each other.
 #pragma once
 
 #include <algorithm>
