@@ -325,6 +325,34 @@ TYPED_TEST(Algorithms, ResultDensityBoundsTheSumAndConservesEveryInput) {
   MPI_Info_free(&info);
 }
 
+// Tensors shorter than the ranks: most segments (and hierarchical's super-segments) are empty,
+// and the sums must still be exact on every rank.
+TEST(Hierarchical, TinyTensorsLeaveSegmentsEmpty) {
+  for (const char *algorithm : {"split", "hierarchical"}) {
+    for (std::size_t n : {1u, 2u, 3u, 5u}) {
+      SCOPED_TRACE(std::string(algorithm) + ", n = " + std::to_string(n));
+      std::vector<float> send(n), recv(n);
+      MPI_Info info = make_info({{"dct_algorithm", algorithm}, {"dct_density", "0.01"}});
+      DCT_Request request;
+      ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                             MPI_COMM_WORLD, info, &request),
+                          DCT_SUCCESS);
+      MPI_Info_free(&info);
+      ReferenceDct<float> reference(n, 0.01, 1);
+      for (int call = 0; call < 3; ++call) {
+        overwrite(send, dyadic_gradient<float>(n, call));
+        const std::vector<float> sent = reference.step(send);
+        DCT_Status status;
+        ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+        ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+        EXPECT_EQ(DCT_Algorithm_name(status.algorithm), expected_algorithm(algorithm));
+        EXPECT_TRUE(all_ranks(same_bits(recv, sum_in_rank_order(sent)))) << "call " << call;
+      }
+      EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+    }
+  }
+}
+
 // dct_group_size: groups of that many consecutive ranks (here the one that is not the default
 // nearest sqrt(P)), exact sums with density 1 in the tensor's dyadic values; a size that does
 // not divide the ranks is refused on every rank, naming the key.
