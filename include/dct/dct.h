@@ -347,12 +347,12 @@ typedef struct DCT_Request_s *DCT_Request;
  * The ranks agree here (one small `MPI_Allreduce`) that every rank accepted its arguments and
  * that they share what must match: `count`, the datatype's size, whether it is compressed,
  * density 1 or below, `dct_momentum`, and for compressed requests `dct_algorithm`,
- * `dct_values`, `dct_tau_control`, `dct_result_density` (and with `auto` the cost model's
- * `dct_alpha_us`, `dct_beta_gbps`). Otherwise every rank returns the same code and creates
- * nothing: the largest code a rank's own checks gave (`DCT_Get_last_error` names the rank),
- * else `DCT_ERR_MISMATCH` naming the settings that differ. Other settings may differ between
- * ranks (densities below 1, `dct_interval`, `dct_threshold`, `dct_backend`). Only a bad
- * `comm` is refused on its rank alone (no peers to agree with).
+ * `dct_values`, `dct_tau_control`, `dct_result_density`, `dct_group_size` (and with `auto`
+ * the cost model's `dct_alpha_us`, `dct_beta_gbps`). Otherwise every rank returns the same
+ * code and creates nothing: the largest code a rank's own checks gave (`DCT_Get_last_error`
+ * names the rank), else `DCT_ERR_MISMATCH` naming the settings that differ. Other settings may
+ * differ between ranks (densities below 1, `dct_interval`, `dct_threshold`, `dct_backend`).
+ * Only a bad `comm` is refused on its rank alone (no peers to agree with).
  *
  * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
  * @param recvbuf  Receives the (compressed) sum over all ranks; not `MPI_IN_PLACE`
