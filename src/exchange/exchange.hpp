@@ -157,8 +157,7 @@ std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange();
 struct Hierarchy {
   MPI_Comm group = MPI_COMM_NULL;
   MPI_Comm cross = MPI_COMM_NULL;
-  int group_size = 0;    ///< G; 0: no hierarchy (fewer than 4 ranks, or a prime number)
-  bool by_node = false;  ///< groups are the ranks sharing a node (else consecutive ranks)
+  int group_size = 0;  ///< G; 0: no hierarchy (fewer than 4 ranks, or a prime number)
   void free();
 };
 

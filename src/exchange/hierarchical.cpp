@@ -38,10 +38,10 @@ Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size) {
   const bool uniform = extremes[0] == -extremes[1];
   Hierarchy hierarchy;
   hierarchy.group_size = hierarchy_group_size(ranks, uniform ? node_size : 0, requested_group_size);
-  hierarchy.by_node =
+  const bool by_node =
       hierarchy.group_size > 0 && requested_group_size <= 0 && hierarchy.group_size == node_size;
   int position = 0;
-  if (hierarchy.by_node) {
+  if (by_node) {
     hierarchy.group = node;
     check_mpi(MPI_Comm_rank(node, &position), "MPI_Comm_rank");
   } else {
@@ -70,6 +70,9 @@ class HierarchicalExchange final : public SplitExchange<T> {
                        SplitLayout &cross_layout)
       : Split(group_layout), hierarchy_(hierarchy), cross_split_(cross_layout) {
     cross_split_.defer_dropped_sums();
+    check_mpi(MPI_Comm_rank(hierarchy_.group, &position_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_rank(hierarchy_.cross, &cross_rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(hierarchy_.cross, &cross_ranks_), "MPI_Comm_size");
   }
 
  private:
@@ -77,15 +80,10 @@ class HierarchicalExchange final : public SplitExchange<T> {
   // group's communicator, with this rank's position in it.
   void prepare() override {
     all_ = in_;
-    int position = 0, cross_rank = 0;
-    check_mpi(MPI_Comm_rank(hierarchy_.group, &position), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_rank(hierarchy_.cross, &cross_rank), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(hierarchy_.cross, &cross_ranks_), "MPI_Comm_size");
-    cross_rank_ = cross_rank;
     group_kept_.assign(static_cast<std::size_t>(hierarchy_.group_size), 0);
-    group_kept_[static_cast<std::size_t>(position)] = all_.kept[all_.rank];
+    group_kept_[static_cast<std::size_t>(position_)] = all_.kept[all_.rank];
     in_.comm = hierarchy_.group;
-    in_.rank = position;
+    in_.rank = position_;
     in_.ranks = hierarchy_.group_size;
     in_.kept = group_kept_.data();
     in_.result_budget = 0;  // applied by the cross tier
@@ -193,6 +191,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
   const Hierarchy &hierarchy_;
   SplitExchange<T> cross_split_;
   SparseInput<T> all_;  // the call over every rank
+  int position_ = 0;    // in the group
   int cross_rank_ = 0, cross_ranks_ = 1;
   int step_ = 0;
   std::vector<std::int64_t> group_kept_, cross_kept_;
