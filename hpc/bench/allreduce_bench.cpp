@@ -2,7 +2,7 @@
 //
 //   mpiexec -n 4 dct-bench allreduce [--sizes 1M,4M,16M,64M] [--density 0.01[,0.1,...]]
 //       [--algorithm auto[,allgather,split,hierarchical,recursive_doubling,dense,...]]
-//       [--interval 1000]
+//       [--interval 1000] [--input cycle|fresh|slow]
 //       [--type float|double] [--iters 20] [--warmup 3] [--stat mean|median] [--json]
 //
 // One row per size x density x algorithm (in that nesting order). --sizes takes a comma list of
@@ -16,8 +16,15 @@
 // times MPI_Allreduce again, alternating with dct call for call so that both see the same
 // load, and takes each rank's median instead of its mean (then the mean over ranks). Columns:
 //   mpi_us, dct_us  time per call of MPI_Allreduce and of dct
-//   overhead_us     dct_us - mpi_us (the last column of the table)
+//   overhead_us     dct_us - mpi_us (the columns after it are newer: scripts that read the
+//                   others by position still work)
 //   time_ratio      mpi_us / dct_us (>1: dct faster)
+//   triad_us        a STREAM triad (recv = send + 3 aux) over arrays of the tensor's length,
+//                   timed like MPI_Allreduce on every rank at once: one pass over memory, what
+//                   DCT-DP's call is designed to cost (read send and residual, write residual)
+//   triad_x         dct_us / triad_us
+//   first_x         the request's first call (cold: its buffers, the first exact selection)
+//                   over dct_us, max over ranks
 //   rx_max, rx_mean max and mean over ranks of DCT_Status.bytes_received of the last timed
 //                   call (logical payload bytes; per-rank volumes differ between algorithms)
 //   bytes_ratio     DCT_Status.dense_bytes (a ring MPI_Allreduce's bytes per rank) / rx_max
@@ -34,13 +41,17 @@
 // (DCT_ERR_INFO for dct_algorithm alone) gives a row "n/a (not supported by this build)".
 // With density 1 a row must reproduce MPI_Allreduce exactly: otherwise the exit code is 2.
 //
-// Inputs: per rank, calls cycle through 4 gradients g = s + noise, with a fixed s and noise
-// both N(0,1). Up to 64 MiB tensors the 4 gradients are stored (256 MiB per rank at most).
-// Above, to fit 256 MiB tensors at 8 ranks on a 24 GiB machine, one N(0,1) vector v is
-// stored and gradient c is v[j] + v[(j + (c+1)n/5) mod n]: the signal v[j], plus noise taken
-// from other positions. The bench then holds 5 tensors per rank (v, send, recv, and the two
-// sums of the errors, kept in the tensor's type) plus dct's residual and buffers: measured
-// 2.17 GiB per rank at 256 MiB float, 8 ranks, density 0.1, allgather (17.4 GiB in all).
+// Inputs (--input): per rank, gradients g = s + noise with a fixed signal s and noise both
+// N(0,1). `fresh` (the default) never repeats a gradient: call c reads its noise from the
+// vector v below at an offset drawn for the call. `cycle` cycles through 4 of them; up to 64 MiB
+// tensors the 4 are stored (256 MiB per rank at most); above, to fit 256 MiB tensors at 8 ranks on
+// a 24 GiB machine, one N(0,1) vector v is stored and gradient c is v[j] + v[(j + (c+1)n/5) mod n]:
+// the signal v[j], plus noise taken from other positions. `slow` is s + 0.1 noise (fresh offsets
+// too): the gradient changes slowly between calls, so the entries that error feedback holds back
+// grow steadily and the threshold must follow them. The bench then holds 5 tensors per rank (v,
+// send, recv, and the two sums of the errors, kept in the tensor's type) plus dct's residual and
+// buffers: measured 2.17 GiB per rank at 256 MiB float, 8 ranks, density 0.1, allgather (17.4 GiB
+// in all).
 //
 #include <mpi.h>
 
@@ -73,6 +84,7 @@ struct Options {
   std::vector<std::string> densities = {"0.01"};
   std::vector<std::string> algorithms = {"auto"};
   int interval = 1000;
+  std::string input = "fresh";  // or "cycle", "slow" (Gradients)
   std::string type = "float";
   int iters = 20;
   int warmup = 3;
@@ -90,28 +102,30 @@ std::string join(const std::vector<std::string> &items) {
 struct Row {
   bool supported = true;
   double mpi_us = 0, dct_us = 0, bytes_ratio = 0, rx_mean = 0, density = 0;
-  double worst_dev = 0;  // signed (density - target) / target of largest magnitude
+  double triad_us = 0, first_us = 0;  // first_us: max over ranks
+  double worst_dev = 0;               // signed (density - target) / target of largest magnitude
   double call_err = 0, cum_err = 0;
   long long rx_max = 0;
   int algorithm = DCT_ALGORITHM_AUTO;
 };
 
-// Calls cycle through kCycle gradients g = signal + noise (both N(0,1), signal fixed per rank),
-// as SGD steps do; one static gradient would pile up in the residual and cross any fixed tau,
-// and pure noise has no signal for error feedback to deliver.
+// `cycle` runs through kCycle gradients g = signal + noise (both N(0,1), signal fixed per
+// rank), as SGD steps do; one static gradient would pile up in the residual and cross any fixed
+// tau, and pure noise has no signal for error feedback to deliver.
 constexpr std::size_t kCycle = 4;
-// Up to this many bytes per rank the kCycle gradients are stored. Above, one N(0,1) vector v
-// is: gradient c is g[j] = v[j] + v[(j + (c+1) n/5) mod n], i.e. signal v[j] at every j and,
-// as noise, entries of v at other positions (independent of v[j] and of each other's calls).
+// Up to this many bytes per rank the kCycle gradients are stored. Above, and for `fresh` and
+// `slow`, one N(0,1) vector v is: gradient c is g[j] = v[j] + w v[(j + shift_c) mod n], i.e.
+// signal v[j] at every j and, as noise, entries of v at other positions (independent of v[j]
+// and of each other's calls): shift_c = (c+1) n/5 for `cycle`, drawn per call otherwise.
 constexpr long long kPoolBytes = 256 * kMiB;
 
 template <typename T>
 class Gradients {
  public:
-  Gradients(std::size_t n, int rank) : n_(n) {
+  Gradients(std::size_t n, int rank, const std::string &input) : n_(n), input_(input) {
     std::mt19937_64 engine(1234567u + 7919u * static_cast<unsigned>(rank));
     std::normal_distribution<double> normal(0.0, 1.0);
-    if (static_cast<long long>(n * sizeof(T) * kCycle) <= kPoolBytes) {
+    if (input == "cycle" && static_cast<long long>(n * sizeof(T) * kCycle) <= kPoolBytes) {
       std::vector<double> signal(n);
       for (double &x : signal) x = normal(engine);
       pool_.assign(kCycle, std::vector<T>(n));
@@ -131,13 +145,22 @@ class Gradients {
       std::copy(pool_[c].begin(), pool_[c].end(), out);
       return;
     }
-    const std::size_t shift = (c + 1) * (n_ / (kCycle + 1)), head = n_ - shift;
-    for (std::size_t j = 0; j < head; ++j) out[j] = values_[j] + values_[j + shift];
-    for (std::size_t j = head; j < n_; ++j) out[j] = values_[j] + values_[j - head];
+    std::size_t shift = (c + 1) * (n_ / (kCycle + 1));
+    if (input_ != "cycle" && n_ > 1) {  // splitmix64 of the call number: an offset in [1, n)
+      std::uint64_t z = 0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(call) + 1);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      shift = 1 + static_cast<std::size_t>((z ^ (z >> 31)) % (n_ - 1));
+    }
+    const T weight = input_ == "slow" ? T(0.1) : T(1);
+    const std::size_t head = n_ - shift % n_;
+    for (std::size_t j = 0; j < head; ++j) out[j] = values_[j] + weight * values_[j + n_ - head];
+    for (std::size_t j = head; j < n_; ++j) out[j] = values_[j] + weight * values_[j - head];
   }
 
  private:
   std::size_t n_;
+  std::string input_;
   std::vector<std::vector<T>> pool_;
   std::vector<T> values_;
 };
@@ -151,10 +174,13 @@ class SizeBench {
         n_(elements(bytes)),
         rank_(world_rank()),
         ranks_(world_size()),
-        gradients_(n_, rank_),
+        gradients_(n_, rank_, o.input),
         send_(n_),
         recv_(n_) {
     if (!o_.median()) mpi_us_ = time_calls({[&] { mpi_allreduce(); }}, [](std::size_t) {})[0];
+    // The triad's third array: dct_sum_, which run() overwrites before it reads it.
+    dct_sum_.assign(n_, T(1));
+    triad_us_ = time_calls({[&] { triad(); }}, [](std::size_t) {})[0];
     // The reference for cum_err: the sum of MPI_Allreduce over the calls the error pass makes.
     mpi_sum_.assign(n_, T(0));
     for (int i = 0; i < o_.iters; ++i) {
@@ -162,12 +188,12 @@ class SizeBench {
       mpi_allreduce();
       for (std::size_t j = 0; j < n_; ++j) mpi_sum_[j] += recv_[j];
     }
-    dct_sum_.resize(n_);
   }
 
   Row run(const std::string &density, const std::string &algorithm) {
     Row row;
     row.mpi_us = mpi_us_;
+    row.triad_us = triad_us_;
     DCT_Status status{};
     // Per timed call, outside the timing: the extremes of (density - target) / target.
     const double target = std::atof(density.c_str());
@@ -180,12 +206,17 @@ class SizeBench {
       }
       std::vector<std::function<void()>> calls = {[&] { status = (*request)(); }};
       if (o_.median()) calls.push_back([&] { mpi_allreduce(); });
-      const std::vector<double> us = time_calls(calls, [&](std::size_t which) {
-        if (which != 0) return;
-        const double dev = (status.density - target) / target;
-        deviation[0] = std::max(deviation[0], dev);
-        deviation[1] = std::max(deviation[1], -dev);
-      });
+      double first = 0;
+      const std::vector<double> us = time_calls(
+          calls,
+          [&](std::size_t which) {
+            if (which != 0) return;
+            const double dev = (status.density - target) / target;
+            deviation[0] = std::max(deviation[0], dev);
+            deviation[1] = std::max(deviation[1], -dev);
+          },
+          &first);
+      MPI_Allreduce(&first, &row.first_us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       row.dct_us = us[0];
       if (o_.median()) row.mpi_us = us[1];
     }
@@ -239,6 +270,14 @@ class SizeBench {
     return ranks;
   }
 
+  // STREAM's triad over arrays of the tensor's length (the compiler vectorises it).
+  void triad() {
+    const T scalar = T(3);
+    T *a = recv_.data();
+    const T *b = send_.data(), *c = dct_sum_.data();
+    for (std::size_t j = 0; j < n_; ++j) a[j] = b[j] + scalar * c[j];
+  }
+
   void mpi_allreduce() {
     MPI_Allreduce(send_.data(), recv_.data(), static_cast<int>(n_), dct::mpi_datatype<T>(), MPI_SUM,
                   MPI_COMM_WORLD);
@@ -247,8 +286,10 @@ class SizeBench {
   // OSU's method: a barrier, then the call alone is timed; the mean (--stat median: the median)
   // over calls, then the mean over ranks. Several calls are timed alternately, one of each per
   // iteration; `after(i)` runs after each timed (not warm-up) call of calls[i], untimed.
+  // `first_us`: the very first call of calls[0] (warm-up or not), in microseconds.
   template <typename After>
-  std::vector<double> time_calls(const std::vector<std::function<void()>> &calls, After &&after) {
+  std::vector<double> time_calls(const std::vector<std::function<void()>> &calls, After &&after,
+                                 double *first_us = nullptr) {
     std::vector<std::vector<double>> seconds(calls.size());
     for (auto &each : seconds) each.reserve(static_cast<std::size_t>(o_.iters));
     for (int i = 0; i < o_.warmup + o_.iters; ++i) {
@@ -258,6 +299,7 @@ class SizeBench {
         const double start = MPI_Wtime();
         calls[c]();
         const double elapsed = MPI_Wtime() - start;
+        if (i == 0 && c == 0 && first_us != nullptr) *first_us = elapsed * 1e6;
         if (i < o_.warmup) continue;
         seconds[c].push_back(elapsed);
         after(c);
@@ -321,7 +363,7 @@ class SizeBench {
   int rank_, ranks_;
   Gradients<T> gradients_;
   std::vector<T> send_, recv_, mpi_sum_, dct_sum_;
-  double mpi_us_ = 0;
+  double mpi_us_ = 0, triad_us_ = 0;
 };
 
 template <typename T>
@@ -339,15 +381,22 @@ int bench_sizes(const Options &o, int rank, int ranks) {
         const double target = std::atof(density.c_str());
         if (o.json) {
           // One object per row as it is measured, so that a long run can be followed.
-          nlohmann::ordered_json row = {
-              {"size_bytes", bytes},      {"ranks", ranks},
-              {"type", o.type},           {"stat", o.stat},
-              {"target_density", target}, {"algorithm_requested", algorithm},
-              {"supported", r.supported}};
+          nlohmann::ordered_json row = {{"size_bytes", bytes},
+                                        {"ranks", ranks},
+                                        {"type", o.type},
+                                        {"stat", o.stat},
+                                        {"input", o.input},
+                                        {"target_density", target},
+                                        {"algorithm_requested", algorithm},
+                                        {"supported", r.supported}};
           // --stat median times MPI_Allreduce in the row itself: none in a refused one
           row["mpi_us"] = r.supported || !o.median() ? nlohmann::ordered_json(r.mpi_us)
                                                      : nlohmann::ordered_json();
+          row["triad_us"] = r.triad_us;
           const nlohmann::ordered_json measured = {{"dct_us", r.dct_us},
+                                                   {"triad_x", r.dct_us / r.triad_us},
+                                                   {"first_us", r.first_us},
+                                                   {"first_x", r.first_us / r.dct_us},
                                                    {"overhead_us", r.dct_us - r.mpi_us},
                                                    {"time_ratio", r.mpi_us / r.dct_us},
                                                    {"bytes_ratio", r.bytes_ratio},
@@ -365,10 +414,11 @@ int bench_sizes(const Options &o, int rank, int ranks) {
         } else if (r.supported) {
           std::printf(
               "%12lld %8s %-18s %-18s %12.1f %12.1f %10.3f %11.2f %12lld %12.1f %9.5f %+9.0f%% "
-              "%10.2e %10.2e %11.2f\n",
+              "%10.2e %10.2e %11.2f %12.1f %8.2f %8.2f\n",
               bytes, density.c_str(), algorithm.c_str(), DCT_Algorithm_name(r.algorithm), r.mpi_us,
               r.dct_us, r.mpi_us / r.dct_us, r.bytes_ratio, r.rx_max, r.rx_mean, r.density,
-              100 * r.worst_dev, r.call_err, r.cum_err, r.dct_us - r.mpi_us);
+              100 * r.worst_dev, r.call_err, r.cum_err, r.dct_us - r.mpi_us, r.triad_us,
+              r.dct_us / r.triad_us, r.first_us / r.dct_us);
         } else {
           std::printf("%12lld %8s %-18s n/a (not supported by this build)\n", bytes,
                       density.c_str(), algorithm.c_str());
@@ -390,18 +440,21 @@ int run(const Options &o) {
   if (rank == 0 && !o.json) {
     std::printf(
         "# dct-bench allreduce: dct %d.%d.%d, %d ranks, %s, interval %d, %d iterations (+%d "
-        "warm-up, %s per call), densities %s, algorithms %s\n",
+        "warm-up, %s per call), densities %s, algorithms %s, input %s\n",
         major, minor, patch, ranks, o.type.c_str(), o.interval, o.iters, o.warmup, o.stat.c_str(),
-        join(o.densities).c_str(), join(o.algorithms).c_str());
+        join(o.densities).c_str(), join(o.algorithms).c_str(), o.input.c_str());
     std::printf(
         "# time_ratio = mpi_us / dct_us (>1: dct faster); rx = bytes dct received per rank "
         "(max, mean over ranks);\n# bytes_ratio = ring MPI_Allreduce bytes per rank / rx_max; "
         "used = algorithm of the last timed call;\n# worst_dev = worst (density - target) / "
-        "target of one timed call on any rank\n");
-    std::printf("%12s %8s %-18s %-18s %12s %12s %10s %11s %12s %12s %9s %10s %10s %10s %11s\n",
-                "size(B)", "target", "algorithm", "used", "mpi_us", "dct_us", "time_ratio",
-                "bytes_ratio", "rx_max(B)", "rx_mean(B)", "density", "worst_dev", "call_err",
-                "cum_err", "overhead_us");
+        "target of one timed call on any rank;\n# triad_x = dct_us / triad_us (a STREAM triad "
+        "over arrays of the tensor's length); first_x = first call / dct_us\n");
+    std::printf(
+        "%12s %8s %-18s %-18s %12s %12s %10s %11s %12s %12s %9s %10s %10s %10s %11s %12s %8s "
+        "%8s\n",
+        "size(B)", "target", "algorithm", "used", "mpi_us", "dct_us", "time_ratio", "bytes_ratio",
+        "rx_max(B)", "rx_mean(B)", "density", "worst_dev", "call_err", "cum_err", "overhead_us",
+        "triad_us", "triad_x", "first_x");
   }
   if (rank == 0 && o.json) std::printf("[\n");
   const int exit_code =
@@ -430,6 +483,12 @@ Run add_allreduce(CLI::App &app) {
       ->capture_default_str();
   command->add_option("--interval", o->interval, "dct_interval")
       ->check(CLI::Range(1, INT_MAX))
+      ->capture_default_str();
+  command
+      ->add_option("--input", o->input,
+                   "gradients: fresh (a new one every call), cycle (4, cycled) or slow (changing "
+                   "slowly between calls)")
+      ->check(CLI::IsMember({"fresh", "cycle", "slow"}))
       ->capture_default_str();
   add_timing_options(*command, o->type, o->iters, o->warmup);
   command
