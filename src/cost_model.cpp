@@ -130,6 +130,9 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
 
 DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &network) {
   const bool bounded = size.result_budget > 0;
+  // One rank sends nothing; what is left is local work, least with allgather (its own list
+  // into the result once; dense copies the tensor twice more through MPI).
+  if (size.ranks <= 1 && !bounded) return DCT_ALGORITHM_ALLGATHER;
   DCT_Algorithm best = bounded ? DCT_ALGORITHM_SPLIT : DCT_ALGORITHM_DENSE;
   double best_seconds = predicted_seconds(best, size, network);
   for (DCT_Algorithm candidate : {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT,

@@ -18,10 +18,11 @@ GradientCompressor<T>::GradientCompressor(Backend &backend, const Config &config
   backend.fill_zero(residual_.data(), elements, stream);
 }
 
-// acc = send + residual; the kept entries into idx_/val_ (dct_tau_control: fixed re-selects
-// tau every `interval` calls; adaptive keeps the exact top k of every call through a floor,
-// see tau_control.hpp). At every point where it can throw, kept_ counts exactly the entries
-// taken out of the residual.
+// acc = send + residual; the kept entries into idx_/val_. adaptive: the exact top k of every
+// call, the candidates taken above a floor that follows the distribution of |acc|
+// (tau_control.hpp); fixed: tau re-selected every `interval` calls (the top k exactly on those
+// calls) and every entry at or above it sent in between. Until keep() ran, the residual holds
+// acc everywhere and kept_ is 0: every exception leaves the input conserved there.
 template <typename T>
 typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const T *send,
                                                                           MPI_Count call,
@@ -34,21 +35,33 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   try {
     if (n > 0) {
       const std::size_t k = tau_control::target(config_.density, n);
-      if (adaptive())
-        take_top_k(send, k, call);
-      else {
-        if (call % config_.interval == 0) send = reestimate(send, k, call);
-        if (idx_.size() == 0) reserve_entries(k, 0);
-        take_entries(send, tau_);
-        copy_entries_to_host();
+      if (adaptive()) {
+        const std::size_t aim = tau_control::candidates(k, n);
+        const T floor = call == 0 ? estimate(send, aim, call) : tau_;
+        const TopK top = take_top_k(send, k, aim, floor);
+        call_tau_ = top.tau;
+        next_floor_ = static_cast<T>(top.next_floor);
+      } else if (call % config_.interval != 0) {
+        take_all(send, tau_);
+        call_tau_ = static_cast<double>(tau_);
+      } else if (config_.sampled_threshold &&
+                 static_cast<std::size_t>(config_.sample_size) < n / 32) {
+        tau_ = estimate(send, k, call);  // an estimate: every entry at or above it goes
+        take_all(send, tau_);
+        call_tau_ = static_cast<double>(tau_);
+      } else {
+        tau_ = static_cast<T>(take_top_k(send, k, k, estimate(send, k, call)).tau);
+        reestimated_ = true;
+        call_tau_ = static_cast<double>(tau_);
       }
+      copy_entries_to_host();
     }
     quantise_signs();
   } catch (...) {
     undo(stream);
     throw;
   }
-  return Selection{adaptive() ? call_tau_ : static_cast<double>(tau_), reestimated_};
+  return Selection{call_tau_, reestimated_};
 }
 
 // Puts this call's sent entries back into the residual (there: acc - sent, exactly; with
@@ -89,100 +102,113 @@ void GradientCompressor<T>::restore(const void *residual, double tau, Stream str
   tau_ = static_cast<T>(tau);
 }
 
-// fp16/bf16: the candidates hold acc rounded, and the trim compares those rounded values.
+// The k-th largest |send + residual| (send nullptr: the residual alone), exact or from a sample
+// (dct_threshold); NaN and Inf rank above every number, so with k or more of them it is +Inf.
 template <typename T>
-bool GradientCompressor<T>::rounds_values() const {
-  return config_.values == ValueCoding::fp16 || config_.values == ValueCoding::bf16;
+T GradientCompressor<T>::estimate(const T *send, std::size_t k, MPI_Count call) {
+  const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(call);
+  reestimated_ = true;
+  return estimate_threshold(*backend_, send, residual_.data(), elements(), k,
+                            config_.sampled_threshold,
+                            static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
 }
 
-// Adaptive control: candidates above the floor tau_, trimmed to the top k; the floor is
-// selected exactly on the first call and whenever fewer than k finite candidates come (NaN
-// and Inf are sent but do not count toward k).
+// The exact top k finite entries of acc (ties to the lowest indices) and every NaN/Inf, from the
+// candidates at or above `floor`: one pass over the tensor, then O(candidates) on the list.
+// When the floor let through fewer than k finite candidates (the gradients grew several-fold)
+// the selection is taken over the tensor.
 template <typename T>
-void GradientCompressor<T>::take_top_k(const T *send, std::size_t k, MPI_Count call) {
+typename GradientCompressor<T>::TopK GradientCompressor<T>::take_top_k(const T *send, std::size_t k,
+                                                                       std::size_t aim, T floor) {
+  // Room for twice the aim: calls pass it by up to a third on average (docs/performance.md).
+  // More come in the first calls of error feedback (up to ~12 times the aim at density 0.001:
+  // tests/mpi/test_tau_control.cpp) and when many entries tie at the floor (small integers,
+  // constant tensors): the list grows to hold them (the memory is kept for later calls) and
+  // the residual, which holds acc now, is read once more.
+  if (candidate_idx_.size() == 0) reserve_candidates(2 * aim);
+  Selected found =
+      backend_->select(send, residual_.data(), elements(), floor, kEveryTie, candidate_idx_.data(),
+                       candidate_val_.data(), candidate_idx_.size(), stream_);
+  if (found.count > candidate_idx_.size()) {
+    reserve_candidates(found.count);
+    found = backend_->select(static_cast<const T *>(nullptr), residual_.data(), elements(), floor,
+                             kEveryTie, candidate_idx_.data(), candidate_val_.data(),
+                             candidate_idx_.size(), stream_);
+  }
+  if (idx_.size() < k + found.nonfinite) reserve_kept(k + found.nonfinite);
+  const Trimmed<T> trimmed = backend_->trim_candidates(
+      candidate_idx_.data(), candidate_val_.data(), found.count, k, aim, config_.values,
+      residual_.data(), idx_.data(), val_.data(), stream_);
+  const double floor_value = static_cast<double>(floor);
+  if (floor > T(0) && trimmed.finite < k) return take_top_k_of_tensor(k, aim, found.nonfinite);
+  TopK top;
+  if (trimmed.finite <= k) {  // nothing to cut: every candidate goes, the next floor is lower
+    keep(found.count, floor, kEveryTie, found.count);
+    top.tau = trimmed.finite == k ? static_cast<double>(trimmed.kth) : floor_value;
+    top.next_floor = floor_value * tau_control::kWiden;
+    return top;
+  }
+  kept_ = trimmed.kept;
+  top.tau = static_cast<double>(trimmed.kth);
+  top.next_floor = tau_control::next_floor(floor_value, trimmed.finite, k, aim,
+                                           [&] { return static_cast<double>(trimmed.aimth); });
+  return top;
+}
+
+// take_top_k over the whole tensor, whose residual holds acc: the (k + nonfinite)-th largest
+// |acc| is the k-th largest finite one, and a selection limited to k at it takes exactly the
+// top k with ties to the lowest indices. The next floor is the aim-th largest finite |acc|.
+template <typename T>
+typename GradientCompressor<T>::TopK GradientCompressor<T>::take_top_k_of_tensor(
+    std::size_t k, std::size_t aim, std::size_t nonfinite) {
   const std::size_t n = elements();
-  const std::size_t aim = tau_control::candidates(k, n);
-  if (call == 0) send = reestimate(send, aim, call);
-  if (idx_.size() == 0) reserve_entries(aim, 0);
-  take_entries(send, tau_);
-  copy_entries_to_host();
-  std::size_t finite = tau_control::count_finite(host_values(), kept_);
-  if (tau_ > T(0) && finite < k) {
-    // Put them back (the residual holds acc again, exactly) and select the floor anew.
-    backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
-    kept_ = 0;
-    reestimate(nullptr, aim, call);
-    take_entries(nullptr, tau_);
-    copy_entries_to_host();
-    finite = tau_control::count_finite(host_values(), kept_);
-  }
-  const tau_control::Trim trim = trim_to(k, aim, finite);
-  call_tau_ = trim.tau;
-  next_floor_ = static_cast<T>(trim.next_floor);
+  const T *const none = nullptr;
+  reestimated_ = true;
+  const auto largest = [&](std::size_t rank) {
+    return rank <= n ? backend_->kth_largest_abs(none, residual_.data(), n, rank, stream_) : T(0);
+  };
+  const T tau = largest(k + nonfinite);  // 0: fewer than k nonzero finite entries, take them all
+  TopK top;
+  top.tau = static_cast<double>(tau);
+  top.next_floor = static_cast<double>(largest(aim + nonfinite));
+  if (candidate_idx_.size() < k + nonfinite) reserve_candidates(k + nonfinite);
+  const Selected found = backend_->select(none, residual_.data(), n, tau,
+                                          tau > T(0) ? k : kEveryTie, candidate_idx_.data(),
+                                          candidate_val_.data(), candidate_idx_.size(), stream_);
+  require(found.count <= candidate_idx_.size(), DCT_ERR_INTERNAL,
+          "the exact selection found more entries than it may keep");
+  keep(found.count, tau, kEveryTie, found.count);
+  return top;
 }
 
-// Keeps the top k of the kept_ candidates (tau_control::trim) and puts the others back into
-// the residual. Host work on the entries only (GPU backends: trim_on_device). The host
-// copies are up to date. `finite`: how many of the candidates are finite.
+// Every entry at or above `threshold` (dct_tau_control=fixed between its selections, and its
+// sampled ones), the candidate list grown when more came than it holds.
 template <typename T>
-tau_control::Trim GradientCompressor<T>::trim_to(std::size_t k, std::size_t aim,
-                                                 std::size_t finite) {
-  if (staged_ && !rounds_values()) return trim_on_device(k, aim, finite);
-  const std::size_t m = kept_;
-  dropped_idx_.resize(m > k ? m - k : 0);
-  dropped_val_.resize(dropped_idx_.size());
-  WireIndex *idx = staged_ ? idx_host_.data() : idx_.data();
-  T *val = staged_ ? val_host_.data() : val_.data();
-  const tau_control::Trim trim =
-      tau_control::trim(idx, val, m, k, aim, static_cast<double>(tau_), magnitudes_,
-                        dropped_idx_.data(), dropped_val_.data());
-  const std::size_t dropped = m - trim.kept;
-  if (dropped == 0) return trim;
-  const WireIndex *back_idx = dropped_idx_.data();
-  const T *back_val = dropped_val_.data();
-  if (staged_) {  // fp16/bf16 on a GPU backend: the trimmed lists go back to the device
-    if (dropped_device_idx_.size() < dropped) {
-      dropped_device_idx_ = BackendArray<WireIndex>(*backend_, dropped + dropped / 4);
-      dropped_device_val_ = BackendArray<T>(*backend_, dropped_device_idx_.size());
-    }
-    backend_->copy(dropped_device_idx_.data(), back_idx, dropped * sizeof(WireIndex), stream_);
-    backend_->copy(dropped_device_val_.data(), back_val, dropped * sizeof(T), stream_);
-    backend_->copy(idx_.data(), idx, trim.kept * sizeof(WireIndex), stream_);
-    backend_->copy(val_.data(), val, trim.kept * sizeof(T), stream_);
-    back_idx = dropped_device_idx_.data();
-    back_val = dropped_device_val_.data();
+void GradientCompressor<T>::take_all(const T *send, T threshold) {
+  const T *const none = nullptr;
+  if (candidate_idx_.size() == 0)
+    reserve_candidates(tau_control::target(config_.density, elements()));
+  Selected found = backend_->select(send, residual_.data(), elements(), threshold, kEveryTie,
+                                    candidate_idx_.data(), candidate_val_.data(),
+                                    candidate_idx_.size(), stream_);
+  if (found.count > candidate_idx_.size()) {  // the residual holds acc now: select again
+    reserve_candidates(found.count);
+    found = backend_->select(none, residual_.data(), elements(), threshold, kEveryTie,
+                             candidate_idx_.data(), candidate_val_.data(), candidate_idx_.size(),
+                             stream_);
   }
-  backend_->scatter_add(back_idx, back_val, dropped, residual_.data(), stream_);
-  kept_ = trim.kept;
-  return trim;
+  keep(found.count, threshold, kEveryTie, found.count);
 }
 
-// The same trim on a GPU backend, for native and sign values (the candidates hold acc
-// itself), without taking the candidates through host memory (on an H100 the host trim of
-// ~3k candidates took 137 of the 146 ms of a 256 MiB call): every candidate goes back into
-// the residual, which then holds acc exactly; the k-th largest finite |acc| of the tensor is
-// tau (every entry at or above the floor is a candidate, so it is the k-th largest candidate,
-// and the aim-th likewise), and the filter at tau takes the entries the host trim keeps, in
-// index order: the same bits as a host request (mpi.device_buffers).
+// The candidates that keep_entry(acc, tau) with `limit` selects (`kept` of them) become this
+// call's entries, rounded for the wire; what the wire does not carry of them stays in the
+// residual.
 template <typename T>
-tau_control::Trim GradientCompressor<T>::trim_on_device(std::size_t k, std::size_t aim,
-                                                        std::size_t finite) {
-  const std::size_t m = kept_;
-  tau_control::Trim trim = tau_control::untrimmed(m, static_cast<double>(tau_));
-  if (finite <= k) return trim;
-  const std::size_t non_finite = m - finite, n = elements();
-  backend_->scatter_add(idx_.data(), val_.data(), m, residual_.data(), stream_);
-  kept_ = 0;
-  const T tau = backend_->kth_largest_abs(nullptr, residual_.data(), n, k + non_finite, stream_);
-  trim.next_floor = tau_control::next_floor(trim.tau, finite, k, aim, [&] {
-    return static_cast<double>(
-        backend_->kth_largest_abs(nullptr, residual_.data(), n, aim + non_finite, stream_));
-  });
-  take_entries(nullptr, tau);
-  copy_entries_to_host();
-  trim.kept = kept_;
-  trim.tau = static_cast<double>(tau);
-  return trim;
+void GradientCompressor<T>::keep(std::size_t candidates, T tau, std::size_t limit,
+                                 std::size_t kept) {
+  if (idx_.size() < kept) reserve_kept(kept);
+  kept_ = backend_->keep_top(candidate_idx_.data(), candidate_val_.data(), candidates, tau, limit,
+                             config_.values, residual_.data(), idx_.data(), val_.data(), stream_);
 }
 
 // On a GPU backend, the kept entries into their pinned host copies (the exchanges' input).
@@ -191,49 +217,6 @@ void GradientCompressor<T>::copy_entries_to_host() {
   if (!staged_ || kept_ == 0) return;
   backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
   backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
-}
-
-// tau_ = the k-th largest finite |send + residual| (send nullptr: the residual alone).
-// NaN and Inf rank above every number in the selection; when k or more of them make it
-// infinite, one filter pass at tau = Inf counts them (folding `send` into the residual) and
-// the selection is taken again with their number added to k. Returns what the next filter
-// reads: `send`, or nullptr once it is in the residual.
-template <typename T>
-const T *GradientCompressor<T>::reestimate(const T *send, std::size_t k, MPI_Count call) {
-  const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(call);
-  tau_ = estimate_threshold(*backend_, send, residual_.data(), elements(), k,
-                            config_.sampled_threshold,
-                            static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
-  reestimated_ = true;
-  if (tau_control::finite(tau_)) return send;
-  tau_ = std::numeric_limits<T>::infinity();
-  take_entries(send, tau_);
-  const std::size_t non_finite = kept_;
-  backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
-  kept_ = 0;
-  tau_ = backend_->kth_largest_abs(nullptr, residual_.data(), elements(),
-                                   std::min(elements(), k + non_finite), stream_);
-  if (!tau_control::finite(tau_)) tau_ = T(0);  // nothing finite: keep every nonzero
-  return nullptr;
-}
-
-// The fused filter of acc = send + residual (send nullptr: the residual alone) with
-// `threshold` into idx_/val_, growing them when more entries pass than they hold.
-template <typename T>
-void GradientCompressor<T>::take_entries(const T *send, T threshold) {
-  const std::size_t n = elements();
-  const std::size_t capacity = idx_.size();
-  const std::size_t found = backend_->filter(send, residual_.data(), n, threshold, config_.values,
-                                             idx_.data(), val_.data(), capacity, stream_);
-  kept_ = found < capacity ? found : capacity;
-  if (found > capacity) {
-    // The entries past the capacity were left in the residual; collect them in a second pass.
-    reserve_entries(found, capacity);
-    kept_ += backend_->filter(static_cast<const T *>(nullptr), residual_.data(), n, threshold,
-                              config_.values, idx_.data() + capacity, val_.data() + capacity,
-                              found - capacity, stream_);
-    require(kept_ == found, DCT_ERR_INTERNAL, "filter overflow pass lost entries");
-  }
 }
 
 // dct_values=sign: the kept entries travel as +-m, m the mean magnitude of the finite kept
@@ -262,8 +245,10 @@ void GradientCompressor<T>::quantise_signs() {
   const T wire = nan   ? std::numeric_limits<T>::quiet_NaN()
                  : inf ? std::numeric_limits<T>::infinity()
                        : mean;
-  sign_values_.resize(kept_);
-  sign_error_.resize(kept_);
+  if (sign_values_.size() < kept_) {
+    sign_values_.resize(kept_ + kept_ / 4);
+    sign_error_.resize(sign_values_.size());
+  }
   for (std::size_t i = 0; i < kept_; ++i) {
     sign_values_[i] = std::signbit(val[i]) ? -wire : wire;
     const T sent = std::signbit(val[i]) ? -mean : mean;
@@ -271,26 +256,32 @@ void GradientCompressor<T>::quantise_signs() {
   }
   const T *error = sign_error_.data();
   if (staged_) {
-    if (sign_error_device_.size() < kept_) sign_error_device_ = BackendArray<T>(*backend_, kept_);
+    if (sign_error_device_.size() < kept_)
+      sign_error_device_ = BackendArray<T>(*backend_, kept_ + kept_ / 4);
     backend_->copy(sign_error_device_.data(), error, kept_ * sizeof(T), stream_);
     error = sign_error_device_.data();
   }
   backend_->scatter_add(idx_.data(), error, kept_, residual_.data(), stream_);
 }
 
-// Room for `entries` kept entries (and a margin), keeping the first `keep` already written.
+// Room for `entries` candidates (and a margin), or kept entries. Called when the list holds
+// nothing this call still needs.
 template <typename T>
-void GradientCompressor<T>::reserve_entries(std::size_t entries, std::size_t keep) {
-  const std::size_t capacity = entries + entries / 4 + 16;
-  if (idx_.size() == 0) {
-    idx_ = BackendArray<WireIndex>(*backend_, capacity);
-    val_ = BackendArray<T>(*backend_, capacity);
-  }
-  idx_.grow(capacity, keep);
-  val_.grow(capacity, keep);
+void GradientCompressor<T>::reserve_candidates(std::size_t entries) {
+  const std::size_t capacity = std::min(elements(), entries + entries / 4 + 16);
+  if (capacity <= candidate_idx_.size()) return;
+  candidate_idx_ = BackendArray<WireIndex>(*backend_, capacity);
+  candidate_val_ = BackendArray<T>(*backend_, capacity);
+}
+template <typename T>
+void GradientCompressor<T>::reserve_kept(std::size_t entries) {
+  const std::size_t capacity = std::min(elements(), entries + entries / 4 + 16);
+  if (capacity <= idx_.size()) return;
+  idx_ = BackendArray<WireIndex>(*backend_, capacity);
+  val_ = BackendArray<T>(*backend_, capacity);
   if (!staged_) return;
-  idx_host_ = BackendArray<WireIndex>(*backend_, idx_.size(), true);
-  val_host_ = BackendArray<T>(*backend_, val_.size(), true);
+  idx_host_ = BackendArray<WireIndex>(*backend_, capacity, true);
+  val_host_ = BackendArray<T>(*backend_, capacity, true);
 }
 
 template class GradientCompressor<float>;

@@ -1,7 +1,14 @@
 // DCT-DP's compression of one allreduce request, with error feedback: each call takes
 // acc = send + residual, keeps the entries the threshold control selects (dct_tau_control,
 // tau_control.hpp), leaves acc - sent in the residual, and can put a call's entries back
-// exactly when the call fails. It owns the request's residual, threshold and kept entries, in
+// exactly when the call fails.
+//
+// A call is one pass over the tensor (Backend::select: acc into the residual, the candidates at
+// or above a floor into a short list) and O(k) work on that list (Backend::trim_candidates:
+// the exact top k, ties to the lowest indices, rounded for the wire, what stays home written
+// back). Only when the floor let through fewer than k candidates does the call select over the
+// tensor (take_top_k_of_tensor). Nothing is allocated once the lists have grown to what the
+// calls need. It owns the request's residual, threshold and kept entries, in
 // the backend's memory (with pinned host copies for GPU backends, which the exchanges read).
 //
 // The request's lifecycle (headers, algorithm, exchange, momentum, status) stays in
@@ -63,17 +70,23 @@ class GradientCompressor {
   void restore(const void *residual, double tau, Stream stream);
 
  private:
+  /// What one exact selection of the top k decided.
+  struct TopK {
+    double tau = 0;         ///< the k-th largest finite |acc| (the floor when none was cut)
+    double next_floor = 0;  ///< adaptive: the candidates' floor for the next call
+  };
+
   std::size_t elements() const { return elements_; }
   bool adaptive() const { return config_.tau_control == TauControl::adaptive; }
-  bool rounds_values() const;
-  void take_top_k(const T *send, std::size_t k, MPI_Count call);
-  tau_control::Trim trim_to(std::size_t k, std::size_t aim, std::size_t finite);
-  tau_control::Trim trim_on_device(std::size_t k, std::size_t aim, std::size_t finite);
+  T estimate(const T *send, std::size_t k, MPI_Count call);
+  TopK take_top_k(const T *send, std::size_t k, std::size_t aim, T floor);
+  TopK take_top_k_of_tensor(std::size_t k, std::size_t aim, std::size_t nonfinite);
+  void take_all(const T *send, T threshold);
+  void keep(std::size_t candidates, T tau, std::size_t limit, std::size_t kept);
   void copy_entries_to_host();
-  const T *reestimate(const T *send, std::size_t k, MPI_Count call);
-  void take_entries(const T *send, T threshold);
   void quantise_signs();
-  void reserve_entries(std::size_t entries, std::size_t keep);
+  void reserve_candidates(std::size_t entries);
+  void reserve_kept(std::size_t entries);
   const T *host_values() const { return staged_ ? val_host_.data() : val_.data(); }
 
   Backend *backend_;
@@ -86,17 +99,14 @@ class GradientCompressor {
   std::vector<T> sample_;
   T tau_ = T(0);  // fixed: the threshold; adaptive: the candidates' floor
   T previous_tau_ = T(0);
-  T next_floor_ = T(0);        // adaptive: the floor for the next call, once this one completes
-  double call_tau_ = 0;        // adaptive: this call's threshold (the k-th largest |acc|)
-  bool reestimated_ = false;   // this call selected tau over the tensor
-  std::vector<T> magnitudes_;  // adaptive: scratch of the trim, and its dropped entries
-  std::vector<WireIndex> dropped_idx_;
-  std::vector<T> dropped_val_;
-  BackendArray<WireIndex> dropped_device_idx_;  // the dropped entries on the device (staged_)
-  BackendArray<T> dropped_device_val_;
+  T next_floor_ = T(0);       // adaptive: the floor for the next call, once this one completes
+  double call_tau_ = 0;       // this call's threshold (adaptive: the k-th largest |acc|)
+  bool reestimated_ = false;  // this call selected tau over the tensor
   std::vector<T> sign_values_, sign_error_;  // dct_values=sign: what travels, what stays
   BackendArray<T> sign_error_device_;        // sign_error_ on the device (staged_)
-  BackendArray<WireIndex> idx_;              // kept entries, in the backend's memory
+  BackendArray<WireIndex> candidate_idx_;    // the selection pass's entries (idx, acc)
+  BackendArray<T> candidate_val_;
+  BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory: (idx, wire value)
   BackendArray<T> val_;
   BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;

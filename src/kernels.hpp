@@ -5,9 +5,12 @@
 // (backends/common/cuda_hip/). A backend that was not compiled is a stub whose accessor
 // returns nullptr; asking for it by name gives DCT_ERR_NOT_COMPILED.
 //
-// Keep rule, shared by every kernel and documented in dct.h: an entry is sent iff
-// !(|acc| < tau) && acc != 0. Zeros carry nothing, and NaN/Inf are always sent so that they
-// reach the result as they would through MPI_Allreduce.
+// Keep rule, shared by every kernel and documented in dct.h: at a threshold tau an entry is
+// sent iff !(|acc| < tau) && acc != 0. Zeros carry nothing, and NaN/Inf are always sent so that
+// they reach the result as they would through MPI_Allreduce. An exact selection of the top k
+// (Backend::select and keep_top with a `limit`) breaks ties at tau by index: of the entries with
+// |acc| == tau the lowest indices are sent, as many as make k finite entries, so exactly k go
+// out whatever the values (constant tensors, small integers, 16-bit-rounded gradients).
 //
 // What the library decides with these kernels (when a sampled threshold pays, for instance)
 // lives with the callers: threshold.hpp, gradient_compressor.cpp. The exchanges, which work on
@@ -19,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "dct/dct.h"
@@ -41,6 +45,40 @@ DCT_HOST_DEVICE inline bool keep_entry(T acc, T tau) {
   return !(std::fabs(acc) < tau) && acc != T(0);
 }
 
+/// `limit` of a selection that keeps every entry at the threshold (Backend::select).
+inline constexpr std::size_t kEveryTie = ~std::size_t(0);
+
+/// What Backend::select found: entries selected (written or not) and how many are NaN or Inf.
+struct Selected {
+  std::size_t count = 0;
+  std::size_t nonfinite = 0;
+};
+
+/// Backend::rank_candidates: of a candidate list, the finite entries and two of their ranks.
+template <typename T>
+struct CandidateRanks {
+  std::size_t finite = 0;  ///< entries that are neither NaN nor +-Inf
+  T kth = T(0);            ///< the k-th largest finite |value| (0 if fewer than k are finite)
+  T aimth = T(0);          ///< the aim-th largest finite |value| (0 if fewer than aim are)
+};
+
+/// Backend::trim_candidates: what the candidates of a call held, and how many it kept.
+template <typename T>
+struct Trimmed {
+  std::size_t finite = 0;  ///< candidates neither NaN nor +-Inf
+  T kth = T(0);            ///< the k-th largest finite |value| (0 if fewer than k are finite)
+  T aimth = T(0);          ///< about the aim-th largest (0 if fewer than aim are finite)
+  std::size_t kept = 0;    ///< entries kept (k and every NaN/Inf); 0 unless finite > k
+};
+
+/// One sorted list of (index, value) entries, for Backend::sum_lists.
+template <typename T>
+struct SparseList {
+  const WireIndex *idx = nullptr;
+  const T *val = nullptr;
+  std::size_t size = 0;
+};
+
 /// Position of sample j (0 <= j < m) among n elements: one uniformly random position in each of
 /// m equal strata (stratified sampling: no aliasing with periodic layouts such as the columns
 /// of a matrix, and monotone addresses). Identical on every backend for the same seed.
@@ -57,6 +95,19 @@ DCT_HOST_DEVICE inline std::size_t sample_position(std::size_t j, std::size_t m,
   z ^= z >> 31;
   return begin + static_cast<std::size_t>(z % (end - begin));
 }
+
+class Backend;
+/// Backend::rank_candidates composed of select (at tau = Inf it selects exactly NaN and +-Inf;
+/// with send == nullptr the list is only read) and kth_largest_abs.
+template <typename T>
+CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
+                                      std::size_t aim, Stream stream);
+
+/// Backend::trim_candidates from the candidates' ranks: keep_top at the k-th with limit k.
+template <typename T>
+Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
+                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
+                         T *residual, WireIndex *out_idx, T *out_val, Stream stream);
 
 /// The kernels and memory operations of one backend. Pointers passed to a backend live in
 /// its memory space (device memory for CUDA/HIP, host memory for Kokkos on the host), except
@@ -94,13 +145,41 @@ class Backend {
   /** `host_out` (host memory, m values). */                                                       \
   virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,   \
                                  std::uint64_t seed, T *host_out, Stream stream) = 0;              \
-  /** The fused filter pass: acc = send + residual; kept entries (keep rule) are written in */     \
-  /** index order as (idx, wire_value(acc)) and their residual becomes acc - wire_value(acc) */    \
-  /** (0 for native values); the others keep acc. At most `capacity` pairs are written; */         \
-  /** kept entries beyond it stay in the residual (as acc) so that a second pass with */           \
-  /** send == nullptr picks them up. Returns the kept entries found (may exceed capacity). */      \
-  virtual std::size_t filter(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding, \
-                             WireIndex *idx, T *val, std::size_t capacity, Stream stream) = 0;     \
+  /** The one pass over the tensor: acc = send + residual is stored into the residual (with */     \
+  /** send == nullptr the residual holds acc already and is only read), and the entries that */    \
+  /** keep_entry(acc, tau, limit) selects are written in index order as (idx, acc), the first */   \
+  /** `capacity` of them. Returns how many it selected (possibly more than capacity) and how */    \
+  /** many of those are NaN or +-Inf. */                                                           \
+  virtual Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,     \
+                          WireIndex *idx, T *val, std::size_t capacity, Stream stream) = 0;        \
+  /** Of the m candidates (idx, val = acc), in index order: the finite count, the k-th largest */  \
+  /** finite |val| and about the aim-th (exact, or from a sample: it only steers the next */       \
+  /** call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the */    \
+  /** top k finite (ties to the lowest indices) and every NaN/Inf; otherwise nothing is */         \
+  /** written and `kept` is 0. The default composes select, kth_largest_abs and keep_top. */       \
+  virtual Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m,            \
+                                     std::size_t k, std::size_t aim, ValueCoding coding,           \
+                                     T *residual, WireIndex *out_idx, T *out_val, Stream stream) { \
+    return trim_by_ranks(*this, ranks_by_selections(*this, val, m, k, aim, stream), idx, val, m,   \
+                         k, coding, residual, out_idx, out_val, stream);                           \
+  }                                                                                                \
+  /** The candidates (idx, val = acc) that keep_entry(acc, tau, limit) selects, in index */        \
+  /** order, into out_idx / out_val as (idx, wire_value(acc)); for each, residual[idx] */          \
+  /** becomes wire_remainder(acc, wire_value(acc)). Returns how many it kept (<= m). The */        \
+  /** outputs must not overlap the inputs. */                                                      \
+  virtual std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,           \
+                               std::size_t limit, ValueCoding coding, T *residual,                 \
+                               WireIndex *out_idx, T *out_val, Stream stream) = 0;                 \
+  /** out[i] = the sum of the lists' values at i (in list order, from +0), for i in */             \
+  /** [begin, end); each list sorted, its indices distinct and in [begin, end) (the caller */      \
+  /** validated them). `lists` is host memory, their arrays the backend's. The default is */       \
+  /** fill_zero then scatter_add per list. */                                                      \
+  virtual void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin, \
+                         std::size_t end, Stream stream) {                                         \
+    if (end > begin) fill_zero(out + begin, end - begin, stream);                                  \
+    for (std::size_t l = 0; l < count; ++l) /* in list order: the Kokkos core's bits */            \
+      scatter_add(lists[l].idx, lists[l].val, lists[l].size, out, stream);                         \
+  }                                                                                                \
   /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
   virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
                            Stream stream) = 0;                                                     \
@@ -115,6 +194,39 @@ class Backend {
   DCT_BACKEND_KERNELS(double)
 #undef DCT_BACKEND_KERNELS
 };
+
+template <typename T>
+CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
+                                      std::size_t aim, Stream stream) {
+  CandidateRanks<T> ranks;
+  if (m == 0) return ranks;
+  const std::size_t nonfinite =
+      backend
+          .select(static_cast<const T *>(nullptr), const_cast<T *>(val), m,
+                  std::numeric_limits<T>::infinity(), kEveryTie, nullptr, nullptr, 0, stream)
+          .nonfinite;
+  ranks.finite = m - nonfinite;
+  const auto kth = [&](std::size_t rank) {
+    return rank >= 1 && rank <= ranks.finite
+               ? backend.kth_largest_abs(static_cast<const T *>(nullptr), val, m, rank + nonfinite,
+                                         stream)
+               : T(0);
+  };
+  ranks.kth = kth(k);
+  ranks.aimth = kth(aim);
+  return ranks;
+}
+
+template <typename T>
+Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
+                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
+                         T *residual, WireIndex *out_idx, T *out_val, Stream stream) {
+  Trimmed<T> trimmed{ranks.finite, ranks.kth, ranks.aimth, 0};
+  if (ranks.finite > k)
+    trimmed.kept =
+        backend.keep_top(idx, val, m, ranks.kth, k, coding, residual, out_idx, out_val, stream);
+  return trimmed;
+}
 
 /// An array in a backend's memory (device memory on a GPU backend, or pinned host memory with
 /// `host` set), freed with it. Contents are uninitialized.

@@ -11,19 +11,22 @@
 // later; a feedback loop fast enough for the first is unstable with the second (measured: a
 // gain that holds density 0.1 within 1% oscillates between 0.1x and 10x at density 0.001).
 //
-// So DCT-DP's adaptive control (the default) keeps the exact k-th largest |acc| on every call
-// and makes that cheap:
-//   1. the fused filter (the pass every call makes) takes the *candidates* |acc| >= floor,
-//      where the floor aims at about 3k of them;
-//   2. among the m candidates (O(k) work, on the host) the k of largest magnitude stay; the
-//      others go back into the residual, exactly (it holds acc for them again);
+// So DCT-DP's adaptive control (the default) keeps the exact top k of |acc| on every call and
+// makes that cheap (gradient_compressor.cpp):
+//   1. the selection pass (the one pass every call makes: Backend::select) stores acc in the
+//      residual and lists the *candidates* |acc| >= floor, where the floor aims at about 3k;
+//   2. among the m candidates (O(m) work: Backend::trim_candidates) the k of largest
+//      magnitude are sent, ties at the k-th to the lowest indices; the residual keeps acc for
+//      the others, untouched;
 //   3. the next call's floor is the 3k-th largest candidate magnitude of this one (when fewer
 //      than 3k came, this floor lowered in proportion to the shortfall, down to 0.8x), a
 //      quantile of the slowly moving distribution of |acc|; it feeds nothing back into what
 //      is sent, so it cannot oscillate;
-//   4. only when fewer than k candidates come (the gradients grew several-fold in one call,
-//      or the first call) is the floor selected exactly over the tensor, and the filter rerun.
-// For native values the result is bitwise what an exact selection on every call gives.
+//   4. only when fewer than k candidates come (the gradients grew several-fold in one call)
+//      or more than the list holds is the top k selected over the tensor (its residual then
+//      holds acc), which also sets the next floor exactly; the first call's floor is selected
+//      over the tensor before its pass.
+// The result is bitwise what an exact selection on every call gives.
 //
 // DCT-MP's `threshold` selection has no error feedback, so the kept count follows tau
 // without delay: there a bounded multiplicative correction holds the density, with an exact
@@ -33,7 +36,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <vector>
 
 namespace dct::detail::tau_control {
 
@@ -50,36 +52,9 @@ inline std::size_t candidates(std::size_t k, std::size_t n) {
   return std::min(3 * k, n);
 }
 
-/// Factor applied to a floor that let only k candidates through (fewer than it aims at: in
-/// proportion, see trim).
+/// Factor applied to a floor that let only k candidates through, or fewer (fewer than it aims
+/// at: in proportion, see next_floor).
 inline constexpr double kWiden = 0.8;
-
-/// What trimming one call's candidates found.
-struct Trim {
-  std::size_t kept = 0;   ///< candidates kept: those with |value| >= tau
-  double tau = 0;         ///< the k-th largest candidate magnitude: the call's threshold
-  double next_floor = 0;  ///< the floor for the next call
-};
-
-/// Nothing trimmed: all m candidates kept at the `floor` that admitted them, and the next
-/// floor widened (kWiden).
-inline Trim untrimmed(std::size_t m, double floor) {
-  return Trim{m, floor, floor * kWiden};
-}
-
-/// Whether `v` is a number (not NaN, not +-Inf).
-template <typename T>
-inline bool finite(T v) {
-  return v - v == T(0);
-}
-
-/// How many of the m values are finite.
-template <typename T>
-std::size_t count_finite(const T *val, std::size_t m) {
-  std::size_t count = 0;
-  for (std::size_t j = 0; j < m; ++j) count += finite(val[j]) ? 1 : 0;
-  return count;
-}
 
 /// The floor for the next call, once `finite` (> k) finite candidates came through `floor`:
 /// the aim-th largest finite candidate magnitude (`aim_th()`, asked only when that many came),
@@ -93,49 +68,6 @@ double next_floor(double floor, std::size_t finite, std::size_t k, std::size_t a
   if (finite >= aim) return aim_th();
   const double shortfall = double(aim - finite) / double(aim - k);
   return floor * (1.0 - (1.0 - kWiden) * shortfall);
-}
-
-/// Trims the m candidates (idx[j], val[j]), in index order, to those whose |val| is at least
-/// the k-th largest finite one. NaN and +-Inf are always kept, as the filter keeps them, and
-/// do not count toward k: they can neither make the threshold infinite nor crowd out the
-/// finite entries. The kept ones are compacted in place, in index order; the others are
-/// appended, in index order, to `dropped_idx` / `dropped_val` (room for m - k). `floor` is the
-/// threshold that admitted the candidates; `magnitudes` is scratch. With at most k finite
-/// candidates nothing is dropped.
-template <typename T, typename Index>
-Trim trim(Index *idx, T *val, std::size_t m, std::size_t k, std::size_t aim, double floor,
-          std::vector<T> &magnitudes, Index *dropped_idx, T *dropped_val) {
-  Trim result = untrimmed(m, floor);
-  if (m <= k) return result;
-  magnitudes.clear();
-  for (std::size_t j = 0; j < m; ++j)
-    if (finite(val[j])) magnitudes.push_back(std::fabs(val[j]));
-  const std::size_t f = magnitudes.size();
-  if (f <= k) return result;
-  const auto larger = [](T a, T b) { return a > b; };
-  std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(), larger);
-  const T tau = magnitudes[k - 1];
-  result.next_floor = next_floor(floor, f, k, aim, [&] {
-    // Everything after position k - 1 is <= tau: the aim-th largest is among them.
-    std::nth_element(magnitudes.begin() + k, magnitudes.begin() + (aim - 1), magnitudes.end(),
-                     larger);
-    return static_cast<double>(magnitudes[aim - 1]);
-  });
-  std::size_t kept = 0, dropped = 0;
-  for (std::size_t j = 0; j < m; ++j) {
-    if (!(std::fabs(val[j]) < tau)) {  // the filter's keep rule (NaN, Inf kept)
-      idx[kept] = idx[j];
-      val[kept] = val[j];
-      ++kept;
-    } else {
-      dropped_idx[dropped] = idx[j];
-      dropped_val[dropped] = val[j];
-      ++dropped;
-    }
-  }
-  result.kept = kept;
-  result.tau = static_cast<double>(tau);
-  return result;
 }
 
 /// DCT-MP: relative half-width of the band of kept counts accepted without an exact

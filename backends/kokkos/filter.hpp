@@ -1,6 +1,7 @@
-// The Kokkos core's filter: the kept entries of acc = send + residual compacted to (index,
-// value) lists, the rest left in the residual (error feedback). One source for every execution
-// space.
+// The Kokkos core's selection pass (Backend::select): acc = send + residual stored into the
+// residual, and the entries the keep rule selects at tau compacted to (index, acc) lists in index
+// order, with ties at tau broken by index when a `limit` asks for an exact top k. One source for
+// every execution space.
 //
 // Private header of backends/kokkos/.
 #pragma once
@@ -8,183 +9,285 @@
 #include <algorithm>
 
 #include "portable.hpp"
+#include "simd.hpp"
 
 namespace dct::detail::kernels::kokkos {
 
-// The filter in two passes over work items of kFilterChunk entries, reading send and residual
-// once. Pass 1, in blocks of 16: acc is computed and stored with no branch while a 16-bit mask
-// of the block's kept entries is built (SSE2 where the host has it: compare + movemask; a plain
-// loop elsewhere); only the set bits are then visited, on data still in L1, and each kept entry
-// is staged as (index, acc) in the work item's slot, its residual set to what stays home. An
-// exclusive scan of the work items' counts gives each its output position; pass 2 copies the
-// staged entries there (a few percent of the tensor's bytes). Entries past the caller's
-// capacity get acc back in the residual; a work item with more kept entries than its slot
-// holds finds the rest again in pass 2, after its last staged entry. A parallel_scan over the data
-// (its counting pass, then its writing pass) read send and residual twice on threaded backends:
-// 3-4x slower than Serial on OpenMP at 1 thread, and a second read of only the blocks with a kept
-// entry (pass 1 keeping the blocks' masks alone) was still 2x slower: at 1% density those are a
-// sixth of the cache lines, read back from memory one at a time.
-
+// Two passes over work items of kFilterChunk entries, reading send and residual once. Pass 1
+// (stage), in blocks of 16: acc is computed and stored with no branch while a 16-bit mask of the
+// block's selected entries is built (SSE2 where the host has it: compare + movemask; a plain loop
+// elsewhere); only the set bits of four blocks' masks are then visited, on data still in L1, and
+// each selected entry is classified (above tau, a tie at tau, NaN/Inf) and staged as (index, acc)
+// in the work item's slot; with AVX-512 the block's entries are compress-stored there instead,
+// with no branch (simd.hpp). An exclusive scan of the work items' counts, packed as (entries above
+// or non-finite) << 32 | ties, gives each its output position and the ties before it; pass 2 (emit)
+// copies the staged entries there (a few percent of the tensor's bytes), skipping the ties past the
+// limit. A work item with more selected entries than its slot holds finds the rest again in pass 2,
+// after its last staged entry (the residual holds acc there). A parallel_scan over the data read
+// send and residual twice on threaded backends: 3-4x slower than Serial on OpenMP at 1 thread.
+//
+// The pass writes nothing but acc into the residual: which of the entries are finally sent, and
+// what stays home of them, is keep_top's work on the short list (lists.hpp).
+//
 // On a device every work item is one thread that walks its 4,096 entries: the layout is the
 // host's, tuned there; it has not been measured on a GPU (docs/kernels.md).
 
-/// One filter call's work items: pass 1 (stage) and pass 2 (emit) of work item c.
+/// A work item's selected entries as the scan adds them: (above or non-finite) << 32 | ties.
+/// Each count is at most n <= DCT_MAX_COUNT < 2^32, so the halves never carry into each other.
+KOKKOS_INLINE_FUNCTION std::uint64_t pack_counts(std::size_t strict, std::size_t ties) {
+  return (static_cast<std::uint64_t>(strict) << 32) | static_cast<std::uint64_t>(ties);
+}
+KOKKOS_INLINE_FUNCTION std::size_t strict_of(std::uint64_t packed) {
+  return static_cast<std::size_t>(packed >> 32);
+}
+KOKKOS_INLINE_FUNCTION std::size_t ties_of(std::uint64_t packed) {
+  return static_cast<std::size_t>(packed & 0xffffffffu);
+}
+
+/// How an entry that the keep rule selected at tau counts toward a limit.
+enum class Selection { above, tie, nonfinite };
+template <typename T>
+KOKKOS_INLINE_FUNCTION Selection classify(T acc, T tau) {
+  if (!is_finite(acc)) return Selection::nonfinite;
+  return std::fabs(acc) == tau ? Selection::tie : Selection::above;
+}
+
+/// Emits selected entries in index order from `position` on: every one but the ties whose rank
+/// (counted from `tie`) reaches `budget`; writes while `position < capacity`.
+template <typename T>
+struct Emitter {
+  T tau;
+  std::size_t budget;
+  WireIndex *idx;
+  T *val;
+  std::size_t capacity;
+  std::size_t position;
+  std::size_t tie;
+
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i, T acc) {
+    if (classify(acc, tau) == Selection::tie && tie++ >= budget) return;
+    if (position < capacity) {
+      idx[position] = static_cast<WireIndex>(i);
+      val[position] = acc;
+    }
+    ++position;
+  }
+};
+
+/// One selection call's work items: pass 1 (stage) and pass 2 (emit) of work item c.
 template <typename T, bool kHasSend>
-struct FilterPasses {
+struct SelectPasses {
   const T *send;
   T *residual;
   std::size_t n;
   T tau;
-  ValueCoding coding;
   WireIndex *idx;
   T *val;
   std::size_t capacity;
-  std::size_t chunks;
   std::size_t slot;
   WireIndex *staged_index;
   T *staged_acc;
+  std::uint64_t *counts_out;  // per work item: packed, then (after the scan) the packed prefix
+  std::uint32_t *nonfinite;
+  std::size_t span;  // entries per work item, a multiple of kFilterChunk
 
-  /// Pass 1: acc into the residual, the kept entries staged in the work item's slot; returns
-  /// the work item's count of kept entries (past its slot too).
-  KOKKOS_INLINE_FUNCTION std::size_t stage(std::size_t c) const {
-    const std::size_t begin = c * kFilterChunk;
-    const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
-    WireIndex *const slot_index = staged_index + c * slot;
-    T *const slot_acc = staged_acc + c * slot;
-    std::size_t count = 0;
-    auto stage_block = [&](std::size_t block, unsigned mask) {
-      for (; mask != 0 && count < slot; mask &= mask - 1, ++count) {
-        const std::size_t i = block + static_cast<std::size_t>(lowest_set_bit(mask));
-        const T acc = residual[i];
-        slot_index[count] = static_cast<WireIndex>(i);
-        slot_acc[count] = acc;
-        residual[i] = wire_remainder(acc, wire_value(acc, coding));
-      }
-      count += static_cast<std::size_t>(set_bits(mask));  // past the slot
-    };
-    std::size_t block = begin;
-    for (; block + kFilterBlock <= end; block += kFilterBlock)
-      stage_block(block,
-                  block_mask<BlockPass::filter, kHasSend, T>(
-                      kHasSend ? send + block : nullptr, residual + block, residual + block, tau));
-    if (block < end) {  // the last, partial block
-      unsigned mask = 0;
-      for (std::size_t i = block; i < end; ++i) {
-        residual[i] = (kHasSend ? send[i] : T(0)) + residual[i];
-        mask |= unsigned(keep_entry(residual[i], tau)) << (i - block);
-      }
-      stage_block(block, mask);
-    }
-    return count;
+  KOKKOS_INLINE_FUNCTION std::size_t end_of(std::size_t c) const {
+    const std::size_t end = (c + 1) * span;
+    return end < n ? end : n;
   }
 
-  /// Pass 2: work item c's `count` kept entries to positions begin, ... (while the capacity
-  /// lasts; the others get acc back in the residual).
-  KOKKOS_INLINE_FUNCTION void emit(std::size_t c, std::size_t begin, std::size_t count) const {
+  /// Pass 1: acc into the residual, the selected entries staged in the work item's slot and
+  /// counted (past its slot too).
+  KOKKOS_INLINE_FUNCTION void stage(std::size_t c) const {
+    const std::size_t begin = c * span, end = end_of(c);
+    WireIndex *const slot_index = staged_index + c * slot;
+    T *const slot_acc = staged_acc + c * slot;
+    StageCounts counts;
+    std::size_t i = begin;
+#if defined(DCT_KOKKOS_HOST_AVX512)
+    if (host_simd == HostSimd::avx512)
+      i = stage_avx512<kHasSend>(send, residual, begin, end, tau, slot_index, slot_acc, slot,
+                                 counts);
+#endif
+    const auto stage_bits = [&](std::size_t first, std::uint64_t mask) {
+      for (; mask != 0; mask &= mask - 1) {
+        const std::size_t at = first + static_cast<std::size_t>(lowest_set_bit64(mask));
+        const T acc = residual[at];
+        const Selection kind = classify(acc, tau);
+        counts.ties += kind == Selection::tie ? 1 : 0;
+        counts.strict += kind == Selection::tie ? 0 : 1;
+        counts.bad += kind == Selection::nonfinite ? 1 : 0;
+        if (counts.staged < slot) {
+          slot_index[counts.staged] = static_cast<WireIndex>(at);
+          slot_acc[counts.staged] = acc;
+          ++counts.staged;
+        }
+      }
+    };
+    constexpr BlockPass kPass = kHasSend ? BlockPass::filter : BlockPass::keep;
+    const auto block = [&](std::size_t at) {
+      return block_mask<kPass, kHasSend, T>(kHasSend ? send + at : nullptr, residual + at,
+                                            residual + at, tau);
+    };
+    // Four blocks' masks at a time: a loop over the set bits of 64 entries, whose branches
+    // mispredict less often than one per 16-entry block (simd.hpp).
+    for (; i + 4 * kFilterBlock <= end; i += 4 * kFilterBlock) {
+      const std::uint64_t mask = std::uint64_t(block(i)) |
+                                 std::uint64_t(block(i + kFilterBlock)) << 16 |
+                                 std::uint64_t(block(i + 2 * kFilterBlock)) << 32 |
+                                 std::uint64_t(block(i + 3 * kFilterBlock)) << 48;
+      stage_bits(i, mask);
+    }
+    for (; i + kFilterBlock <= end; i += kFilterBlock) stage_bits(i, block(i));
+    if (i < end) {  // the last, partial block
+      std::uint64_t mask = 0;
+      for (std::size_t at = i; at < end; ++at) {
+        if constexpr (kHasSend) residual[at] = send[at] + residual[at];
+        mask |= std::uint64_t(keep_entry(residual[at], tau)) << (at - i);
+      }
+      stage_bits(i, mask);
+    }
+    counts_out[c] = pack_counts(counts.strict, counts.ties);
+    nonfinite[c] = static_cast<std::uint32_t>(counts.bad);
+  }
+
+  /// Pass 2: work item c's `count` selected entries, from the packed prefix `before` on.
+  KOKKOS_INLINE_FUNCTION void emit(std::size_t c, std::uint64_t before, std::size_t count,
+                                   std::size_t budget) const {
+    const std::size_t ties_before = ties_of(before);
+    Emitter<T> out{tau,        budget,
+                   idx,        val,
+                   capacity,   strict_of(before) + (ties_before < budget ? ties_before : budget),
+                   ties_before};
+    if (out.position >= capacity) return;
     const WireIndex *const slot_index = staged_index + c * slot;
     const T *const slot_acc = staged_acc + c * slot;
     const std::size_t staged = count < slot ? count : slot;
-    for (std::size_t j = 0; j < staged; ++j) {
-      const std::size_t position = begin + j;
-      if (position < capacity) {
-        idx[position] = slot_index[j];
-        val[position] = wire_value(slot_acc[j], coding);
-      } else {
-        residual[slot_index[j]] = slot_acc[j];  // stays home whole
-      }
-    }
-    if (count == staged || begin + staged >= capacity) return;
-    // The slot overflowed: the kept entries after the last staged one (whose residual still
-    // holds acc) are found again, while the capacity lasts.
-    const std::size_t stop = c * kFilterChunk + kFilterChunk;
-    std::size_t position = begin + staged;
-    for (std::size_t i = std::size_t(slot_index[staged - 1]) + 1;
-         i < (stop < n ? stop : n) && position < capacity; ++i) {
-      const T acc = residual[i];
-      if (!keep_entry(acc, tau)) continue;
-      const T sent = wire_value(acc, coding);
-      idx[position] = static_cast<WireIndex>(i);
-      val[position] = sent;
-      residual[i] = wire_remainder(acc, sent);
-      ++position;
-    }
+    for (std::size_t j = 0; j < staged && out.position < capacity; ++j)
+      out(slot_index[j], slot_acc[j]);
+    if (count == staged) return;
+    // The slot overflowed: the selected entries after the last staged one, found again.
+    const std::size_t from = staged > 0 ? std::size_t(slot_index[staged - 1]) + 1 : c * span;
+    for (std::size_t i = from, end = end_of(c); i < end && out.position < capacity; ++i)
+      if (keep_entry(residual[i], tau)) out(i, residual[i]);
   }
 };
 
-struct FilterSlots;  // Scratch tags
-struct FilterIndex;
-struct FilterFirst;
+struct SelectIndex;  // Scratch tags
+struct SelectValues;
+struct SelectCounts;
+struct SelectNonfinite;
 
 template <typename T, bool kHasSend, typename Exec>
-std::size_t filter_chunks(const Exec &exec, const T *send, T *residual, std::size_t n, T tau,
-                          ValueCoding coding, WireIndex *idx, T *val, std::size_t capacity) {
+Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t n, T tau,
+                       std::size_t limit, WireIndex *idx, T *val, std::size_t capacity) {
   const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
-  if (chunks == 0) return 0;
+  if (chunks == 0) return Selected{};
+  // Work items of whole chunks: on the host a few per thread (each stages into one contiguous
+  // slot: staging into a slot per 4,096-entry chunk, scattered over ~20 MB, cost 1.6 ms more
+  // per 16M floats with cold caches), one per chunk on a device.
+  std::size_t items = chunks;
+  if constexpr (kHostAccessible<Exec>) {
+    const std::size_t wanted = 8 * static_cast<std::size_t>(exec.concurrency());
+    items = std::min(chunks, exec.concurrency() > 1 ? wanted : std::size_t(1));
+  }
+  const std::size_t span = (chunks + items - 1) / items * kFilterChunk;
+  items = (n + span - 1) / span;
+  // The limit's budget of ties: what is left of it after every finite entry above tau.
+  const auto budget_for = [limit](std::uint64_t total, std::size_t bad) {
+    if (limit == kEveryTie) return kEveryTie;
+    const std::size_t above = strict_of(total) - bad;
+    return limit > above ? limit - above : std::size_t(0);
+  };
+  const auto selected = [](std::uint64_t total, std::size_t budget) {
+    return strict_of(total) + (ties_of(total) < budget ? ties_of(total) : budget);
+  };
+  if constexpr (kHostAccessible<Exec>) {
+    if (items == 1 && limit == kEveryTie) {
+      // One work item and no limit (Serial, one thread, small tensors: every call at the
+      // defaults): staged straight into the output, the first `capacity` in index order, on the
+      // calling thread. Without a limit staging is emitting.
+      std::uint64_t total = 0;
+      std::uint32_t bad = 0;
+      const SelectPasses<T, kHasSend> direct{send,     residual, n,   tau,    idx,  val, capacity,
+                                             capacity, idx,      val, &total, &bad, span};
+      direct.stage(0);
+      return Selected{strict_of(total) + ties_of(total), bad};
+    }
+  }
   // A slot holds twice a work item's share of the capacity: overflowing it is rare, and costs
   // the work item only a second look at its own blocks.
-  const std::size_t share = (2 * capacity + chunks - 1) / chunks + 32;
-  const std::size_t slot = std::min<std::size_t>(kFilterChunk, share);
-  const Scratch<FilterIndex, WireIndex, Exec> staged_index(chunks * slot);
-  const Scratch<FilterSlots, T, Exec> staged_acc(chunks * slot);
-  const FilterPasses<T, kHasSend> passes{send,
+  const std::size_t share = (2 * capacity + items - 1) / items + 32;
+  const std::size_t slot = capacity == 0 ? 0 : std::min<std::size_t>(span, share);
+  const Scratch<SelectIndex, WireIndex, Exec> staged_index(items * slot);
+  const Scratch<SelectValues, T, Exec> staged_acc(items * slot);
+  const Scratch<SelectCounts, std::uint64_t, Exec> counts(items);
+  const Scratch<SelectNonfinite, std::uint32_t, Exec> nonfinite(items);
+  const SelectPasses<T, kHasSend> passes{send,
                                          residual,
                                          n,
                                          tau,
-                                         coding,
                                          idx,
                                          val,
                                          capacity,
-                                         chunks,
                                          slot,
                                          staged_index.data(),
-                                         staged_acc.data()};
+                                         staged_acc.data(),
+                                         counts.data(),
+                                         nonfinite.data(),
+                                         span};
   if constexpr (kHostAccessible<Exec>) {
-    if (chunks == 1) {
-      // One work item (n <= kFilterChunk): both passes here, on the calling thread. Three
-      // kernel launches and a scan cost more than the work on such tensors (about 1 us of a
-      // call of 1,000 floats); the passes are the kernels' own, so the bits are theirs.
-      const std::size_t kept = passes.stage(0);
-      passes.emit(0, 0, kept);
-      return kept;
+    if (items == 1) {  // both passes here, on the calling thread
+      passes.stage(0);
+      const std::uint64_t total = counts.data()[0];
+      const std::size_t bad = nonfinite.data()[0], budget = budget_for(total, bad);
+      passes.emit(0, 0, strict_of(total) + ties_of(total), budget);
+      return Selected{selected(total, budget), bad};
     }
   }
-  const Scratch<FilterFirst, std::size_t, Exec> first_scratch(chunks);
-  const Buffer<std::size_t, Exec> first(first_scratch.data(), chunks);
-  const Range<Exec> work = range(exec, chunks);
+  const Buffer<std::uint64_t, Exec> first(counts.data(), items);
+  const Buffer<std::uint32_t, Exec> bad_counts(nonfinite.data(), items);
+  const Range<Exec> work = range(exec, items);
   Kokkos::parallel_for(
-      "dct::filter_stage", work,
-      KOKKOS_LAMBDA(const std::int64_t c) { first(c) = passes.stage(std::size_t(c)); });
-  std::size_t kept = 0;
+      "dct_select", work, KOKKOS_LAMBDA(const std::int64_t c) { passes.stage(std::size_t(c)); });
+  std::uint64_t total = 0;
   Kokkos::parallel_scan(
-      "dct::filter_positions", work,
-      KOKKOS_LAMBDA(const std::int64_t c, std::size_t &position, const bool final) {
-        const std::size_t count = first(c);
+      "dct_select_scan", work,
+      KOKKOS_LAMBDA(const std::int64_t c, std::uint64_t &position, const bool final) {
+        const std::uint64_t count = first(c);
         if (final) first(c) = position;
         position += count;
       },
-      kept);
-  Kokkos::parallel_for(
-      "dct::filter_emit", work, KOKKOS_LAMBDA(const std::int64_t c) {
-        const std::size_t begin = first(c);
-        const std::size_t count =
-            (static_cast<std::size_t>(c) + 1 < chunks ? first(c + 1) : kept) - begin;
-        passes.emit(std::size_t(c), begin, count);
-      });
+      total);
+  std::size_t bad = 0;
+  Kokkos::parallel_reduce(
+      "dct_select_bad", work,
+      KOKKOS_LAMBDA(const std::int64_t c, std::size_t &sum) { sum += bad_counts(c); }, bad);
+  const std::size_t budget = budget_for(total, bad);
+  if (capacity > 0) {
+    Kokkos::parallel_for(
+        "dct_select_emit", work, KOKKOS_LAMBDA(const std::int64_t c) {
+          const std::uint64_t before = first(c);
+          const std::uint64_t after = std::size_t(c) + 1 < items ? first(c + 1) : total;
+          const std::uint64_t count = after - before;
+          passes.emit(std::size_t(c), before, strict_of(count) + ties_of(count), budget);
+        });
+  }
   exec.fence();
-  return kept;
+  return Selected{selected(total, budget), bad};
 }
 
-/// Backend::filter on `exec`: buffers in its memory space, `send` may be empty (zeros).
+/// Backend::select on `exec`: buffers in its memory space, `send` may be empty (residual = acc).
 template <typename T, typename Exec>
-std::size_t filter(const Exec &exec, const Buffer<const T, Exec> &send,
-                   const Buffer<T, Exec> &residual, T tau, ValueCoding coding,
-                   const Buffer<WireIndex, Exec> &idx, const Buffer<T, Exec> &val,
-                   std::size_t capacity) {
+Selected select(const Exec &exec, const Buffer<const T, Exec> &send,
+                const Buffer<T, Exec> &residual, T tau, std::size_t limit,
+                const Buffer<WireIndex, Exec> &idx, const Buffer<T, Exec> &val,
+                std::size_t capacity) {
   const std::size_t n = residual.extent(0);
   return send.data() != nullptr
-             ? filter_chunks<T, true>(exec, send.data(), residual.data(), n, tau, coding,
-                                      idx.data(), val.data(), capacity)
-             : filter_chunks<T, false>(exec, send.data(), residual.data(), n, tau, coding,
+             ? select_chunks<T, true>(exec, send.data(), residual.data(), n, tau, limit, idx.data(),
+                                      val.data(), capacity)
+             : select_chunks<T, false>(exec, send.data(), residual.data(), n, tau, limit,
                                        idx.data(), val.data(), capacity);
 }
 

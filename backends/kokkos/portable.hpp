@@ -65,6 +65,13 @@ KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
   return __builtin_ctz(mask);
 #endif
 }
+KOKKOS_INLINE_FUNCTION int lowest_set_bit64(std::uint64_t mask) {
+#if KOKKOS_VERSION >= 40100
+  return Kokkos::Experimental::countr_zero_builtin(mask);
+#else
+  return __builtin_ctzll(mask);
+#endif
+}
 KOKKOS_INLINE_FUNCTION int set_bits(unsigned mask) {
 #if KOKKOS_VERSION >= 40100
   return Kokkos::Experimental::popcount_builtin(mask);
@@ -106,8 +113,9 @@ constexpr std::int64_t kFilterChunk = 4096;
 
 /// What a mask pass does with a block of 16 entries of acc = send + residual. `filter` stores
 /// acc into `acc_out` and marks the entries the keep rule sends (|acc| >= tau or NaN, never 0);
-/// `select` only reads, and marks |acc| >= bound or NaN.
-enum class BlockPass { filter, select };
+/// `keep` marks the same entries without storing anything; `select` only reads, and marks
+/// |acc| >= bound or NaN (zeros too, when the bound is 0).
+enum class BlockPass { filter, keep, select };
 
 template <BlockPass kPass, bool kHasSend, typename T>
 KOKKOS_INLINE_FUNCTION unsigned block_mask_scalar(const T *send, const T *residual, T *acc_out,
@@ -115,46 +123,45 @@ KOKKOS_INLINE_FUNCTION unsigned block_mask_scalar(const T *send, const T *residu
   unsigned mask = 0;
   for (std::size_t j = 0; j < kFilterBlock; ++j) {
     const T acc = (kHasSend ? send[j] : T(0)) + residual[j];
-    if constexpr (kPass == BlockPass::filter) {
-      acc_out[j] = acc;
-      mask |= unsigned(keep_entry(acc, bound)) << j;
-    } else {
+    if constexpr (kPass == BlockPass::filter) acc_out[j] = acc;
+    if constexpr (kPass == BlockPass::select)
       mask |= unsigned(!(std::fabs(acc) < bound)) << j;
-    }
+    else
+      mask |= unsigned(keep_entry(acc, bound)) << j;
   }
   return mask;
 }
 
 #if defined(DCT_KOKKOS_HOST_SSE2)
-// !(|acc| < bound) is cmpnlt, which is also true for NaN, as both passes want.
-template <BlockPass kPass>
+// !(|acc| < bound) is cmpnlt, which is also true for NaN, as every pass wants.
+template <BlockPass kPass, bool kHasSend>
 inline unsigned block_mask_sse2(const float *send, const float *residual, float *acc_out,
                                 float bound) {
   const __m128 threshold = _mm_set1_ps(bound), sign = _mm_set1_ps(-0.0f);
   unsigned mask = 0;
   for (int v = 0; v < 4; ++v) {
-    const __m128 acc = _mm_add_ps(_mm_loadu_ps(send + 4 * v), _mm_loadu_ps(residual + 4 * v));
+    const __m128 r = _mm_loadu_ps(residual + 4 * v);
+    const __m128 acc = kHasSend ? _mm_add_ps(_mm_loadu_ps(send + 4 * v), r) : r;
     __m128 marked = _mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold);
-    if constexpr (kPass == BlockPass::filter) {
-      _mm_storeu_ps(acc_out + 4 * v, acc);
+    if constexpr (kPass == BlockPass::filter) _mm_storeu_ps(acc_out + 4 * v, acc);
+    if constexpr (kPass != BlockPass::select)
       marked = _mm_and_ps(marked, _mm_cmpneq_ps(acc, _mm_setzero_ps()));
-    }
     mask |= unsigned(_mm_movemask_ps(marked)) << (4 * v);
   }
   return mask;
 }
-template <BlockPass kPass>
+template <BlockPass kPass, bool kHasSend>
 inline unsigned block_mask_sse2(const double *send, const double *residual, double *acc_out,
                                 double bound) {
   const __m128d threshold = _mm_set1_pd(bound), sign = _mm_set1_pd(-0.0);
   unsigned mask = 0;
   for (int v = 0; v < 8; ++v) {
-    const __m128d acc = _mm_add_pd(_mm_loadu_pd(send + 2 * v), _mm_loadu_pd(residual + 2 * v));
+    const __m128d r = _mm_loadu_pd(residual + 2 * v);
+    const __m128d acc = kHasSend ? _mm_add_pd(_mm_loadu_pd(send + 2 * v), r) : r;
     __m128d marked = _mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold);
-    if constexpr (kPass == BlockPass::filter) {
-      _mm_storeu_pd(acc_out + 2 * v, acc);
+    if constexpr (kPass == BlockPass::filter) _mm_storeu_pd(acc_out + 2 * v, acc);
+    if constexpr (kPass != BlockPass::select)
       marked = _mm_and_pd(marked, _mm_cmpneq_pd(acc, _mm_setzero_pd()));
-    }
     mask |= unsigned(_mm_movemask_pd(marked)) << (2 * v);
   }
   return mask;
@@ -162,13 +169,20 @@ inline unsigned block_mask_sse2(const double *send, const double *residual, doub
 #endif
 
 /// The block's mask: SSE2 in host code where the host has it, the portable loop elsewhere
-/// (device code, other hosts). Both give the same bits.
+/// (device code, other hosts). Both give the same bits. `send` is read only with kHasSend.
 template <BlockPass kPass, bool kHasSend, typename T>
 KOKKOS_INLINE_FUNCTION unsigned block_mask(const T *send, const T *residual, T *acc_out, T bound) {
 #if defined(DCT_KOKKOS_HOST_SSE2)
-  if constexpr (kHasSend) return block_mask_sse2<kPass>(send, residual, acc_out, bound);
-#endif
+  return block_mask_sse2<kPass, kHasSend>(send, residual, acc_out, bound);
+#else
   return block_mask_scalar<kPass, kHasSend>(send, residual, acc_out, bound);
+#endif
+}
+
+/// Whether `v` is neither NaN nor +-Inf.
+template <typename T>
+KOKKOS_INLINE_FUNCTION bool is_finite(T v) {
+  return v - v == T(0);
 }
 
 /// A kernel's scratch array of `size` elements in `Exec`'s memory. On host-accessible memory it

@@ -53,12 +53,12 @@ KOKKOS_INLINE_FUNCTION std::uint32_t top_digit(KeyBits<T> key) {
 // left; `rank` becomes their rank among them.
 template <typename Bits>
 std::size_t refine_candidates(Bits *keys, std::size_t count, std::size_t &rank, int high) {
-  std::vector<std::size_t> histogram(kBuckets);
+  std::uint32_t histogram[kBuckets];  // on the stack: nothing allocated per call
   while (count > 4096 && high > 0) {
     const int width = high < kDigitBits ? high : kDigitBits;
     const int shift = high - width;
     const Bits digit_mask = (Bits(1) << width) - 1;
-    std::fill(histogram.begin(), histogram.end(), 0);
+    std::fill(histogram, histogram + kBuckets, 0u);
     for (std::size_t j = 0; j < count; ++j) ++histogram[(keys[j] >> shift) & digit_mask];
     std::size_t above = 0;
     Bits digit = digit_mask;
@@ -74,28 +74,32 @@ std::size_t refine_candidates(Bits *keys, std::size_t count, std::size_t &rank, 
 }
 
 /// Keys that many work items append to one buffer in `Exec`'s memory, each through a local
-/// batch of kBatch; keys past `capacity` are counted but not stored.
+/// batch of kBatch; keys past `capacity` are counted but not stored. Its counter is a scratch
+/// word of the caller's (`Filled`), zeroed here: nothing is allocated per call.
 template <typename Bits, typename Exec>
 class CandidateSink {
  public:
   static constexpr std::size_t kBatch = 256;
-  CandidateSink(Bits *keys, std::size_t capacity) : keys_(keys), capacity_(capacity) {}
+  CandidateSink(const Exec &exec, Bits *keys, std::size_t capacity, std::uint64_t *filled)
+      : keys_(keys), capacity_(capacity), filled_(filled, 1) {
+    Kokkos::deep_copy(exec, filled_, std::uint64_t(0));
+  }
   KOKKOS_INLINE_FUNCTION void append(const Bits *found, std::size_t count) const {
-    const std::uint64_t at = Kokkos::atomic_fetch_add(&filled_(), std::uint64_t(count));
+    const std::uint64_t at = Kokkos::atomic_fetch_add(&filled_(0), std::uint64_t(count));
     if (at + count <= capacity_)
       for (std::size_t j = 0; j < count; ++j) keys_[at + j] = found[j];
   }
-  /// Keys appended, stored or not (host code, after the kernels that append).
+  /// Keys appended, stored or not (host code, after the kernels that append, fenced).
   std::size_t filled() const {
     std::uint64_t filled = 0;
-    Kokkos::deep_copy(filled, filled_);
+    Kokkos::deep_copy(filled, Kokkos::subview(filled_, 0));
     return static_cast<std::size_t>(filled);
   }
 
  private:
   Bits *keys_;
   std::size_t capacity_;
-  Kokkos::View<std::uint64_t, typename Exec::memory_space> filled_{"dct::filled"};
+  Buffer<std::uint64_t, Exec> filled_;
 };
 
 /// The k-th largest (rank, 1-based) of `count` host keys that agree above bit `high`,
@@ -132,7 +136,7 @@ void gather_abs_sample(const Exec &exec, const T *send, const T *residual, std::
                        std::uint64_t seed, const Buffer<T, Exec> &out) {
   const std::size_t m = out.extent(0);
   Kokkos::parallel_for(
-      "dct::gather_sample", range(exec, m), KOKKOS_LAMBDA(const std::int64_t j) {
+      "dct_sample", range(exec, m), KOKKOS_LAMBDA(const std::int64_t j) {
         const std::size_t i = sample_position(static_cast<std::size_t>(j), m, n, seed);
         out(j) = std::fabs((send ? send[i] : T(0)) + residual[i]);
       });
@@ -193,7 +197,7 @@ void copy_keys_at_least(const Exec &exec, const T *send, const T *residual, std:
   constexpr std::size_t kBatch = CandidateSink<Bits, Exec>::kBatch;
   const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
   Kokkos::parallel_for(
-      "dct::select_above_bound", range(exec, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
+      "dct_above_bound", range(exec, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
         const std::size_t begin = static_cast<std::size_t>(c) * kFilterChunk;
         const std::size_t end = begin + kFilterChunk < n ? begin + kFilterChunk : n;
         Bits found[kBatch];
@@ -220,21 +224,20 @@ void copy_keys_at_least(const Exec &exec, const T *send, const T *residual, std:
   exec.fence();
 }
 
-/// The histogram of the first digit of |acc|, counted per work item in team scratch: on the host
-/// by a team of one thread, in interleaved lanes with plain increments; on a device by a team of
-/// many, in one lane with scratch atomics; then added to the global histogram.
+/// The histogram of the first digit of |acc| into `histogram` (Digit::buckets counters, zeroed
+/// here), counted per work item in team scratch: on the host by a team of one thread, in
+/// interleaved lanes with plain increments; on a device by a team of many, in one lane with
+/// scratch atomics; then added to the global histogram.
 template <typename T, typename Exec>
-Kokkos::View<std::uint64_t *, typename Exec::memory_space> first_digit_histogram(const Exec &exec,
-                                                                                 const T *send,
-                                                                                 const T *residual,
-                                                                                 std::size_t n) {
+void first_digit_histogram(const Exec &exec, const T *send, const T *residual, std::size_t n,
+                           const Buffer<std::uint64_t, Exec> &histogram) {
   using Digit = FirstDigit<T>;
   using Team = Kokkos::TeamPolicy<Exec>;
   using Local = Kokkos::View<std::uint32_t *, typename Exec::scratch_memory_space,
                              Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   constexpr std::size_t buckets = Digit::buckets;
   const std::size_t chunks = (n + Digit::chunk - 1) / Digit::chunk;
-  Kokkos::View<std::uint64_t *, typename Exec::memory_space> histogram("dct::histogram", buckets);
+  Kokkos::deep_copy(exec, histogram, std::uint64_t(0));
   // One thread per team on the host; as many as the device likes on a device.
   const int lanes = kHostAccessible<Exec> ? Digit::lanes : 1;
   Team policy = kHostAccessible<Exec> ? Team(exec, static_cast<int>(chunks), 1)
@@ -244,7 +247,7 @@ Kokkos::View<std::uint64_t *, typename Exec::memory_space> first_digit_histogram
   const int level = bytes <= 32768 ? 0 : 1;
   policy.set_scratch_size(level, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
-      "dct::select_histogram", policy, KOKKOS_LAMBDA(const typename Team::member_type &team) {
+      "dct_histogram", policy, KOKKOS_LAMBDA(const typename Team::member_type &team) {
         const Local local(team.team_scratch(level), lanes * buckets);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lanes * buckets),
                              [&](const std::size_t b) { local(b) = 0; });
@@ -275,56 +278,63 @@ Kokkos::View<std::uint64_t *, typename Exec::memory_space> first_digit_histogram
         });
       });
   exec.fence();
-  return histogram;
 }
 
-/// Backend::kth_largest_abs on `exec`: buffers in its memory space, `send` may be empty.
+struct HistogramTag;  // Scratch tags
+struct FilledTag;
+
+/// The first-digit histogram of |acc| where the host can read it (a scratch of the caller's
+/// thread on host spaces; a copy on a device).
 template <typename T, typename Exec>
-T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
-                  const Buffer<const T, Exec> &residual_buffer, std::size_t k) {
+const std::uint64_t *histogram_on_host(const Exec &exec, const T *send, const T *residual,
+                                       std::size_t n, std::vector<std::uint64_t> &copy) {
+  const Scratch<HistogramTag, std::uint64_t, Exec> histogram(FirstDigit<T>::buckets);
+  const Buffer<std::uint64_t, Exec> counts(histogram.data(), FirstDigit<T>::buckets);
+  first_digit_histogram(exec, send, residual, n, counts);
+  if constexpr (kHostAccessible<Exec>) {
+    return histogram.data();
+  } else {
+    copy.resize(FirstDigit<T>::buckets);
+    Kokkos::deep_copy(
+        exec, Buffer<std::uint64_t, Kokkos::DefaultHostExecutionSpace>(copy.data(), copy.size()),
+        counts);
+    exec.fence();
+    return copy.data();
+  }
+}
+
+/// The first digit whose bucket holds the rank-th largest key (1 <= rank <= total), and how
+/// many keys lie in the buckets above it.
+struct DigitOfRank {
+  std::uint32_t digit = 0;
+  std::size_t above = 0;
+};
+template <typename T>
+DigitOfRank digit_of_rank(const std::uint64_t *histogram, std::size_t rank) {
+  DigitOfRank at{FirstDigit<T>::buckets - 1, 0};
+  while (at.above + histogram[at.digit] < rank) at.above += histogram[at.digit--];
+  return at;
+}
+
+/// The keys of |acc| whose first digit is `digit` (or `other`), appended to `sink` in any order.
+template <typename T, typename Exec>
+void copy_bucket_keys(const Exec &exec, const T *send, const T *residual, std::size_t n,
+                      std::uint32_t digit, std::uint32_t other,
+                      const CandidateSink<KeyBits<T>, Exec> &sink) {
   using Bits = KeyBits<T>;
   using Digit = FirstDigit<T>;
-  const T *const send = send_buffer.data();
-  const T *const residual = residual_buffer.data();
-  const std::size_t n = residual_buffer.extent(0);
-  require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
-  std::vector<Bits> host_copy;
-
-  const LowerBound<T> bound = sampled_lower_bound(exec, send, residual, n, k);
-  if (bound.usable) {
-    const Scratch<CandidateTag, Bits, Exec> candidates(bound.capacity);
-    const CandidateSink<Bits, Exec> sink(candidates.data(), bound.capacity);
-    if (send)
-      copy_keys_at_least<T, true>(exec, send, residual, n, bound.value, sink);
-    else
-      copy_keys_at_least<T, false>(exec, send, residual, n, bound.value, sink);
-    const std::size_t filled = sink.filled();
-    if (filled <= bound.capacity && filled >= k)
-      return kth_largest_key<T>(keys_on_host(exec, candidates.data(), filled, host_copy), filled, k,
-                                8 * int(sizeof(T)) - 1);
-  }
-
-  const auto histogram = Kokkos::create_mirror_view_and_copy(
-      Kokkos::HostSpace(), first_digit_histogram(exec, send, residual, n));
-  std::size_t above = 0;
-  std::uint32_t digit = Digit::buckets - 1;
-  while (above + histogram(digit) < k) above += histogram(digit--);
-  const std::size_t count = histogram(digit);
-
-  // The keys in the chosen bucket, in any order (each work item appends its own).
   constexpr std::size_t kBatch = CandidateSink<Bits, Exec>::kBatch;
-  const Scratch<CandidateTag, Bits, Exec> candidates(count);
-  const CandidateSink<Bits, Exec> sink(candidates.data(), count);
   const std::size_t chunks = (n + Digit::chunk - 1) / Digit::chunk;
   Kokkos::parallel_for(
-      "dct::select_candidates", range(exec, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
+      "dct_bucket_keys", range(exec, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
         const std::size_t begin = static_cast<std::size_t>(c) * Digit::chunk;
         const std::size_t end = begin + Digit::chunk < n ? begin + Digit::chunk : n;
         Bits found[kBatch];
         std::size_t found_count = 0;
         for (std::size_t i = begin; i < end; ++i) {
           const Bits key = abs_key<T>((send ? send[i] : T(0)) + residual[i]);
-          if (top_digit<T>(key) != digit) continue;
+          const std::uint32_t top = top_digit<T>(key);
+          if (top != digit && top != other) continue;
           found[found_count++] = key;
           if (found_count == kBatch) {
             sink.append(found, found_count);
@@ -334,8 +344,126 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
         sink.append(found, found_count);
       });
   exec.fence();
+}
+
+/// Backend::kth_largest_abs on `exec`: buffers in its memory space, `send` may be empty.
+template <typename T, typename Exec>
+T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
+                  const Buffer<const T, Exec> &residual_buffer, std::size_t k) {
+  using Bits = KeyBits<T>;
+  const T *const send = send_buffer.data();
+  const T *const residual = residual_buffer.data();
+  const std::size_t n = residual_buffer.extent(0);
+  require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
+  std::vector<Bits> host_copy;
+  const Scratch<FilledTag, std::uint64_t, Exec> filled(1);
+
+  const LowerBound<T> bound = sampled_lower_bound(exec, send, residual, n, k);
+  if (bound.usable) {
+    const Scratch<CandidateTag, Bits, Exec> candidates(bound.capacity);
+    const CandidateSink<Bits, Exec> sink(exec, candidates.data(), bound.capacity, filled.data());
+    if (send)
+      copy_keys_at_least<T, true>(exec, send, residual, n, bound.value, sink);
+    else
+      copy_keys_at_least<T, false>(exec, send, residual, n, bound.value, sink);
+    const std::size_t found = sink.filled();
+    if (found <= bound.capacity && found >= k)
+      return kth_largest_key<T>(keys_on_host(exec, candidates.data(), found, host_copy), found, k,
+                                8 * int(sizeof(T)) - 1);
+  }
+
+  std::vector<std::uint64_t> histogram_copy;
+  const std::uint64_t *histogram = histogram_on_host(exec, send, residual, n, histogram_copy);
+  const DigitOfRank at = digit_of_rank<T>(histogram, k);
+  const std::size_t count = histogram[at.digit];
+  // The keys in the chosen bucket, in any order (each work item appends its own).
+  const Scratch<CandidateTag, Bits, Exec> candidates(count);
+  const CandidateSink<Bits, Exec> sink(exec, candidates.data(), count, filled.data());
+  copy_bucket_keys(exec, send, residual, n, at.digit, at.digit, sink);
   return kth_largest_key<T>(keys_on_host(exec, candidates.data(), count, host_copy), count,
-                            k - above, Digit::shift);
+                            k - at.above, FirstDigit<T>::shift);
+}
+
+/// Lists up to this long are ranked on the calling thread where the memory is the host's.
+constexpr std::size_t kShortList = 16384;
+
+/// The finite count and the k-th and aim-th largest finite |val| of m values in Exec's memory
+/// (the ranks of trim_candidates' general path, lists.hpp). Short lists are ranked on the host
+/// directly; longer ones from one histogram of their first digits (whose top buckets hold
+/// exactly the NaN and Inf keys) and one pass that copies the keys of the buckets those ranks
+/// fall in.
+template <typename T, typename Exec>
+CandidateRanks<T> rank_list(const Exec &exec, const T *val, std::size_t m, std::size_t k,
+                            std::size_t aim) {
+  using Bits = KeyBits<T>;
+  using Digit = FirstDigit<T>;
+  CandidateRanks<T> ranks;
+  if (m == 0) return ranks;
+  // The key of +Inf: every key from it up is Inf or NaN.
+  constexpr Bits kInfinity =
+      static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  std::vector<Bits> host_copy;
+  if constexpr (kHostAccessible<Exec>) {
+    if (m <= kShortList) {
+      // A short list (small tensors, each call's per-call overhead): its finite keys sorted
+      // partially on the calling thread, no kernel.
+      const Scratch<CandidateTag, Bits, Exec> keys(m);
+      Bits *finite = keys.data();
+      std::size_t f = 0;
+      for (std::size_t j = 0; j < m; ++j) {
+        const Bits key = abs_key<T>(val[j]);
+        if (key < kInfinity) finite[f++] = key;
+      }
+      ranks.finite = f;
+      if (k >= 1 && k <= f) {
+        std::nth_element(finite, finite + (k - 1), finite + f, std::greater<Bits>());
+        ranks.kth = value_of_key<T>(finite[k - 1]);
+      }
+      if (aim >= 1 && aim <= f) {
+        // Everything past position k - 1 is <= the k-th: the aim-th (aim >= k) is among them.
+        const std::size_t from = k >= 1 && k <= f && aim >= k ? k - 1 : 0;
+        std::nth_element(finite + from, finite + (aim - 1), finite + f, std::greater<Bits>());
+        ranks.aimth = value_of_key<T>(finite[aim - 1]);
+      }
+      return ranks;
+    }
+  }
+  std::vector<std::uint64_t> histogram_copy;
+  const std::uint64_t *histogram =
+      histogram_on_host(exec, static_cast<const T *>(nullptr), val, m, histogram_copy);
+  std::size_t nonfinite = 0;
+  for (std::size_t b = top_digit<T>(kInfinity); b < Digit::buckets; ++b) nonfinite += histogram[b];
+  ranks.finite = m - nonfinite;
+  const bool want_k = k >= 1 && k <= ranks.finite, want_aim = aim >= 1 && aim <= ranks.finite;
+  if (!want_k && !want_aim) return ranks;
+  const DigitOfRank at_k = digit_of_rank<T>(histogram, (want_k ? k : aim) + nonfinite);
+  const DigitOfRank at_aim = digit_of_rank<T>(histogram, (want_aim ? aim : k) + nonfinite);
+  const std::size_t count_k = histogram[at_k.digit];
+  const std::size_t count = count_k + (at_aim.digit != at_k.digit ? histogram[at_aim.digit] : 0);
+  const Scratch<CandidateTag, Bits, Exec> candidates(count);
+  const Scratch<FilledTag, std::uint64_t, Exec> filled(1);
+  const CandidateSink<Bits, Exec> sink(exec, candidates.data(), count, filled.data());
+  copy_bucket_keys(exec, static_cast<const T *>(nullptr), val, m, at_k.digit, at_aim.digit, sink);
+  Bits *keys = keys_on_host(exec, candidates.data(), count, host_copy);
+  // The two buckets' keys apart (in place): bucket k's first.
+  Bits *const split =
+      std::partition(keys, keys + count, [&](Bits key) { return top_digit<T>(key) == at_k.digit; });
+  const auto kth = [&](Bits *first, std::size_t size, const DigitOfRank &at, std::size_t rank) {
+    return kth_largest_key<T>(first, size, rank + nonfinite - at.above, Digit::shift);
+  };
+  if (want_aim) {
+    if (at_aim.digit != at_k.digit) {
+      ranks.aimth = kth(split, count - count_k, at_aim, aim);
+    } else {
+      // One bucket holds both ranks, and a selection narrows its keys in place: the aim-th
+      // from a copy (a scratch of this thread's, kept between calls).
+      static thread_local std::vector<Bits> copy;
+      copy.assign(keys, keys + count_k);
+      ranks.aimth = kth(copy.data(), count_k, at_k, aim);
+    }
+  }
+  if (want_k) ranks.kth = kth(keys, count_k, at_k, k);
+  return ranks;
 }
 
 }  // namespace dct::detail::kernels::kokkos

@@ -6,16 +6,17 @@
 //
 // Per size (bytes of the tensor, n = bytes / sizeof(type)), on N(0,1) send and residual:
 //   copy      STREAM-like copy of n elements (Backend::copy): GB/s = 2 n s / t (read + write)
-//   filter    the fused filter pass at tau for the density: it must read send and residual,
-//             write residual and the k kept (index, value) pairs: GB/s = (3 n s + k (4 + s)) / t;
-//             filter/copy = the fraction of copy bandwidth it reaches on the bytes it touches
+//   filter    the selection pass at tau for the density (Backend::select) and keep_top on what
+//             it selected: it must read send and residual, write residual and the k kept
+//             (index, value) pairs: GB/s = (3 n s + k (4 + s)) / t; filter/copy = the fraction
+//             of copy bandwidth it reaches on the bytes it touches
 //   exact     exact k-th largest |send + residual| (radix select), ms
 //   sampled   what dct_threshold=sampled costs with dct_sample_size=`sample`, ms (the exact
 //             selection where the sample would be 1/8 of the tensor or more), and the density
 //             it achieves / the target: mean of 8 seeds, and the worst |achieved/target - 1|
 //   nth       std::nth_element on |send + residual| computed into a scratch vector (host),
 //             the naive baseline, ms; exact_x and sampled_x = nth / exact and nth / sampled
-//   decode    fill_zero of n + scatter_add of k entries (one rank's allgather decode):
+//   decode    sum_lists of the k kept entries into n (one rank's allgather result):
 //             GB/s = (n s + k (4 + 2 s)) / t, and decode/copy
 // Times: the best of repetitions that fill `seconds` (at least 2), after one warm-up; inputs
 // are restored (untimed) before each filter repetition.
@@ -94,8 +95,8 @@ void run(const KernelOptions &o, Backend &backend, long long bytes) {
   backend.copy(pristine.data(), residual_host.data(), n * sizeof(T), nullptr);
   backend.copy(residual.data(), pristine.data(), n * sizeof(T), nullptr);
   const std::size_t capacity = k + k / 4 + 16;
-  BackendArray<WireIndex> idx(backend, capacity);
-  BackendArray<T> val(backend, capacity);
+  BackendArray<WireIndex> idx(backend, capacity), candidate_idx(backend, capacity);
+  BackendArray<T> val(backend, capacity), candidate_val(backend, capacity);
 
   const double copy_s =
       best_time(o.seconds, [&] { backend.copy(out.data(), send.data(), n * sizeof(T), nullptr); });
@@ -131,14 +132,17 @@ void run(const KernelOptions &o, Backend &backend, long long bytes) {
   const double filter_s = best_time(
       o.seconds,
       [&] {
-        kept = backend.filter(send.data(), residual.data(), n, tau, o.values, idx.data(),
-                              val.data(), capacity, nullptr);
+        const Selected found =
+            backend.select(send.data(), residual.data(), n, tau, k, candidate_idx.data(),
+                           candidate_val.data(), capacity, nullptr);
+        kept = backend.keep_top(candidate_idx.data(), candidate_val.data(),
+                                std::min(found.count, capacity), tau, kEveryTie, o.values,
+                                residual.data(), idx.data(), val.data(), nullptr);
       },
       [&] { backend.copy(residual.data(), pristine.data(), n * sizeof(T), nullptr); });
-  const double decode_s = best_time(o.seconds, [&] {
-    backend.fill_zero(out.data(), n, nullptr);
-    backend.scatter_add(idx.data(), val.data(), std::min(kept, capacity), out.data(), nullptr);
-  });
+  const SparseList<T> list{idx.data(), val.data(), kept};
+  const double decode_s =
+      best_time(o.seconds, [&] { backend.sum_lists(&list, 1, out.data(), 0, n, nullptr); });
 
   const double copy_gbs = 2 * n * s / copy_s * 1e-9;
   const double filter_gbs = (3 * n * s + double(kept) * (4 + s)) / filter_s * 1e-9;

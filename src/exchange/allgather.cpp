@@ -93,13 +93,15 @@ class AllgatherExchange final : public SparseExchange<T> {
       idx = device_idx_.data();
       val = device_val_.data();
     }
-    sum.fill_zero(in_.result, in_.count, nullptr);
+    // Every rank's list, summed in rank order into the result in one pass over it.
+    lists_.resize(static_cast<std::size_t>(in_.ranks));
     first = 0;
-    for (int r = 0; r < in_.ranks; ++r) {  // one list at a time: scatter_add wants distinct indices
+    for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      sum.scatter_add(idx + first, val + first, entries, in_.result, nullptr);
+      lists_[static_cast<std::size_t>(r)] = SparseList<T>{idx + first, val + first, entries};
       first += entries;
     }
+    sum.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count, nullptr);
   }
 
   std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }
@@ -113,6 +115,7 @@ class AllgatherExchange final : public SparseExchange<T> {
   std::vector<T> val_;
   BackendArray<WireIndex> device_idx_;  // their copies on the device (in_.device only)
   BackendArray<T> device_val_;
+  std::vector<SparseList<T>> lists_;  // every rank's decoded list, for sum_lists
 };
 
 }  // namespace

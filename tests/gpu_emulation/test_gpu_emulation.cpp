@@ -75,70 +75,95 @@ TYPED_TEST(Emulated, KthLargestTiesZerosNanAndInfinity) {
                Error);
 }
 
-TYPED_TEST(Emulated, FilterMatchesReferenceWithCapacityAndCodings) {
+/// The entries keep_entry(acc, tau) with `limit` selects: NaN/Inf, |acc| > tau, then ties at
+/// tau from the lowest index while at most `limit` finite entries are taken.
+template <typename T>
+std::vector<std::size_t> reference_selection(const std::vector<T> &acc, T tau, std::size_t limit) {
+  std::size_t above = 0;
+  for (T v : acc)
+    if (keep_entry(v, tau) && std::isfinite(v) && std::fabs(v) > tau) ++above;
+  std::size_t ties = limit == kEveryTie ? kEveryTie : (limit > above ? limit - above : 0);
+  std::vector<std::size_t> kept;
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    if (!keep_entry(acc[i], tau)) continue;
+    if (std::isfinite(acc[i]) && std::fabs(acc[i]) == tau) {
+      if (ties == 0) continue;
+      if (ties != kEveryTie) --ties;
+    }
+    kept.push_back(i);
+  }
+  return kept;
+}
+
+// select: acc into the residual, the selection in index order up to the capacity, with and
+// without a limit (ties at tau: values of 5 repeat), NaN and Inf counted apart.
+TYPED_TEST(Emulated, SelectMatchesReferenceWithCapacityAndLimit) {
   using T = TypeParam;
   const std::size_t n = 500;
   const auto send = this->random_values(n, 3);
   auto initial = this->random_values(n, 4);
+  for (std::size_t i = 0; i < n; i += 9) initial[i] = T(5) - send[i];  // acc = 5 exactly
   initial[10] = std::numeric_limits<T>::infinity();
   initial[11] = std::numeric_limits<T>::quiet_NaN();
-  initial[12] = T(1e6);  // beyond fp16's range: saturates
-  const T tau = T(1.5);
-  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+  std::vector<T> acc(n);
+  for (std::size_t i = 0; i < n; ++i) acc[i] = send[i] + initial[i];
+  for (const std::size_t limit : {kEveryTie, std::size_t(20)}) {
+    const T tau = limit == kEveryTie ? T(1.5) : T(5);
+    const auto expected = reference_selection(acc, tau, limit);
     for (std::size_t capacity : {std::size_t(0), std::size_t(5), std::size_t(n)}) {
       std::vector<T> residual = initial;
       std::vector<WireIndex> idx(n + 1, 77);
       std::vector<T> val(n + 1, T(77));
-      const std::size_t found = this->backend_.filter(send.data(), residual.data(), n, tau, coding,
-                                                      idx.data(), val.data(), capacity, nullptr);
-      std::size_t expected_found = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const T acc = send[i] + initial[i];
-        const bool keep = keep_entry(acc, tau);
-        if (keep && expected_found < capacity) {
-          const T sent = wire_value(acc, coding);
-          ASSERT_EQ(idx[expected_found], i);
-          if (sent == sent)
-            ASSERT_EQ(val[expected_found], sent);
-          else
-            ASSERT_TRUE(val[expected_found] != val[expected_found]);
-          ASSERT_EQ(residual[i], wire_remainder(acc, sent)) << i;
-        } else if (acc == acc) {
-          ASSERT_EQ(residual[i], acc) << i;
-        } else {
-          ASSERT_TRUE(residual[i] != residual[i]);
+      const Selected found = this->backend_.select(send.data(), residual.data(), n, tau, limit,
+                                                   idx.data(), val.data(), capacity, nullptr);
+      EXPECT_EQ(found.count, expected.size());
+      EXPECT_EQ(found.nonfinite, 2u);
+      const std::size_t written = std::min(found.count, capacity);
+      for (std::size_t j = 0; j < written; ++j) {
+        ASSERT_EQ(idx[j], expected[j]);
+        if (acc[expected[j]] == acc[expected[j]]) {
+          ASSERT_EQ(val[j], acc[expected[j]]);
         }
-        expected_found += keep ? 1 : 0;
       }
-      EXPECT_EQ(found, expected_found);
-      const std::size_t written = std::min(found, capacity);
       EXPECT_EQ(idx[written], 77u) << "wrote past the capacity";
+      for (std::size_t i = 0; i < n; ++i) {
+        if (acc[i] == acc[i]) {
+          ASSERT_EQ(residual[i], acc[i]) << i;
+        }
+      }
     }
   }
 }
 
-TYPED_TEST(Emulated, FilterSecondPassCollectsTheOverflow) {
+// keep_top and the default trim_candidates (select, kth_largest_abs, keep_top): the top k of a
+// candidate list with ties to the lowest indices, rounded for the wire, what stays home in the
+// residual.
+TYPED_TEST(Emulated, TrimKeepsTheTopKWithTiesByIndex) {
   using T = TypeParam;
-  const std::size_t n = 300;
-  const auto send = this->random_values(n, 5);
-  auto residual = this->random_values(n, 6);
-  const auto original = residual;
-  std::vector<WireIndex> idx(n);
-  std::vector<T> val(n);
-  const std::size_t found =
-      this->backend_.filter(send.data(), residual.data(), n, T(1), ValueCoding::native, idx.data(),
-                            val.data(), 10, nullptr);
-  ASSERT_GT(found, 10u);
-  const std::size_t rest = this->backend_.filter(static_cast<const T *>(nullptr), residual.data(),
-                                                 n, T(1), ValueCoding::native, idx.data() + 10,
-                                                 val.data() + 10, found - 10, nullptr);
-  EXPECT_EQ(rest, found - 10);
-  for (std::size_t j = 0; j < found; ++j) {
-    const std::size_t i = idx[j];
-    EXPECT_EQ(val[j], send[i] + original[i]);
-    EXPECT_EQ(residual[i], T(0));
-    if (j > 0 && j != 10) {
-      EXPECT_LT(idx[j - 1], idx[j]);
+  const std::size_t m = 300, n = 1000;
+  std::vector<WireIndex> idx(m);
+  std::vector<T> val(m);
+  for (std::size_t j = 0; j < m; ++j) {
+    idx[j] = static_cast<WireIndex>(3 * j + 1);
+    val[j] = static_cast<T>((j % 7) + 1) * (j % 2 ? T(-1) : T(1));  // magnitudes 1..7, tied
+  }
+  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16}) {
+    std::vector<T> residual(n, T(0.25));
+    std::vector<WireIndex> out_idx(m);
+    std::vector<T> out_val(m);
+    const std::size_t k = 50, aim = 150;
+    const Trimmed<T> trimmed =
+        this->backend_.trim_candidates(idx.data(), val.data(), m, k, aim, coding, residual.data(),
+                                       out_idx.data(), out_val.data(), nullptr);
+    const auto expected = reference_selection(val, T(6), k);  // 42 sevens + 8 of the sixes
+    EXPECT_EQ(trimmed.finite, m);
+    EXPECT_EQ(trimmed.kth, T(6));
+    EXPECT_EQ(trimmed.aimth, T(4));  // 42 sevens, 43 sixes, 43 fives, then the fours
+    ASSERT_EQ(trimmed.kept, k);
+    for (std::size_t j = 0; j < k; ++j) {
+      EXPECT_EQ(out_idx[j], idx[expected[j]]);
+      EXPECT_EQ(out_val[j], wire_value(val[expected[j]], coding));
+      EXPECT_EQ(residual[out_idx[j]], T(0));  // small integers travel exactly in fp16 too
     }
   }
 }

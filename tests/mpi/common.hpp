@@ -62,7 +62,7 @@ std::vector<T> dyadic_gradient(std::size_t n, int call) {
 
 /// DCT-DP written as plainly as possible (sorting for the threshold), for one rank: the fixed
 /// schedule (dct_tau_control=fixed) with `interval`; with interval 1 also what the adaptive
-/// default sends for native values (the exact top k of every call).
+/// default sends (the exact top k of every call, ties to the lowest indices).
 template <typename T>
 struct ReferenceDct {
   ReferenceDct(std::size_t n, double target_density, long reestimation_interval)
@@ -74,6 +74,9 @@ struct ReferenceDct {
     std::vector<T> acc(n), sent(n, T(0));
     for (std::size_t i = 0; i < n; ++i) acc[i] = send[i] + residual[i];
     reestimated = calls % interval == 0 && n > 0;
+    // Between selections every entry at or above tau goes; a selection sends exactly the top k,
+    // the lowest indices first among the entries equal to the k-th.
+    std::size_t ties = n;
     if (reestimated) {
       std::vector<T> magnitudes(n);
       for (std::size_t i = 0; i < n; ++i) magnitudes[i] = std::abs(acc[i]);
@@ -81,10 +84,18 @@ struct ReferenceDct {
       const auto k = std::clamp<std::size_t>(
           static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))), 1, n);
       tau = magnitudes[k - 1];
+      ties = k - static_cast<std::size_t>(std::count_if(magnitudes.begin(), magnitudes.end(),
+                                                        [&](T m) { return m > tau; }));
     }
     nnz = 0;
     for (std::size_t i = 0; i < n; ++i) {
+      const bool tie = std::abs(acc[i]) == tau;
+      if (tie && ties == 0) {
+        residual[i] = acc[i];
+        continue;
+      }
       if (std::abs(acc[i]) >= tau && acc[i] != T(0)) {
+        ties -= tie ? 1 : 0;
         sent[i] = acc[i];
         residual[i] = T(0);
         ++nnz;

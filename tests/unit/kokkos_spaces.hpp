@@ -11,4 +11,10 @@ namespace dct::detail::test {
 /// "Cuda", "HIP"), or nullptr when this build's Kokkos does not have that space.
 Backend *kokkos_space_backend(const char *name);
 
+/// The host SIMD tiers of the Kokkos core's selection pass that this CPU runs (backends/kokkos/
+/// simd.hpp: 1, the portable one, or 2 with AVX-512), and the one the kernels take from now on
+/// (0 .. tiers - 1; the best by default).
+int host_simd_tiers();
+void set_host_simd_tier(int tier);
+
 }  // namespace dct::detail::test

@@ -148,7 +148,7 @@ __global__ void select_digit(SelectState<Bits> *state, int shift, Bits digit_mas
   for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x) histogram[b] = 0;
 }
 
-// --- Sampling, filter, decode --------------------------------------------------------------
+// --- Sampling, selection, decode ---------------------------------------------------------
 
 template <typename T>
 __global__ void gather_abs(const T *send, const T *residual, std::size_t n, std::size_t m,
@@ -159,35 +159,97 @@ __global__ void gather_abs(const T *send, const T *residual, std::size_t n, std:
   }
 }
 
-/// The keep flag of entry i, read by the scan through a transform iterator (so the flags are
-/// never stored: the filter's scratch is one unsigned int per element, its scanned flags).
+/// The selection at tau with a limit (Backend::select, keep_top), over the values of
+/// accumulated(send, residual, i) (a candidate list is the tensor with send == nullptr and the
+/// list's values as residual). count_selected counts the selected entries above tau (finite)
+/// and the non-finite ones; with a limit, an inclusive scan of the ties gives each tie its rank,
+/// and the ties of rank >= budget are left out; a last scan of the keep flags gives the output
+/// positions (stable compaction: entry i goes to position inclusive[i] - 1, in index order).
 template <typename T>
-struct KeepFlag {
+__global__ void count_selected(const T *send, const T *residual, std::size_t n, T tau,
+                               unsigned long long *counts) {
+  __shared__ unsigned long long block_counts[2];  // finite entries above tau, NaN/Inf
+  if (threadIdx.x == 0) block_counts[0] = block_counts[1] = 0;
+  __syncthreads();
+  unsigned long long above = 0, nonfinite = 0;
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const T acc = accumulated(send, residual, i);
+    if (!keep_entry(acc, tau)) continue;
+    if (acc - acc != T(0))
+      ++nonfinite;
+    else if (std::fabs(acc) > tau)
+      ++above;
+  }
+  if (above) atomicAdd(&block_counts[0], above);
+  if (nonfinite) atomicAdd(&block_counts[1], nonfinite);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (block_counts[0]) atomicAdd(&counts[0], block_counts[0]);
+    if (block_counts[1]) atomicAdd(&counts[1], block_counts[1]);
+  }
+}
+
+/// Entry i is a tie at tau (selected, finite, |acc| == tau).
+template <typename T>
+struct TieFlag {
   const T *send;
   const T *residual;
   T tau;
   __host__ __device__ unsigned int operator()(std::size_t i) const {
-    return keep_entry(accumulated(send, residual, i), tau) ? 1u : 0u;
+    const T acc = accumulated(send, residual, i);
+    return keep_entry(acc, tau) && acc - acc == T(0) && std::fabs(acc) == tau ? 1u : 0u;
   }
 };
 
-/// Stable compaction: `inclusive` is the inclusive prefix sum of the keep flags, so a kept
-/// entry i goes to position inclusive[i] - 1, in index order.
+/// Entry i is selected: the keep rule, and a tie only while its rank is below the budget
+/// (`tie_inclusive`: the scanned tie flags; nullptr: every tie).
 template <typename T>
-__global__ void filter_compact(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
+struct SelectFlag {
+  const T *send;
+  const T *residual;
+  T tau;
+  const unsigned int *tie_inclusive;
+  std::size_t budget;
+  __host__ __device__ unsigned int operator()(std::size_t i) const {
+    const T acc = accumulated(send, residual, i);
+    if (!keep_entry(acc, tau)) return 0u;
+    if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != tau) return 1u;
+    return static_cast<std::size_t>(tie_inclusive[i]) <= budget ? 1u : 0u;
+  }
+};
+
+/// Backend::select's compaction: acc into the residual (with send), the selected entries as
+/// (i, acc) at their positions below the capacity.
+template <typename T>
+__global__ void select_compact(const T *send, T *residual, std::size_t n, SelectFlag<T> flag,
                                const unsigned int *inclusive, WireIndex *idx, T *val,
                                std::size_t capacity) {
   for (std::size_t i = first_index(); i < n; i += index_stride()) {
     const T acc = accumulated(send, residual, i);
+    const bool selected = flag(i) != 0u;  // before the residual holds acc: the flag adds send
+    if (send != nullptr) residual[i] = acc;
     const std::size_t position = static_cast<std::size_t>(inclusive[i]) - 1;
-    if (keep_entry(acc, tau) && position < capacity) {
-      const T wire = wire_value(acc, coding);
+    if (selected && position < capacity) {
       idx[position] = static_cast<WireIndex>(i);
-      val[position] = wire;
-      residual[i] = wire_remainder(acc, wire);  // as every backend (float16.hpp)
-    } else {
-      residual[i] = acc;
+      val[position] = acc;
     }
+  }
+}
+
+/// Backend::keep_top's compaction: the selected candidates rounded for the wire, what the wire
+/// does not carry of each written back to the residual (as every backend: float16.hpp).
+template <typename T>
+__global__ void keep_compact(const WireIndex *idx, const T *val, std::size_t m, SelectFlag<T> flag,
+                             const unsigned int *inclusive, ValueCoding coding, T *residual,
+                             WireIndex *out_idx, T *out_val) {
+  for (std::size_t j = first_index(); j < m; j += index_stride()) {
+    if (!flag(j)) continue;
+    const T acc = val[j];
+    const T sent = wire_value(acc, coding);
+    const std::size_t position = static_cast<std::size_t>(inclusive[j]) - 1;
+    out_idx[position] = idx[j];
+    out_val[position] = sent;
+    residual[idx[j]] = wire_remainder(acc, sent);
   }
 }
 
@@ -286,9 +348,14 @@ class GpuBackend final : public Backend {
                          std::uint64_t seed, T *host_out, Stream stream) override {                \
     gather_abs_sample_impl(send, residual, n, m, seed, host_out, stream);                          \
   }                                                                                                \
-  std::size_t filter(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,         \
-                     WireIndex *idx, T *val, std::size_t capacity, Stream stream) override {       \
-    return filter_impl(send, residual, n, tau, coding, idx, val, capacity, stream);                \
+  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,             \
+                  WireIndex *idx, T *val, std::size_t capacity, Stream stream) override {          \
+    return select_impl(send, residual, n, tau, limit, idx, val, capacity, stream);                 \
+  }                                                                                                \
+  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                   \
+                       std::size_t limit, ValueCoding coding, T *residual, WireIndex *out_idx,     \
+                       T *out_val, Stream stream) override {                                       \
+    return keep_top_impl(idx, val, m, tau, limit, coding, residual, out_idx, out_val, stream);     \
   }                                                                                                \
   void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
       override {                                                                                   \
@@ -380,32 +447,88 @@ class GpuBackend final : public Backend {
     check(api::stream_synchronize(s), "gather_abs_sample");
   }
 
+  /// The positions of a selection at tau with `limit` over accumulated(send, residual, i),
+  /// i < n (select_compact and keep_compact write the entries): the scanned keep flags in the
+  /// workspace, the flag itself, and what Backend::select returns. The caller holds
+  /// workspace_mutex_.
   template <typename T>
-  std::size_t filter_impl(const T *send, T *residual, std::size_t n, T tau, ValueCoding coding,
-                          WireIndex *idx, T *val, std::size_t capacity, Stream stream) {
-    if (n == 0) return 0;
+  struct Positions {
+    const unsigned int *inclusive = nullptr;
+    SelectFlag<T> flag{};
+    Selected selected;
+  };
+  template <typename T>
+  Positions<T> select_positions(const T *send, const T *residual, std::size_t n, T tau,
+                                std::size_t limit, api::stream_t s) {
     require(n <= std::numeric_limits<unsigned int>::max(), DCT_ERR_INTERNAL,
-            "filter: more elements than DCT_MAX_COUNT");
+            "select: more elements than DCT_MAX_COUNT");
+    const TieFlag<T> tie{send, residual, tau};
+    SelectFlag<T> flag{send, residual, tau, nullptr, 0};
+    std::size_t tie_scan = 0, keep_scan = 0;
+    check(api::inclusive_sum_of(nullptr, tie_scan, tie, n, static_cast<unsigned int *>(nullptr), s),
+          "select (scan size)");
+    check(
+        api::inclusive_sum_of(nullptr, keep_scan, flag, n, static_cast<unsigned int *>(nullptr), s),
+        "select (scan size)");
+    const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
+    const std::size_t array_bytes = aligned(n * sizeof(unsigned int));
+    const std::size_t temporary_bytes = aligned(tie_scan > keep_scan ? tie_scan : keep_scan);
+    char *scratch = workspace(counts_bytes + 2 * array_bytes + temporary_bytes);
+    auto *counts = reinterpret_cast<unsigned long long *>(scratch);
+    auto *tie_inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes);
+    auto *inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes + array_bytes);
+    char *temporary = scratch + counts_bytes + 2 * array_bytes;
+    check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "select (counts)");
+    DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, counts);
+    check_launch("select (count)");
+    unsigned long long host_counts[2] = {0, 0};
+    check(api::copy_async(host_counts, counts, sizeof host_counts, s), "select (copy)");
+    check(api::stream_synchronize(s), "select (count)");
+    Positions<T> positions;
+    positions.selected.nonfinite = static_cast<std::size_t>(host_counts[1]);
+    if (limit != kEveryTie) {
+      check(api::inclusive_sum_of(temporary, tie_scan, tie, n, tie_inclusive, s), "select (ties)");
+      const std::size_t above = static_cast<std::size_t>(host_counts[0]);
+      flag.tie_inclusive = tie_inclusive;
+      flag.budget = limit > above ? limit - above : 0;
+    }
+    check(api::inclusive_sum_of(temporary, keep_scan, flag, n, inclusive, s), "select (scan)");
+    unsigned int kept = 0;
+    check(api::copy_async(&kept, inclusive + (n - 1), sizeof kept, s), "select (copy)");
+    check(api::stream_synchronize(s), "select (scan)");
+    positions.inclusive = inclusive;
+    positions.flag = flag;
+    positions.selected.count = kept;
+    return positions;
+  }
+
+  template <typename T>
+  Selected select_impl(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,
+                       WireIndex *idx, T *val, std::size_t capacity, Stream stream) {
+    if (n == 0) return Selected{};
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
-    const KeepFlag<T> keep{send, residual, tau};
-    std::size_t scan_bytes = 0;
-    check(api::inclusive_sum_of(nullptr, scan_bytes, keep, n, static_cast<unsigned int *>(nullptr),
-                                s),
-          "filter (scan size)");
-    const std::size_t inclusive_bytes = aligned(n * sizeof(unsigned int));
-    char *scratch = workspace(inclusive_bytes + aligned(scan_bytes));
-    auto *inclusive = reinterpret_cast<unsigned int *>(scratch);
-    check(api::inclusive_sum_of(scratch + inclusive_bytes, scan_bytes, keep, n, inclusive, s),
-          "filter (scan)");
-    const unsigned int grid = grid_for(n);
-    DCT_GPU_LAUNCH(filter_compact<T>, grid, kBlock, s, send, residual, n, tau, coding, inclusive,
-                   idx, val, capacity);
-    check_launch("filter (compact)");
-    unsigned int kept = 0;
-    check(api::copy_async(&kept, inclusive + (n - 1), sizeof kept, s), "filter (copy)");
-    check(api::stream_synchronize(s), "filter");
-    return kept;
+    const Positions<T> positions = select_positions(send, residual, n, tau, limit, s);
+    DCT_GPU_LAUNCH(select_compact<T>, grid_for(n), kBlock, s, send, residual, n, positions.flag,
+                   positions.inclusive, idx, val, capacity);
+    check_launch("select (compact)");
+    check(api::stream_synchronize(s), "select");
+    return positions.selected;
+  }
+
+  template <typename T>
+  std::size_t keep_top_impl(const WireIndex *idx, const T *val, std::size_t m, T tau,
+                            std::size_t limit, ValueCoding coding, T *residual, WireIndex *out_idx,
+                            T *out_val, Stream stream) {
+    if (m == 0) return 0;
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const Positions<T> positions = select_positions<T>(nullptr, val, m, tau, limit, s);
+    DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
+                   positions.inclusive, coding, residual, out_idx, out_val);
+    check_launch("keep_top (compact)");
+    check(api::stream_synchronize(s), "keep_top");
+    return positions.selected.count;
   }
 
   template <typename T>
