@@ -343,7 +343,7 @@ class CompressedEngine final : public RequestEngine {
     if (splits && config_.result_density < 1.0) {
       input.result_budget = static_cast<std::size_t>(
           std::max(1.0, std::ceil(config_.result_density * double(elements()))));
-      input.residual = compressor_.residual();
+      input.residual = compressor_.residual(stream_);
     }
     std::unique_ptr<SparseExchange<T>> &slot = exchanges_[algorithm];
     if (!slot) {

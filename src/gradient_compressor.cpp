@@ -32,6 +32,7 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   kept_ = 0;
   previous_tau_ = tau_;
   reestimated_ = false;
+  pending_this_call_ = false;
   try {
     if (n > 0) {
       const std::size_t k = tau_control::target(config_.density, n);
@@ -64,16 +65,44 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   return Selection{call_tau_, reestimated_};
 }
 
-// Puts this call's sent entries back into the residual (there: acc - sent, exactly; with
+// Puts this call's sent entries back into the residual: while their remainders are pending it
+// holds acc there already (the selection pass wrote it); once written, acc - sent, exactly (with
 // dct_values=sign the residual there is set to acc, which val_ still holds).
 template <typename T>
 void GradientCompressor<T>::undo(Stream stream) {
   stream_ = stream;
-  if (kept_ > 0 && config_.values == ValueCoding::sign)
-    backend_->scatter_zero(idx_.data(), kept_, residual_.data(), stream_);
-  if (kept_ > 0) backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
+  if (pending_this_call_) {
+    pending_ = 0;
+    pending_this_call_ = false;
+  } else if (kept_ > 0) {
+    if (config_.values == ValueCoding::sign)
+      backend_->scatter_zero(idx_.data(), kept_, residual_.data(), stream_);
+    backend_->scatter_add(idx_.data(), val_.data(), kept_, residual_.data(), stream_);
+  }
   kept_ = 0;
   tau_ = previous_tau_;
+}
+
+template <typename T>
+SparseList<T> GradientCompressor<T>::pending() const {
+  if (pending_ == 0) return SparseList<T>{};
+  return SparseList<T>{idx_.data(), rounds_remainders() ? remainders_.data() : nullptr, pending_};
+}
+
+template <typename T>
+void GradientCompressor<T>::write_pending(Stream stream) const {
+  if (pending_ == 0) return;
+  backend_->scatter_zero(idx_.data(), pending_, residual_.data(), stream);
+  if (rounds_remainders())
+    backend_->scatter_add(idx_.data(), remainders_.data(), pending_, residual_.data(), stream);
+  pending_ = 0;
+  pending_this_call_ = false;
+}
+
+template <typename T>
+T *GradientCompressor<T>::residual(Stream stream) {
+  write_pending(stream);
+  return residual_.data();
 }
 
 // The adaptive floor moves only with a completed call, and lives in tau_ so that a checkpoint
@@ -90,6 +119,7 @@ const T *GradientCompressor<T>::outgoing_values() const {
 
 template <typename T>
 const T *GradientCompressor<T>::residual_on_host(Stream stream) const {
+  write_pending(stream);
   if (!staged_) return residual_.data();
   residual_host_.resize(elements());
   backend_->copy(residual_host_.data(), residual_.data(), elements() * sizeof(T), stream);
@@ -98,6 +128,8 @@ const T *GradientCompressor<T>::residual_on_host(Stream stream) const {
 
 template <typename T>
 void GradientCompressor<T>::restore(const void *residual, double tau, Stream stream) {
+  pending_ = 0;  // the checkpoint's residual replaces it whole
+  pending_this_call_ = false;
   if (elements() > 0) backend_->copy(residual_.data(), residual, elements() * sizeof(T), stream);
   tau_ = static_cast<T>(tau);
 }
@@ -108,6 +140,7 @@ template <typename T>
 T GradientCompressor<T>::estimate(const T *send, std::size_t k, MPI_Count call) {
   const std::uint64_t seed = 0x5eed0000ull + static_cast<std::uint64_t>(call);
   reestimated_ = true;
+  write_pending(stream_);  // it reads the residual before the selection pass
   return estimate_threshold(*backend_, send, residual_.data(), elements(), k,
                             config_.sampled_threshold,
                             static_cast<std::size_t>(config_.sample_size), seed, sample_, stream_);
@@ -126,19 +159,15 @@ typename GradientCompressor<T>::TopK GradientCompressor<T>::take_top_k(const T *
   // constant tensors): the list grows to hold them (the memory is kept for later calls) and
   // the residual, which holds acc now, is read once more.
   if (candidate_idx_.size() == 0) reserve_candidates(2 * aim);
-  Selected found =
-      backend_->select(send, residual_.data(), elements(), floor, kEveryTie, candidate_idx_.data(),
-                       candidate_val_.data(), candidate_idx_.size(), stream_);
+  Selected found = select(send, floor, kEveryTie);
   if (found.count > candidate_idx_.size()) {
     reserve_candidates(found.count);
-    found = backend_->select(static_cast<const T *>(nullptr), residual_.data(), elements(), floor,
-                             kEveryTie, candidate_idx_.data(), candidate_val_.data(),
-                             candidate_idx_.size(), stream_);
+    found = select(static_cast<const T *>(nullptr), floor, kEveryTie);
   }
   if (idx_.size() < k + found.nonfinite) reserve_kept(k + found.nonfinite);
   const Trimmed<T> trimmed = backend_->trim_candidates(
       candidate_idx_.data(), candidate_val_.data(), found.count, k, aim, config_.values,
-      residual_.data(), idx_.data(), val_.data(), stream_);
+      idx_.data(), val_.data(), rounds_remainders() ? remainders_.data() : nullptr, stream_);
   const double floor_value = static_cast<double>(floor);
   if (floor > T(0) && trimmed.finite < k) return take_top_k_of_tensor(k, aim, found.nonfinite);
   TopK top;
@@ -149,6 +178,8 @@ typename GradientCompressor<T>::TopK GradientCompressor<T>::take_top_k(const T *
     return top;
   }
   kept_ = trimmed.kept;
+  pending_ = kept_;
+  pending_this_call_ = true;
   top.tau = static_cast<double>(trimmed.kth);
   top.next_floor = tau_control::next_floor(floor_value, trimmed.finite, k, aim,
                                            [&] { return static_cast<double>(trimmed.aimth); });
@@ -172,9 +203,7 @@ typename GradientCompressor<T>::TopK GradientCompressor<T>::take_top_k_of_tensor
   top.tau = static_cast<double>(tau);
   top.next_floor = static_cast<double>(largest(aim + nonfinite));
   if (candidate_idx_.size() < k + nonfinite) reserve_candidates(k + nonfinite);
-  const Selected found = backend_->select(none, residual_.data(), n, tau,
-                                          tau > T(0) ? k : kEveryTie, candidate_idx_.data(),
-                                          candidate_val_.data(), candidate_idx_.size(), stream_);
+  const Selected found = select(none, tau, tau > T(0) ? k : kEveryTie);
   require(found.count <= candidate_idx_.size(), DCT_ERR_INTERNAL,
           "the exact selection found more entries than it may keep");
   keep(found.count, tau, kEveryTie, found.count);
@@ -188,27 +217,37 @@ void GradientCompressor<T>::take_all(const T *send, T threshold) {
   const T *const none = nullptr;
   if (candidate_idx_.size() == 0)
     reserve_candidates(tau_control::target(config_.density, elements()));
-  Selected found = backend_->select(send, residual_.data(), elements(), threshold, kEveryTie,
-                                    candidate_idx_.data(), candidate_val_.data(),
-                                    candidate_idx_.size(), stream_);
+  Selected found = select(send, threshold, kEveryTie);
   if (found.count > candidate_idx_.size()) {  // the residual holds acc now: select again
     reserve_candidates(found.count);
-    found = backend_->select(none, residual_.data(), elements(), threshold, kEveryTie,
-                             candidate_idx_.data(), candidate_val_.data(), candidate_idx_.size(),
-                             stream_);
+    found = select(none, threshold, kEveryTie);
   }
   keep(found.count, threshold, kEveryTie, found.count);
 }
 
 // The candidates that keep_entry(acc, tau) with `limit` selects (`kept` of them) become this
-// call's entries, rounded for the wire; what the wire does not carry of them stays in the
-// residual.
+// call's entries, rounded for the wire; what the wire does not carry of them stays home, as
+// the next selection pass's pending writes.
 template <typename T>
 void GradientCompressor<T>::keep(std::size_t candidates, T tau, std::size_t limit,
                                  std::size_t kept) {
   if (idx_.size() < kept) reserve_kept(kept);
   kept_ = backend_->keep_top(candidate_idx_.data(), candidate_val_.data(), candidates, tau, limit,
-                             config_.values, residual_.data(), idx_.data(), val_.data(), stream_);
+                             config_.values, idx_.data(), val_.data(),
+                             rounds_remainders() ? remainders_.data() : nullptr, stream_);
+  pending_ = kept_;
+  pending_this_call_ = true;
+}
+
+// The selection pass of this call over the residual (send nullptr: it holds acc), into the
+// candidate list; the first pass of a call does the previous call's pending writes.
+template <typename T>
+Selected GradientCompressor<T>::select(const T *send, T threshold, std::size_t limit) {
+  const Selected found =
+      backend_->select(send, residual_.data(), elements(), threshold, limit, candidate_idx_.data(),
+                       candidate_val_.data(), candidate_idx_.size(), pending(), stream_);
+  pending_ = 0;
+  return found;
 }
 
 // On a GPU backend, the kept entries into their pinned host copies (the exchanges' input).
@@ -254,14 +293,8 @@ void GradientCompressor<T>::quantise_signs() {
     const T sent = std::signbit(val[i]) ? -mean : mean;
     sign_error_[i] = std::isfinite(val[i]) ? val[i] - sent : T(0);
   }
-  const T *error = sign_error_.data();
-  if (staged_) {
-    if (sign_error_device_.size() < kept_)
-      sign_error_device_ = BackendArray<T>(*backend_, kept_ + kept_ / 4);
-    backend_->copy(sign_error_device_.data(), error, kept_ * sizeof(T), stream_);
-    error = sign_error_device_.data();
-  }
-  backend_->scatter_add(idx_.data(), error, kept_, residual_.data(), stream_);
+  // What stays home is the sign's error: the entries' pending writes.
+  backend_->copy(remainders_.data(), sign_error_.data(), kept_ * sizeof(T), stream_);
 }
 
 // Room for `entries` candidates (and a margin), or kept entries. Called when the list holds
@@ -277,8 +310,10 @@ template <typename T>
 void GradientCompressor<T>::reserve_kept(std::size_t entries) {
   const std::size_t capacity = std::min(elements(), entries + entries / 4 + 16);
   if (capacity <= idx_.size()) return;
+  write_pending(stream_);  // they live in the lists replaced here
   idx_ = BackendArray<WireIndex>(*backend_, capacity);
   val_ = BackendArray<T>(*backend_, capacity);
+  if (rounds_remainders()) remainders_ = BackendArray<T>(*backend_, capacity);
   if (!staged_) return;
   idx_host_ = BackendArray<WireIndex>(*backend_, capacity, true);
   val_host_ = BackendArray<T>(*backend_, capacity, true);

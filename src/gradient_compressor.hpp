@@ -60,9 +60,10 @@ class GradientCompressor {
   const WireIndex *host_indices() const { return staged_ ? idx_host_.data() : idx_.data(); }
   const T *outgoing_values() const;
 
-  /// The residual in the backend's memory (split's result budget adds to it).
-  T *residual() { return residual_.data(); }
-  /// The residual in host memory (a copy for GPU backends).
+  /// The residual in the backend's memory (split's result budget adds to it), with every
+  /// pending write done.
+  T *residual(Stream stream);
+  /// The residual in host memory (a copy for GPU backends), with every pending write done.
   const T *residual_on_host(Stream stream) const;
   /// fixed: the threshold; adaptive: the candidates' floor for the next call.
   double tau() const { return static_cast<double>(tau_); }
@@ -83,8 +84,15 @@ class GradientCompressor {
   TopK take_top_k_of_tensor(std::size_t k, std::size_t aim, std::size_t nonfinite);
   void take_all(const T *send, T threshold);
   void keep(std::size_t candidates, T tau, std::size_t limit, std::size_t kept);
+  Selected select(const T *send, T threshold, std::size_t limit);
+  /// Whether kept entries leave a remainder (fp16, bf16, sign); native values leave none.
+  bool rounds_remainders() const { return config_.values != ValueCoding::native; }
   void copy_entries_to_host();
   void quantise_signs();
+  /// Does the pending writes into the residual now (outside the next selection pass).
+  void write_pending(Stream stream) const;
+  /// The pending writes as Backend::select takes them (nothing when there are none).
+  SparseList<T> pending() const;
   void reserve_candidates(std::size_t entries);
   void reserve_kept(std::size_t entries);
   const T *host_values() const { return staged_ ? val_host_.data() : val_.data(); }
@@ -103,12 +111,18 @@ class GradientCompressor {
   double call_tau_ = 0;       // this call's threshold (adaptive: the k-th largest |acc|)
   bool reestimated_ = false;  // this call selected tau over the tensor
   std::vector<T> sign_values_, sign_error_;  // dct_values=sign: what travels, what stays
-  BackendArray<T> sign_error_device_;        // sign_error_ on the device (staged_)
   BackendArray<WireIndex> candidate_idx_;    // the selection pass's entries (idx, acc)
   BackendArray<T> candidate_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory: (idx, wire value)
   BackendArray<T> val_;
-  BackendArray<WireIndex> idx_host_;  // their pinned host copies (staged_ only)
+  // What stays home of each kept entry (the coding's rounding error, sign's error; none for
+  // native values, where it is 0). residual[idx_[j]] = remainders_[j] is written for the first
+  // pending_ entries by the next call's selection pass, which reads those lines anyway: a
+  // scatter of its own after this call missed the cache on each (2 ms per 16M floats).
+  BackendArray<T> remainders_;
+  mutable std::size_t pending_ = 0;
+  mutable bool pending_this_call_ = false;  // pending_ holds this call's entries (undo drops them)
+  BackendArray<WireIndex> idx_host_;        // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;
   std::size_t kept_ = 0;
 };

@@ -71,7 +71,8 @@ struct Trimmed {
   std::size_t kept = 0;    ///< entries kept (k and every NaN/Inf); 0 unless finite > k
 };
 
-/// One sorted list of (index, value) entries, for Backend::sum_lists.
+/// One sorted list of (index, value) entries, for Backend::sum_lists and the pending writes of
+/// Backend::select (there val may be nullptr: zeros).
 template <typename T>
 struct SparseList {
   const WireIndex *idx = nullptr;
@@ -107,7 +108,7 @@ CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_
 template <typename T>
 Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
                          const T *val, std::size_t m, std::size_t k, ValueCoding coding,
-                         T *residual, WireIndex *out_idx, T *out_val, Stream stream);
+                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream);
 
 /// The kernels and memory operations of one backend. Pointers passed to a backend live in
 /// its memory space (device memory for CUDA/HIP, host memory for Kokkos on the host), except
@@ -145,31 +146,35 @@ class Backend {
   /** `host_out` (host memory, m values). */                                                       \
   virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,   \
                                  std::uint64_t seed, T *host_out, Stream stream) = 0;              \
-  /** The one pass over the tensor: acc = send + residual is stored into the residual (with */     \
-  /** send == nullptr the residual holds acc already and is only read), and the entries that */    \
-  /** keep_entry(acc, tau, limit) selects are written in index order as (idx, acc), the first */   \
-  /** `capacity` of them. Returns how many it selected (possibly more than capacity) and how */    \
-  /** many of those are NaN or +-Inf. */                                                           \
+  /** The one pass over the tensor. First the previous call's `pending` writes: */                 \
+  /** residual[pending.idx[j]] = pending.val[j] (0 where val is nullptr; sorted, distinct). */     \
+  /** Then acc = send + residual is stored into the residual (with send == nullptr the */          \
+  /** residual holds acc already and is only read), and the entries that keep_entry(acc, tau, */   \
+  /** limit) selects are written in index order as (idx, acc), the first `capacity` of them. */    \
+  /** Returns how many it selected (possibly more than capacity) and how many of those are */      \
+  /** NaN or +-Inf. */                                                                             \
   virtual Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,     \
-                          WireIndex *idx, T *val, std::size_t capacity, Stream stream) = 0;        \
+                          WireIndex *idx, T *val, std::size_t capacity,                            \
+                          const SparseList<T> &pending, Stream stream) = 0;                        \
   /** Of the m candidates (idx, val = acc), in index order: the finite count, the k-th largest */  \
   /** finite |val| and about the aim-th (exact, or from a sample: it only steers the next */       \
   /** call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the */    \
   /** top k finite (ties to the lowest indices) and every NaN/Inf; otherwise nothing is */         \
   /** written and `kept` is 0. The default composes select, kth_largest_abs and keep_top. */       \
-  virtual Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m,            \
-                                     std::size_t k, std::size_t aim, ValueCoding coding,           \
-                                     T *residual, WireIndex *out_idx, T *out_val, Stream stream) { \
+  virtual Trimmed<T> trim_candidates(                                                              \
+      const WireIndex *idx, const T *val, std::size_t m, std::size_t k, std::size_t aim,           \
+      ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {          \
     return trim_by_ranks(*this, ranks_by_selections(*this, val, m, k, aim, stream), idx, val, m,   \
-                         k, coding, residual, out_idx, out_val, stream);                           \
+                         k, coding, out_idx, out_val, remainders, stream);                         \
   }                                                                                                \
   /** The candidates (idx, val = acc) that keep_entry(acc, tau, limit) selects, in index */        \
-  /** order, into out_idx / out_val as (idx, wire_value(acc)); for each, residual[idx] */          \
-  /** becomes wire_remainder(acc, wire_value(acc)). Returns how many it kept (<= m). The */        \
-  /** outputs must not overlap the inputs. */                                                      \
+  /** order, into out_idx / out_val as (idx, wire_value(acc)), and what the wire does not carry */ \
+  /** of each, wire_remainder(acc, wire_value(acc)), into `remainders` (the next call's */         \
+  /** pending writes; nullptr: not written, the caller knows them to be 0). Returns how many */    \
+  /** it kept (<= m). The outputs must not overlap the inputs. */                                  \
   virtual std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,           \
-                               std::size_t limit, ValueCoding coding, T *residual,                 \
-                               WireIndex *out_idx, T *out_val, Stream stream) = 0;                 \
+                               std::size_t limit, ValueCoding coding, WireIndex *out_idx,          \
+                               T *out_val, T *remainders, Stream stream) = 0;                      \
   /** out[i] = the sum of the lists' values at i (in list order, from +0), for i in */             \
   /** [begin, end); each list sorted, its indices distinct and in [begin, end) (the caller */      \
   /** validated them). `lists` is host memory, their arrays the backend's. The default is */       \
@@ -200,11 +205,11 @@ CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_
                                       std::size_t aim, Stream stream) {
   CandidateRanks<T> ranks;
   if (m == 0) return ranks;
-  const std::size_t nonfinite =
-      backend
-          .select(static_cast<const T *>(nullptr), const_cast<T *>(val), m,
-                  std::numeric_limits<T>::infinity(), kEveryTie, nullptr, nullptr, 0, stream)
-          .nonfinite;
+  const std::size_t nonfinite = backend
+                                    .select(static_cast<const T *>(nullptr), const_cast<T *>(val),
+                                            m, std::numeric_limits<T>::infinity(), kEveryTie,
+                                            nullptr, nullptr, 0, SparseList<T>{}, stream)
+                                    .nonfinite;
   ranks.finite = m - nonfinite;
   const auto kth = [&](std::size_t rank) {
     return rank >= 1 && rank <= ranks.finite
@@ -220,11 +225,11 @@ CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_
 template <typename T>
 Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
                          const T *val, std::size_t m, std::size_t k, ValueCoding coding,
-                         T *residual, WireIndex *out_idx, T *out_val, Stream stream) {
+                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {
   Trimmed<T> trimmed{ranks.finite, ranks.kth, ranks.aimth, 0};
   if (ranks.finite > k)
     trimmed.kept =
-        backend.keep_top(idx, val, m, ranks.kth, k, coding, residual, out_idx, out_val, stream);
+        backend.keep_top(idx, val, m, ranks.kth, k, coding, out_idx, out_val, remainders, stream);
   return trimmed;
 }
 

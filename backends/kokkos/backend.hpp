@@ -129,55 +129,56 @@ class KokkosBackend final : public Backend {
   /// not ask about (the library's device path is the native backends').
   bool mpi_accepts_device_memory() const override { return kHostAccessible<Exec>; }
 
-#define DCT_KOKKOS_KERNELS(T)                                                                      \
-  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream)        \
-      override {                                                                                   \
-    return kokkos::kth_largest_abs<T>(Exec(), in(send, n), in(residual, n), k);                    \
-  }                                                                                                \
-  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,           \
-                         std::uint64_t seed, T *host_out, Stream) override {                       \
-    sample_to_host(send, residual, n, m, seed, host_out);                                          \
-  }                                                                                                \
-  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,             \
-                  WireIndex *idx, T *val, std::size_t capacity, Stream) override {                 \
-    return kokkos::select<T>(Exec(), in(send, n), Buffer<T, Exec>(residual, n), tau, limit,        \
-                             Buffer<WireIndex, Exec>(idx, capacity),                               \
-                             Buffer<T, Exec>(val, capacity), capacity);                            \
-  }                                                                                                \
-  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,     \
-                             std::size_t aim, ValueCoding coding, T *residual, WireIndex *out_idx, \
-                             T *out_val, Stream) override {                                        \
-    return kokkos::trim<T>(Exec(), idx, val, m, k, aim, coding, residual, out_idx, out_val);       \
-  }                                                                                                \
-  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                   \
-                       std::size_t limit, ValueCoding coding, T *residual, WireIndex *out_idx,     \
-                       T *out_val, Stream) override {                                              \
-    return kokkos::keep_top<T>(Exec(), idx, val, m, tau, limit, coding, residual, out_idx,         \
-                               out_val);                                                           \
-  }                                                                                                \
-  void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin,         \
-                 std::size_t end, Stream) override {                                               \
-    kokkos::sum_lists<T>(Exec(), lists, count, out, begin, end);                                   \
-  }                                                                                                \
-  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream) override {   \
-    for_each_index(                                                                                \
-        Exec(), "dct_scatter_add", m,                                                              \
-        KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });                           \
-  }                                                                                                \
-  void fill_zero(T *out, std::size_t n, Stream) override {                                         \
-    for_each_index(                                                                                \
-        Exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });       \
-  }                                                                                                \
-  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,        \
-                       Stream) override {                                                          \
-    for_each_index(                                                                                \
-        Exec(), "dct_momentum", n,                                                                 \
-        KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });       \
-  }                                                                                                \
-  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) override {                \
-    for_each_index(                                                                                \
-        Exec(), "dct_scatter_zero", m,                                                             \
-        KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });                              \
+#define DCT_KOKKOS_KERNELS(T)                                                                     \
+  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream)       \
+      override {                                                                                  \
+    return kokkos::kth_largest_abs<T>(Exec(), in(send, n), in(residual, n), k);                   \
+  }                                                                                               \
+  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,          \
+                         std::uint64_t seed, T *host_out, Stream) override {                      \
+    sample_to_host(send, residual, n, m, seed, host_out);                                         \
+  }                                                                                               \
+  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,            \
+                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,     \
+                  Stream) override {                                                              \
+    return kokkos::select<T>(Exec(), in(send, n), Buffer<T, Exec>(residual, n), tau, limit,       \
+                             Buffer<WireIndex, Exec>(idx, capacity),                              \
+                             Buffer<T, Exec>(val, capacity), capacity, pending);                  \
+  }                                                                                               \
+  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,    \
+                             std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val, \
+                             T *remainders, Stream) override {                                    \
+    return kokkos::trim<T>(Exec(), idx, val, m, k, aim, coding, out_idx, out_val, remainders);    \
+  }                                                                                               \
+  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                  \
+                       std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,     \
+                       T *remainders, Stream) override {                                          \
+    return kokkos::keep_top<T>(Exec(), idx, val, m, tau, limit, coding, out_idx, out_val,         \
+                               remainders);                                                       \
+  }                                                                                               \
+  void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin,        \
+                 std::size_t end, Stream) override {                                              \
+    kokkos::sum_lists<T>(Exec(), lists, count, out, begin, end);                                  \
+  }                                                                                               \
+  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream) override {  \
+    for_each_index(                                                                               \
+        Exec(), "dct_scatter_add", m,                                                             \
+        KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });                          \
+  }                                                                                               \
+  void fill_zero(T *out, std::size_t n, Stream) override {                                        \
+    for_each_index(                                                                               \
+        Exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });      \
+  }                                                                                               \
+  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,       \
+                       Stream) override {                                                         \
+    for_each_index(                                                                               \
+        Exec(), "dct_momentum", n,                                                                \
+        KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });      \
+  }                                                                                               \
+  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) override {               \
+    for_each_index(                                                                               \
+        Exec(), "dct_scatter_zero", m,                                                            \
+        KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });                             \
   }
   DCT_KOKKOS_KERNELS(float)
   DCT_KOKKOS_KERNELS(double)

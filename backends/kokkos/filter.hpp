@@ -89,25 +89,42 @@ struct SelectPasses {
   T *staged_acc;
   std::uint64_t *counts_out;  // per work item: packed, then (after the scan) the packed prefix
   std::uint32_t *nonfinite;
-  std::size_t span;  // entries per work item, a multiple of kFilterChunk
+  std::size_t span;       // entries per work item, a multiple of kFilterChunk
+  SparseList<T> pending;  // the previous call's writes into the residual (val nullptr: zeros)
 
   KOKKOS_INLINE_FUNCTION std::size_t end_of(std::size_t c) const {
     const std::size_t end = (c + 1) * span;
     return end < n ? end : n;
   }
 
-  /// Pass 1: acc into the residual, the selected entries staged in the work item's slot and
-  /// counted (past its slot too).
+  /// Pass 1: the previous call's pending writes, acc into the residual, the selected entries
+  /// staged in the work item's slot and counted (past its slot too). The pending writes go in
+  /// 4,096 entries at a time, just before the pass reads them: they land on lines the pass loads
+  /// anyway, where a scatter of their own after the previous call missed the cache on each
+  /// (2 ms of a call of 16M floats).
   KOKKOS_INLINE_FUNCTION void stage(std::size_t c) const {
     const std::size_t begin = c * span, end = end_of(c);
     WireIndex *const slot_index = staged_index + c * slot;
     T *const slot_acc = staged_acc + c * slot;
     StageCounts counts;
-    std::size_t i = begin;
+    std::size_t p = pending.size > 0 ? first_at(pending.idx, pending.size, begin) : 0;
+    for (std::size_t from = begin; from < end; from += kFilterChunk) {
+      const std::size_t to = from + kFilterChunk < end ? from + kFilterChunk : end;
+      for (; p < pending.size && std::size_t(pending.idx[p]) < to; ++p)
+        residual[pending.idx[p]] = pending.val != nullptr ? pending.val[p] : T(0);
+      stage_range(from, to, slot_index, slot_acc, counts);
+    }
+    counts_out[c] = pack_counts(counts.strict, counts.ties);
+    nonfinite[c] = static_cast<std::uint32_t>(counts.bad);
+  }
+
+  /// Pass 1 over [from, to) (whole blocks but at the tensor's end).
+  KOKKOS_INLINE_FUNCTION void stage_range(std::size_t from, std::size_t to, WireIndex *slot_index,
+                                          T *slot_acc, StageCounts &counts) const {
+    std::size_t i = from;
 #if defined(DCT_KOKKOS_HOST_AVX512)
     if (host_simd == HostSimd::avx512)
-      i = stage_avx512<kHasSend>(send, residual, begin, end, tau, slot_index, slot_acc, slot,
-                                 counts);
+      i = stage_avx512<kHasSend>(send, residual, from, to, tau, slot_index, slot_acc, slot, counts);
 #endif
     const auto stage_bits = [&](std::size_t first, std::uint64_t mask) {
       for (; mask != 0; mask &= mask - 1) {
@@ -131,24 +148,22 @@ struct SelectPasses {
     };
     // Four blocks' masks at a time: a loop over the set bits of 64 entries, whose branches
     // mispredict less often than one per 16-entry block (simd.hpp).
-    for (; i + 4 * kFilterBlock <= end; i += 4 * kFilterBlock) {
+    for (; i + 4 * kFilterBlock <= to; i += 4 * kFilterBlock) {
       const std::uint64_t mask = std::uint64_t(block(i)) |
                                  std::uint64_t(block(i + kFilterBlock)) << 16 |
                                  std::uint64_t(block(i + 2 * kFilterBlock)) << 32 |
                                  std::uint64_t(block(i + 3 * kFilterBlock)) << 48;
       stage_bits(i, mask);
     }
-    for (; i + kFilterBlock <= end; i += kFilterBlock) stage_bits(i, block(i));
-    if (i < end) {  // the last, partial block
+    for (; i + kFilterBlock <= to; i += kFilterBlock) stage_bits(i, block(i));
+    if (i < to) {  // the last, partial block
       std::uint64_t mask = 0;
-      for (std::size_t at = i; at < end; ++at) {
+      for (std::size_t at = i; at < to; ++at) {
         if constexpr (kHasSend) residual[at] = send[at] + residual[at];
         mask |= std::uint64_t(keep_entry(residual[at], tau)) << (at - i);
       }
       stage_bits(i, mask);
     }
-    counts_out[c] = pack_counts(counts.strict, counts.ties);
-    nonfinite[c] = static_cast<std::uint32_t>(counts.bad);
   }
 
   /// Pass 2: work item c's `count` selected entries, from the packed prefix `before` on.
@@ -180,7 +195,8 @@ struct SelectNonfinite;
 
 template <typename T, bool kHasSend, typename Exec>
 Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t n, T tau,
-                       std::size_t limit, WireIndex *idx, T *val, std::size_t capacity) {
+                       std::size_t limit, WireIndex *idx, T *val, std::size_t capacity,
+                       const SparseList<T> &pending) {
   const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
   if (chunks == 0) return Selected{};
   // Work items of whole chunks: on the host a few per thread (each stages into one contiguous
@@ -209,8 +225,8 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
       // calling thread. Without a limit staging is emitting.
       std::uint64_t total = 0;
       std::uint32_t bad = 0;
-      const SelectPasses<T, kHasSend> direct{send,     residual, n,   tau,    idx,  val, capacity,
-                                             capacity, idx,      val, &total, &bad, span};
+      const SelectPasses<T, kHasSend> direct{send,     residual, n,   tau,    idx,  val,  capacity,
+                                             capacity, idx,      val, &total, &bad, span, pending};
       direct.stage(0);
       return Selected{strict_of(total) + ties_of(total), bad};
     }
@@ -235,7 +251,8 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
                                          staged_acc.data(),
                                          counts.data(),
                                          nonfinite.data(),
-                                         span};
+                                         span,
+                                         pending};
   if constexpr (kHostAccessible<Exec>) {
     if (items == 1) {  // both passes here, on the calling thread
       passes.stage(0);
@@ -282,13 +299,13 @@ template <typename T, typename Exec>
 Selected select(const Exec &exec, const Buffer<const T, Exec> &send,
                 const Buffer<T, Exec> &residual, T tau, std::size_t limit,
                 const Buffer<WireIndex, Exec> &idx, const Buffer<T, Exec> &val,
-                std::size_t capacity) {
+                std::size_t capacity, const SparseList<T> &pending) {
   const std::size_t n = residual.extent(0);
   return send.data() != nullptr
              ? select_chunks<T, true>(exec, send.data(), residual.data(), n, tau, limit, idx.data(),
-                                      val.data(), capacity)
+                                      val.data(), capacity, pending)
              : select_chunks<T, false>(exec, send.data(), residual.data(), n, tau, limit,
-                                       idx.data(), val.data(), capacity);
+                                       idx.data(), val.data(), capacity, pending);
 }
 
 }  // namespace dct::detail::kernels::kokkos

@@ -179,6 +179,20 @@ KOKKOS_INLINE_FUNCTION unsigned block_mask(const T *send, const T *residual, T *
 #endif
 }
 
+/// The first entry of a sorted index list at or after index `at` (binary search).
+KOKKOS_INLINE_FUNCTION std::size_t first_at(const WireIndex *idx, std::size_t size,
+                                            std::uint64_t at) {
+  std::size_t low = 0, high = size;
+  while (low < high) {
+    const std::size_t middle = low + (high - low) / 2;
+    if (std::uint64_t(idx[middle]) < at)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low;
+}
+
 /// Whether `v` is neither NaN nor +-Inf.
 template <typename T>
 KOKKOS_INLINE_FUNCTION bool is_finite(T v) {

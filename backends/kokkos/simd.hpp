@@ -55,9 +55,13 @@ inline unsigned lowest_bits(unsigned mask, std::size_t keep) {
 }
 
 /// The selection pass's stage over the whole 16-entry blocks of [begin, end) with AVX-512F:
-/// acc into the residual (with send), the entries that keep_entry(acc, tau) selects
-/// compress-stored into the slot (the first `slot` of the work item's, as the portable code
-/// stages them) and counted. Returns where it stopped: the partial block is the caller's.
+/// acc into the residual (with send), the entries that keep_entry(acc, tau) selects appended
+/// to the slot (the first `slot` of the work item's, as the portable code stages them) and
+/// counted. An append compresses the vector's entries in registers and stores the vector
+/// whole (what lies past the entries is overwritten by the next append): the compress stores'
+/// memory form, whose writes stop at the last entry, is several times slower and is left to
+/// the slot's last 16 places. Returns where it stopped: the partial block is the caller's. Ties and
+/// NaN/Inf are rare: their masks are worked out only for blocks that hold one.
 template <bool kHasSend>
 __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
     const float *send, float *residual, std::size_t begin, std::size_t end, float tau,
@@ -65,6 +69,7 @@ __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
   const __m512 threshold = _mm512_set1_ps(tau), zero = _mm512_setzero_ps();
   const __m512 infinity = _mm512_set1_ps(__builtin_inff());
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  std::size_t staged = counts.staged, selected_count = 0, ties = 0, bad = 0;
   std::size_t i = begin;
   for (; i + 16 <= end; i += 16) {
     __m512 acc = _mm512_loadu_ps(residual + i);
@@ -74,22 +79,36 @@ __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
     }
     const __m512 magnitude = _mm512_abs_ps(acc);
     // !(|acc| < tau) and acc != 0, both true for NaN: the keep rule
-    const __mmask16 selected = _mm512_cmp_ps_mask(magnitude, threshold, _CMP_NLT_UQ) &
-                               _mm512_cmp_ps_mask(acc, zero, _CMP_NEQ_UQ);
-    const __mmask16 finite = _mm512_cmp_ps_mask(magnitude, infinity, _CMP_LT_OQ);
-    const __mmask16 tie = selected & finite & _mm512_cmp_ps_mask(magnitude, threshold, _CMP_EQ_OQ);
-    counts.strict += static_cast<std::size_t>(__builtin_popcount(selected & ~tie & 0xffffu));
-    counts.ties += static_cast<std::size_t>(__builtin_popcount(tie));
-    counts.bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & 0xffffu));
-    unsigned take = selected;
-    const std::size_t count = static_cast<std::size_t>(__builtin_popcount(take));
-    if (counts.staged + count > slot) take = lowest_bits(take, slot - counts.staged);
+    const __mmask16 selected = _mm512_mask_cmp_ps_mask(
+        _mm512_cmp_ps_mask(magnitude, threshold, _CMP_NLT_UQ), acc, zero, _CMP_NEQ_UQ);
+    // Entries at tau, or NaN/Inf: !(|acc| > tau) among the selected, or |acc| >= Inf.
+    const __mmask16 special = _mm512_mask_cmp_ps_mask(selected, magnitude, threshold, _CMP_NGT_UQ) |
+                              _mm512_mask_cmp_ps_mask(selected, magnitude, infinity, _CMP_NLT_UQ);
+    selected_count += static_cast<std::size_t>(__builtin_popcount(selected));
+    if (__builtin_expect(special != 0, 0)) {
+      const __mmask16 finite = _mm512_cmp_ps_mask(magnitude, infinity, _CMP_LT_OQ);
+      ties += static_cast<std::size_t>(__builtin_popcount(
+          selected & finite & _mm512_cmp_ps_mask(magnitude, threshold, _CMP_EQ_OQ)));
+      bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & 0xffffu));
+    }
     const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
-    _mm512_mask_compressstoreu_ps(slot_acc + counts.staged, static_cast<__mmask16>(take), acc);
-    _mm512_mask_compressstoreu_epi32(slot_index + counts.staged, static_cast<__mmask16>(take),
-                                     index);
-    counts.staged += static_cast<std::size_t>(__builtin_popcount(take));
+    const std::size_t count = static_cast<std::size_t>(__builtin_popcount(selected));
+    if (staged + 16 <= slot) {  // compressed in registers, stored whole (see above)
+      _mm512_storeu_ps(slot_acc + staged, _mm512_maskz_compress_ps(selected, acc));
+      _mm512_storeu_si512(slot_index + staged, _mm512_maskz_compress_epi32(selected, index));
+      staged += count;
+    } else if (staged < slot) {
+      const __mmask16 take = static_cast<__mmask16>(
+          staged + count > slot ? lowest_bits(selected, slot - staged) : selected);
+      _mm512_mask_compressstoreu_ps(slot_acc + staged, take, acc);
+      _mm512_mask_compressstoreu_epi32(slot_index + staged, take, index);
+      staged += static_cast<std::size_t>(__builtin_popcount(take));
+    }
   }
+  counts.staged = staged;
+  counts.strict += selected_count - ties;
+  counts.ties += ties;
+  counts.bad += bad;
   return i;
 }
 
@@ -100,6 +119,7 @@ __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
   const __m512d threshold = _mm512_set1_pd(tau), zero = _mm512_setzero_pd();
   const __m512d infinity = _mm512_set1_pd(__builtin_inf());
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  std::size_t staged = counts.staged, selected_count = 0, ties = 0, bad = 0;
   std::size_t i = begin;
   for (; i + 8 <= end; i += 8) {
     __m512d acc = _mm512_loadu_pd(residual + i);
@@ -108,22 +128,34 @@ __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
       _mm512_storeu_pd(residual + i, acc);
     }
     const __m512d magnitude = _mm512_abs_pd(acc);
-    const __mmask8 selected = _mm512_cmp_pd_mask(magnitude, threshold, _CMP_NLT_UQ) &
-                              _mm512_cmp_pd_mask(acc, zero, _CMP_NEQ_UQ);
-    const __mmask8 finite = _mm512_cmp_pd_mask(magnitude, infinity, _CMP_LT_OQ);
-    const __mmask8 tie = selected & finite & _mm512_cmp_pd_mask(magnitude, threshold, _CMP_EQ_OQ);
-    counts.strict += static_cast<std::size_t>(__builtin_popcount(selected & ~tie & 0xffu));
-    counts.ties += static_cast<std::size_t>(__builtin_popcount(tie));
-    counts.bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & 0xffu));
-    unsigned take = selected;
-    const std::size_t count = static_cast<std::size_t>(__builtin_popcount(take));
-    if (counts.staged + count > slot) take = lowest_bits(take, slot - counts.staged);
+    const __mmask8 selected = _mm512_mask_cmp_pd_mask(
+        _mm512_cmp_pd_mask(magnitude, threshold, _CMP_NLT_UQ), acc, zero, _CMP_NEQ_UQ);
+    const __mmask8 special = _mm512_mask_cmp_pd_mask(selected, magnitude, threshold, _CMP_NGT_UQ) |
+                             _mm512_mask_cmp_pd_mask(selected, magnitude, infinity, _CMP_NLT_UQ);
+    selected_count += static_cast<std::size_t>(__builtin_popcount(selected));
+    if (__builtin_expect(special != 0, 0)) {
+      const __mmask8 finite = _mm512_cmp_pd_mask(magnitude, infinity, _CMP_LT_OQ);
+      ties += static_cast<std::size_t>(__builtin_popcount(
+          selected & finite & _mm512_cmp_pd_mask(magnitude, threshold, _CMP_EQ_OQ)));
+      bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & 0xffu));
+    }
     const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
-    _mm512_mask_compressstoreu_pd(slot_acc + counts.staged, static_cast<__mmask8>(take), acc);
-    _mm512_mask_compressstoreu_epi32(slot_index + counts.staged, static_cast<__mmask16>(take),
-                                     index);
-    counts.staged += static_cast<std::size_t>(__builtin_popcount(take));
+    const std::size_t count = static_cast<std::size_t>(__builtin_popcount(selected));
+    if (staged + 16 <= slot) {  // compressed in registers, stored whole (16 index lanes)
+      _mm512_storeu_pd(slot_acc + staged, _mm512_maskz_compress_pd(selected, acc));
+      _mm512_storeu_si512(slot_index + staged, _mm512_maskz_compress_epi32(selected, index));
+      staged += count;
+    } else if (staged < slot) {
+      const unsigned take = staged + count > slot ? lowest_bits(selected, slot - staged) : selected;
+      _mm512_mask_compressstoreu_pd(slot_acc + staged, static_cast<__mmask8>(take), acc);
+      _mm512_mask_compressstoreu_epi32(slot_index + staged, static_cast<__mmask16>(take), index);
+      staged += static_cast<std::size_t>(__builtin_popcount(take));
+    }
   }
+  counts.staged = staged;
+  counts.strict += selected_count - ties;
+  counts.ties += ties;
+  counts.bad += bad;
   return i;
 }
 #endif

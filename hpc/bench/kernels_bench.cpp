@@ -96,7 +96,8 @@ void run(const KernelOptions &o, Backend &backend, long long bytes) {
   backend.copy(residual.data(), pristine.data(), n * sizeof(T), nullptr);
   const std::size_t capacity = k + k / 4 + 16;
   BackendArray<WireIndex> idx(backend, capacity), candidate_idx(backend, capacity);
-  BackendArray<T> val(backend, capacity), candidate_val(backend, capacity);
+  BackendArray<T> val(backend, capacity), candidate_val(backend, capacity),
+      remainders(backend, capacity);
 
   const double copy_s =
       best_time(o.seconds, [&] { backend.copy(out.data(), send.data(), n * sizeof(T), nullptr); });
@@ -134,10 +135,10 @@ void run(const KernelOptions &o, Backend &backend, long long bytes) {
       [&] {
         const Selected found =
             backend.select(send.data(), residual.data(), n, tau, k, candidate_idx.data(),
-                           candidate_val.data(), capacity, nullptr);
+                           candidate_val.data(), capacity, SparseList<T>{}, nullptr);
         kept = backend.keep_top(candidate_idx.data(), candidate_val.data(),
                                 std::min(found.count, capacity), tau, kEveryTie, o.values,
-                                residual.data(), idx.data(), val.data(), nullptr);
+                                idx.data(), val.data(), remainders.data(), nullptr);
       },
       [&] { backend.copy(residual.data(), pristine.data(), n * sizeof(T), nullptr); });
   const SparseList<T> list{idx.data(), val.data(), kept};

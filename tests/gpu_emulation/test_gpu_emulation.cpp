@@ -114,8 +114,9 @@ TYPED_TEST(Emulated, SelectMatchesReferenceWithCapacityAndLimit) {
       std::vector<T> residual = initial;
       std::vector<WireIndex> idx(n + 1, 77);
       std::vector<T> val(n + 1, T(77));
-      const Selected found = this->backend_.select(send.data(), residual.data(), n, tau, limit,
-                                                   idx.data(), val.data(), capacity, nullptr);
+      const Selected found =
+          this->backend_.select(send.data(), residual.data(), n, tau, limit, idx.data(), val.data(),
+                                capacity, SparseList<T>{}, nullptr);
       EXPECT_EQ(found.count, expected.size());
       EXPECT_EQ(found.nonfinite, 2u);
       const std::size_t written = std::min(found.count, capacity);
@@ -136,11 +137,11 @@ TYPED_TEST(Emulated, SelectMatchesReferenceWithCapacityAndLimit) {
 }
 
 // keep_top and the default trim_candidates (select, kth_largest_abs, keep_top): the top k of a
-// candidate list with ties to the lowest indices, rounded for the wire, what stays home in the
-// residual.
+// candidate list with ties to the lowest indices, rounded for the wire, what stays home as the
+// remainders.
 TYPED_TEST(Emulated, TrimKeepsTheTopKWithTiesByIndex) {
   using T = TypeParam;
-  const std::size_t m = 300, n = 1000;
+  const std::size_t m = 300;
   std::vector<WireIndex> idx(m);
   std::vector<T> val(m);
   for (std::size_t j = 0; j < m; ++j) {
@@ -148,13 +149,12 @@ TYPED_TEST(Emulated, TrimKeepsTheTopKWithTiesByIndex) {
     val[j] = static_cast<T>((j % 7) + 1) * (j % 2 ? T(-1) : T(1));  // magnitudes 1..7, tied
   }
   for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16}) {
-    std::vector<T> residual(n, T(0.25));
     std::vector<WireIndex> out_idx(m);
-    std::vector<T> out_val(m);
+    std::vector<T> out_val(m), remainders(m, T(0.25));
     const std::size_t k = 50, aim = 150;
     const Trimmed<T> trimmed =
-        this->backend_.trim_candidates(idx.data(), val.data(), m, k, aim, coding, residual.data(),
-                                       out_idx.data(), out_val.data(), nullptr);
+        this->backend_.trim_candidates(idx.data(), val.data(), m, k, aim, coding, out_idx.data(),
+                                       out_val.data(), remainders.data(), nullptr);
     const auto expected = reference_selection(val, T(6), k);  // 42 sevens + 8 of the sixes
     EXPECT_EQ(trimmed.finite, m);
     EXPECT_EQ(trimmed.kth, T(6));
@@ -163,9 +163,33 @@ TYPED_TEST(Emulated, TrimKeepsTheTopKWithTiesByIndex) {
     for (std::size_t j = 0; j < k; ++j) {
       EXPECT_EQ(out_idx[j], idx[expected[j]]);
       EXPECT_EQ(out_val[j], wire_value(val[expected[j]], coding));
-      EXPECT_EQ(residual[out_idx[j]], T(0));  // small integers travel exactly in fp16 too
+      EXPECT_EQ(remainders[j], T(0));  // small integers travel exactly in fp16 too
     }
   }
+}
+
+// select's pending writes go in before the pass: as if written first.
+TYPED_TEST(Emulated, SelectDoesThePendingWritesFirst) {
+  using T = TypeParam;
+  const std::size_t n = 200;
+  const auto send = this->random_values(n, 9);
+  const auto initial = this->random_values(n, 10);
+  const std::vector<WireIndex> pending_idx = {0, 5, 77, 199};
+  const std::vector<T> pending_val = {T(3), T(-4), T(0.5), T(7)};
+  std::vector<T> written = initial;
+  for (std::size_t j = 0; j < pending_idx.size(); ++j) written[pending_idx[j]] = pending_val[j];
+  std::vector<WireIndex> idx(n), expected_idx(n);
+  std::vector<T> val(n), expected_val(n);
+  const Selected expected =
+      this->backend_.select(send.data(), written.data(), n, T(1.2), kEveryTie, expected_idx.data(),
+                            expected_val.data(), n, SparseList<T>{}, nullptr);
+  std::vector<T> residual = initial;
+  const Selected found = this->backend_.select(
+      send.data(), residual.data(), n, T(1.2), kEveryTie, idx.data(), val.data(), n,
+      SparseList<T>{pending_idx.data(), pending_val.data(), pending_idx.size()}, nullptr);
+  EXPECT_EQ(found.count, expected.count);
+  EXPECT_EQ(idx, expected_idx);
+  EXPECT_EQ(residual, written);
 }
 
 TYPED_TEST(Emulated, SampleScatterAddAndFillZero) {

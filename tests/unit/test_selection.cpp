@@ -98,18 +98,25 @@ class Selection : public test::BackendTest<C> {
     std::vector<T> val;
     std::vector<T> residual;
   };
-  /// Backend::select on copies; `send` nullptr means none.
+  /// Backend::select on copies; `send` nullptr means none; `pending` writes (host lists; no
+  /// values: zeros) first.
   Selected select(const std::vector<T> *send, const std::vector<T> &residual, T tau,
-                  std::size_t limit, std::size_t capacity) {
+                  std::size_t limit, std::size_t capacity,
+                  const std::vector<WireIndex> &pending_idx = {},
+                  const std::vector<T> &pending_val = {}) {
     BackendArray<T> s;
     if (send) s = this->upload(*send);
     auto r = this->upload(residual);
     BackendArray<WireIndex> idx(*this->backend_, capacity + 1);
     BackendArray<T> val(*this->backend_, capacity + 1);
+    const auto p_idx = this->upload(pending_idx);
+    const auto p_val = this->upload(pending_val);
+    const SparseList<T> pending{p_idx.data(), pending_val.empty() ? nullptr : p_val.data(),
+                                pending_idx.size()};
     const std::size_t n = residual.size();
     Selected out;
     out.found = this->backend_->select(send ? s.data() : nullptr, r.data(), n, tau, limit,
-                                       idx.data(), val.data(), capacity, nullptr);
+                                       idx.data(), val.data(), capacity, pending, nullptr);
     const std::size_t written = std::min(out.found.count, capacity);
     out.idx = this->download(idx, written);
     out.val = this->download(val, written);
@@ -135,52 +142,46 @@ class Selection : public test::BackendTest<C> {
     Trimmed<T> trimmed;
     std::vector<WireIndex> idx;
     std::vector<T> val;
-    std::vector<T> residual;
+    std::vector<T> remainders;
   };
-  /// keep_top (limit given) or trim_candidates (`limit` == 0: k and aim) on copies of the list
-  /// and of `residual`.
+  /// keep_top (limit given) or trim_candidates (`limit` == 0: k and aim) on copies of the
+  /// list; the remainders are asked for (and come back) unless `remainders` is false.
   Kept keep(const std::vector<WireIndex> &idx, const std::vector<T> &val, T tau, std::size_t limit,
-            std::size_t k, std::size_t aim, ValueCoding coding, const std::vector<T> &residual) {
+            std::size_t k, std::size_t aim, ValueCoding coding, bool remainders = true) {
     const auto in_idx = this->upload(idx);
     const auto in_val = this->upload(val);
-    auto r = this->upload(residual);
     BackendArray<WireIndex> out_idx(*this->backend_, idx.size() + 1);
     BackendArray<T> out_val(*this->backend_, idx.size() + 1);
+    BackendArray<T> out_remainders(*this->backend_, idx.size() + 1);
+    T *const rest = remainders ? out_remainders.data() : nullptr;
     Kept out;
     if (limit > 0) {
-      out.kept =
-          this->backend_->keep_top(in_idx.data(), in_val.data(), idx.size(), tau, limit, coding,
-                                   r.data(), out_idx.data(), out_val.data(), nullptr);
+      out.kept = this->backend_->keep_top(in_idx.data(), in_val.data(), idx.size(), tau, limit,
+                                          coding, out_idx.data(), out_val.data(), rest, nullptr);
     } else {
       out.trimmed =
           this->backend_->trim_candidates(in_idx.data(), in_val.data(), idx.size(), k, aim, coding,
-                                          r.data(), out_idx.data(), out_val.data(), nullptr);
+                                          out_idx.data(), out_val.data(), rest, nullptr);
       out.kept = out.trimmed.kept;
     }
     out.idx = this->download(out_idx, out.kept);
     out.val = this->download(out_val, out.kept);
-    out.residual = this->download(r, residual.size());
+    if (remainders) out.remainders = this->download(out_remainders, out.kept);
     return out;
   }
 
   /// The kept entries are exactly `expected` (places in the tensor), in order, each sent as
-  /// the wire carries it and its residual what stays home; every other residual untouched.
+  /// the wire carries it, with what stays home of it as its remainder.
   static void expect_kept(const Kept &out, const std::vector<std::size_t> &expected,
-                          const std::vector<T> &acc, const std::vector<T> &residual_before,
-                          ValueCoding coding) {
+                          const std::vector<T> &acc, ValueCoding coding) {
     ASSERT_EQ(out.kept, expected.size());
-    std::vector<bool> kept(acc.size(), false);
     for (std::size_t j = 0; j < expected.size(); ++j) {
       const std::size_t i = expected[j];
-      kept[i] = true;
       ASSERT_EQ(out.idx[j], i) << "entry " << j;
       const T sent = wire_value(acc[i], coding);
       ASSERT_TRUE(same_bits(out.val[j], sent) || (sent != sent && out.val[j] != out.val[j])) << i;
-      ASSERT_TRUE(same_bits(out.residual[i], wire_remainder(acc[i], sent))) << i;
-    }
-    for (std::size_t i = 0; i < acc.size(); ++i) {
-      if (kept[i]) continue;
-      ASSERT_TRUE(same_bits(out.residual[i], residual_before[i])) << i;
+      if (out.remainders.empty()) continue;
+      ASSERT_TRUE(same_bits(out.remainders[j], wire_remainder(acc[i], sent))) << i;
     }
   }
 };
@@ -304,6 +305,38 @@ TYPED_TEST(Selection, SelectKeepsOrderWhenEntriesBunchPastTheirSlot) {
   });
 }
 
+// The previous call's pending writes go in before the pass reads the residual: the same as
+// writing them first, for values and for zeros (no values), at every work item's edges.
+TYPED_TEST(Selection, SelectDoesThePendingWritesFirst) {
+  using V = typename TestFixture::Value;
+  for_each_host_tier([&] {
+    for (const std::size_t n : {5 * std::size_t(4096) + 9, std::size_t(700)}) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      const auto send = normal<V>(n, 61);
+      const auto residual = normal<V>(n, 62);
+      std::vector<WireIndex> pending_idx;
+      std::vector<V> pending_val;
+      for (std::size_t i = 0; i < n; i += (i % 4096 == 4095 ? 1 : 37)) {  // chunk edges too
+        pending_idx.push_back(static_cast<WireIndex>(i));
+        pending_val.push_back(V(0.001) * V(i % 13));
+      }
+      for (const bool zeros : {false, true}) {
+        std::vector<V> written = residual;
+        for (std::size_t j = 0; j < pending_idx.size(); ++j)
+          written[pending_idx[j]] = zeros ? V(0) : pending_val[j];
+        const auto acc = add(send, written);
+        const V tau = reference_kth(acc, n / 50);
+        const auto expected = this->select(&send, written, tau, kEveryTie, n);
+        const auto out = this->select(&send, residual, tau, kEveryTie, n, pending_idx,
+                                      zeros ? std::vector<V>{} : pending_val);
+        EXPECT_EQ(out.found.count, expected.found.count);
+        EXPECT_EQ(out.idx, expected.idx);
+        EXPECT_EQ(out.residual, acc);
+      }
+    }
+  });
+}
+
 // trim_candidates on candidate lists short (ranked directly) and long (a window placed by a
 // sample, and its fallback when the window misses): exactly the top k finite and every
 // NaN/Inf, ties to the lowest indices, for every value coding.
@@ -323,22 +356,21 @@ TYPED_TEST(Selection, TrimKeepsExactlyTheTopKOfTheCandidates) {
       std::vector<WireIndex> idx;
       std::vector<V> val;
       this->candidates_of(acc, floor, idx, val);
-      const auto residual = normal<V>(n, 43);
       for (ValueCoding coding :
            {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16, ValueCoding::sign}) {
-        const auto out = this->keep(idx, val, V(0), 0, k, aim, coding, residual);
+        const auto out =
+            this->keep(idx, val, V(0), 0, k, aim, coding, coding != ValueCoding::native);
         std::vector<V> finite_values;
         for (V v : val)
           if (finite(v)) finite_values.push_back(v);
         EXPECT_EQ(out.trimmed.finite, finite_values.size());
         if (out.trimmed.finite <= k) {
           EXPECT_EQ(out.kept, 0u);
-          EXPECT_EQ(out.residual, residual);
           continue;
         }
         const V tau = reference_kth(acc, k);
         EXPECT_TRUE(same_bits(out.trimmed.kth, tau));
-        this->expect_kept(out, reference_selection(acc, tau, k), acc, residual, coding);
+        this->expect_kept(out, reference_selection(acc, tau, k), acc, coding);
         // About the aim-th: between the (aim/2)-th and the (2 aim)-th largest.
         if (aim <= out.trimmed.finite) {
           EXPECT_LE(out.trimmed.aimth, reference_kth(acc, aim / 2));
@@ -355,11 +387,9 @@ TYPED_TEST(Selection, TrimLeavesEverythingWhenKOrFewerAreFinite) {
   std::vector<WireIndex> idx;
   std::vector<V> val;
   this->candidates_of(acc, V(0), idx, val);
-  const std::vector<V> residual(acc.size(), V(9));
-  const auto out = this->keep(idx, val, V(0), 0, 3, 9, ValueCoding::native, residual);
+  const auto out = this->keep(idx, val, V(0), 0, 3, 9, ValueCoding::native);
   EXPECT_EQ(out.trimmed.finite, 3u);
   EXPECT_EQ(out.kept, 0u);
-  EXPECT_EQ(out.residual, residual);
 }
 
 TYPED_TEST(Selection, KeepTopMatchesTheReferenceForEveryCoding) {
@@ -370,12 +400,11 @@ TYPED_TEST(Selection, KeepTopMatchesTheReferenceForEveryCoding) {
       std::vector<WireIndex> idx;
       std::vector<V> val;
       this->candidates_of(acc, reference_kth(acc, n / 10), idx, val);
-      const auto residual = normal<V>(n, 51);
       for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
         for (const std::size_t limit : {kEveryTie, n / 40}) {
           const V tau = limit == kEveryTie ? reference_kth(acc, n / 20) : reference_kth(acc, limit);
-          const auto out = this->keep(idx, val, tau, limit, 0, 0, coding, residual);
-          this->expect_kept(out, reference_selection(acc, tau, limit), acc, residual, coding);
+          const auto out = this->keep(idx, val, tau, limit, 0, 0, coding);
+          this->expect_kept(out, reference_selection(acc, tau, limit), acc, coding);
         }
       }
     }
@@ -386,14 +415,13 @@ TYPED_TEST(Selection, KeepTopSaturatesValuesBeyondTheSixteenBitRange) {
   using V = typename TestFixture::Value;
   const std::vector<WireIndex> idx = {0, 1, 2};
   const std::vector<V> val = {V(1e5), V(-7e4), V(3)};
-  const auto out =
-      this->keep(idx, val, V(1), kEveryTie, 0, 0, ValueCoding::fp16, std::vector<V>(3, V(0)));
+  const auto out = this->keep(idx, val, V(1), kEveryTie, 0, 0, ValueCoding::fp16);
   ASSERT_EQ(out.kept, 3u);
   EXPECT_EQ(out.val[0], V(65504));
   EXPECT_EQ(out.val[1], V(-65504));
-  EXPECT_EQ(out.residual[0], V(1e5) - V(65504));  // the rest waits for the next call
-  EXPECT_EQ(out.residual[1], V(-7e4) + V(65504));
-  EXPECT_EQ(out.residual[2], V(0));
+  EXPECT_EQ(out.remainders[0], V(1e5) - V(65504));  // the rest waits for the next call
+  EXPECT_EQ(out.remainders[1], V(-7e4) + V(65504));
+  EXPECT_EQ(out.remainders[2], V(0));
 }
 
 // sum_lists against the fill and the scatter of each list in list order (the bits every

@@ -237,11 +237,11 @@ __global__ void select_compact(const T *send, T *residual, std::size_t n, Select
 }
 
 /// Backend::keep_top's compaction: the selected candidates rounded for the wire, what the wire
-/// does not carry of each written back to the residual (as every backend: float16.hpp).
+/// does not carry of each into the remainders (as every backend: float16.hpp).
 template <typename T>
 __global__ void keep_compact(const WireIndex *idx, const T *val, std::size_t m, SelectFlag<T> flag,
-                             const unsigned int *inclusive, ValueCoding coding, T *residual,
-                             WireIndex *out_idx, T *out_val) {
+                             const unsigned int *inclusive, ValueCoding coding, WireIndex *out_idx,
+                             T *out_val, T *remainders) {
   for (std::size_t j = first_index(); j < m; j += index_stride()) {
     if (!flag(j)) continue;
     const T acc = val[j];
@@ -249,8 +249,15 @@ __global__ void keep_compact(const WireIndex *idx, const T *val, std::size_t m, 
     const std::size_t position = static_cast<std::size_t>(inclusive[j]) - 1;
     out_idx[position] = idx[j];
     out_val[position] = sent;
-    residual[idx[j]] = wire_remainder(acc, sent);
+    if (remainders != nullptr) remainders[position] = wire_remainder(acc, sent);
   }
+}
+
+/// The pending writes of Backend::select: residual[idx[j]] = val[j] (0 without val).
+template <typename T>
+__global__ void scatter_set_kernel(const WireIndex *idx, const T *val, std::size_t m, T *out) {
+  for (std::size_t j = first_index(); j < m; j += index_stride())
+    out[idx[j]] = val != nullptr ? val[j] : T(0);
 }
 
 template <typename T>
@@ -349,13 +356,14 @@ class GpuBackend final : public Backend {
     gather_abs_sample_impl(send, residual, n, m, seed, host_out, stream);                          \
   }                                                                                                \
   Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,             \
-                  WireIndex *idx, T *val, std::size_t capacity, Stream stream) override {          \
-    return select_impl(send, residual, n, tau, limit, idx, val, capacity, stream);                 \
+                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,      \
+                  Stream stream) override {                                                        \
+    return select_impl(send, residual, n, tau, limit, idx, val, capacity, pending, stream);        \
   }                                                                                                \
   std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                   \
-                       std::size_t limit, ValueCoding coding, T *residual, WireIndex *out_idx,     \
-                       T *out_val, Stream stream) override {                                       \
-    return keep_top_impl(idx, val, m, tau, limit, coding, residual, out_idx, out_val, stream);     \
+                       std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,      \
+                       T *remainders, Stream stream) override {                                    \
+    return keep_top_impl(idx, val, m, tau, limit, coding, out_idx, out_val, remainders, stream);   \
   }                                                                                                \
   void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
       override {                                                                                   \
@@ -504,10 +512,16 @@ class GpuBackend final : public Backend {
 
   template <typename T>
   Selected select_impl(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,
-                       WireIndex *idx, T *val, std::size_t capacity, Stream stream) {
+                       WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,
+                       Stream stream) {
     if (n == 0) return Selected{};
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
+    if (pending.size > 0) {  // a kernel of their own, before the pass (it reads the residual)
+      DCT_GPU_LAUNCH(scatter_set_kernel<T>, grid_for(pending.size), kBlock, s, pending.idx,
+                     pending.val, pending.size, residual);
+      check_launch("select (pending writes)");
+    }
     const Positions<T> positions = select_positions(send, residual, n, tau, limit, s);
     DCT_GPU_LAUNCH(select_compact<T>, grid_for(n), kBlock, s, send, residual, n, positions.flag,
                    positions.inclusive, idx, val, capacity);
@@ -518,14 +532,14 @@ class GpuBackend final : public Backend {
 
   template <typename T>
   std::size_t keep_top_impl(const WireIndex *idx, const T *val, std::size_t m, T tau,
-                            std::size_t limit, ValueCoding coding, T *residual, WireIndex *out_idx,
-                            T *out_val, Stream stream) {
+                            std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,
+                            T *remainders, Stream stream) {
     if (m == 0) return 0;
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     const Positions<T> positions = select_positions<T>(nullptr, val, m, tau, limit, s);
     DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
-                   positions.inclusive, coding, residual, out_idx, out_val);
+                   positions.inclusive, coding, out_idx, out_val, remainders);
     check_launch("keep_top (compact)");
     check(api::stream_synchronize(s), "keep_top");
     return positions.selected.count;
