@@ -20,6 +20,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "error.hpp"
@@ -45,7 +46,7 @@ void for_each_index(const Exec &exec, const char *label, std::size_t n, const Bo
     }
   }
   Kokkos::parallel_for(label, range(exec, n), body);
-  exec.fence();
+  fence(exec);
 }
 
 template <typename Exec>
@@ -107,7 +108,7 @@ class KokkosBackend final : public Backend {
       std::memcpy(destination, source, bytes);
     } else {
       using Host = Kokkos::DefaultHostExecutionSpace;
-      const Exec exec;
+      const Exec &exec = this->exec();
       auto *to = static_cast<char *>(destination);
       const auto *from = static_cast<const char *>(source);
       const bool to_device = owns(to), from_device = owns(from);
@@ -122,7 +123,7 @@ class KokkosBackend final : public Backend {
                           Buffer<const char, Exec>(from, bytes));
       else
         std::memcpy(destination, source, bytes);
-      exec.fence();
+      fence(exec);
     }
   }
   /// Host memory is MPI's own; device memory needs a GPU-aware MPI, which this backend does
@@ -132,7 +133,7 @@ class KokkosBackend final : public Backend {
 #define DCT_KOKKOS_KERNELS(T)                                                                     \
   T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream)       \
       override {                                                                                  \
-    return kokkos::kth_largest_abs<T>(Exec(), in(send, n), in(residual, n), k);                   \
+    return kokkos::kth_largest_abs<T>(exec(), in(send, n), in(residual, n), k);                   \
   }                                                                                               \
   void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,          \
                          std::uint64_t seed, T *host_out, Stream) override {                      \
@@ -141,48 +142,59 @@ class KokkosBackend final : public Backend {
   Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,            \
                   WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,     \
                   Stream) override {                                                              \
-    return kokkos::select<T>(Exec(), in(send, n), Buffer<T, Exec>(residual, n), tau, limit,       \
+    return kokkos::select<T>(exec(), in(send, n), Buffer<T, Exec>(residual, n), tau, limit,       \
                              Buffer<WireIndex, Exec>(idx, capacity),                              \
                              Buffer<T, Exec>(val, capacity), capacity, pending);                  \
   }                                                                                               \
   Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,    \
                              std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val, \
                              T *remainders, Stream) override {                                    \
-    return kokkos::trim<T>(Exec(), idx, val, m, k, aim, coding, out_idx, out_val, remainders);    \
+    return kokkos::trim<T>(exec(), idx, val, m, k, aim, coding, out_idx, out_val, remainders);    \
   }                                                                                               \
   std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                  \
                        std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,     \
                        T *remainders, Stream) override {                                          \
-    return kokkos::keep_top<T>(Exec(), idx, val, m, tau, limit, coding, out_idx, out_val,         \
+    return kokkos::keep_top<T>(exec(), idx, val, m, tau, limit, coding, out_idx, out_val,         \
                                remainders);                                                       \
   }                                                                                               \
   void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin,        \
                  std::size_t end, Stream) override {                                              \
-    kokkos::sum_lists<T>(Exec(), lists, count, out, begin, end);                                  \
+    kokkos::sum_lists<T>(exec(), lists, count, out, begin, end);                                  \
   }                                                                                               \
   void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream) override {  \
     for_each_index(                                                                               \
-        Exec(), "dct_scatter_add", m,                                                             \
+        exec(), "dct_scatter_add", m,                                                             \
         KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });                          \
   }                                                                                               \
   void fill_zero(T *out, std::size_t n, Stream) override {                                        \
     for_each_index(                                                                               \
-        Exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });      \
+        exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });      \
   }                                                                                               \
   void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,       \
                        Stream) override {                                                         \
     for_each_index(                                                                               \
-        Exec(), "dct_momentum", n,                                                                \
+        exec(), "dct_momentum", n,                                                                \
         KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });      \
   }                                                                                               \
   void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) override {               \
     for_each_index(                                                                               \
-        Exec(), "dct_scatter_zero", m,                                                            \
-        KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });                             \
+        exec(), "dct_zero_at", m, KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });   \
   }
   DCT_KOKKOS_KERNELS(float)
   DCT_KOKKOS_KERNELS(double)
 #undef DCT_KOKKOS_KERNELS
+
+ public:
+  /// The instance every kernel runs on, made at first use (Kokkos must be up by then) and kept:
+  /// from Kokkos 4 an instance holds a reference-counted handle, and making one per kernel
+  /// allocated on every call. Dropped before Kokkos is finalized (kernels.cpp).
+  const Exec &exec() const {
+    if (!exec_) exec_.emplace();
+    return *exec_;
+  }
+  void release() {
+    exec_.reset();
+  }
 
  private:
   /// A read-only View of n entries at `pointer` (empty for nullptr: a send of zeros).
@@ -194,7 +206,7 @@ class KokkosBackend final : public Backend {
   template <typename T>
   void sample_to_host(const T *send, const T *residual, std::size_t n, std::size_t m,
                       std::uint64_t seed, T *host_out) {
-    const Exec exec;
+    const Exec &exec = this->exec();
     if constexpr (kHostAccessible<Exec>) {
       kokkos::gather_abs_sample(exec, send, residual, n, seed, Buffer<T, Exec>(host_out, m));
     } else {
@@ -202,7 +214,7 @@ class KokkosBackend final : public Backend {
           Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::sample"), m);
       kokkos::gather_abs_sample(exec, send, residual, n, seed, Buffer<T, Exec>(sample.data(), m));
       Kokkos::deep_copy(exec, Buffer<T, Kokkos::DefaultHostExecutionSpace>(host_out, m), sample);
-      exec.fence();
+      fence(exec);
     }
   }
 
@@ -218,6 +230,7 @@ class KokkosBackend final : public Backend {
 
   mutable std::mutex mutex_;
   std::map<const char *, std::size_t> allocations_;  // device spaces: begin -> bytes
+  mutable std::optional<Exec> exec_;
 };
 
 }  // namespace dct::detail::kernels::kokkos

@@ -44,6 +44,40 @@ KOKKOS_INLINE_FUNCTION std::size_t ties_of(std::uint64_t packed) {
   return static_cast<std::size_t>(packed & 0xffffffffu);
 }
 
+/// The work items' packed counts turned into their exclusive prefix, in place; `total` their
+/// sum, `bad` the sum of their NaN/Inf counts. On the calling thread where the memory is the
+/// host's (a few items per thread; Kokkos' scans and reductions into a value fence with a
+/// label, an allocation per call), with kernels on a device.
+template <typename Exec>
+void scan_counts(const Exec &exec, std::uint64_t *counts, const std::uint32_t *nonfinite,
+                 std::size_t items, std::uint64_t &total, std::size_t &bad) {
+  total = 0;
+  bad = 0;
+  if constexpr (kHostAccessible<Exec>) {
+    for (std::size_t c = 0; c < items; ++c) {
+      const std::uint64_t count = counts[c];
+      counts[c] = total;
+      total += count;
+      bad += nonfinite[c];
+    }
+  } else {
+    const Buffer<std::uint64_t, Exec> first(counts, items);
+    const Buffer<const std::uint32_t, Exec> bad_counts(nonfinite, items);
+    const Range<Exec> work = range(exec, items);
+    Kokkos::parallel_scan(
+        "dct_scan", work,
+        KOKKOS_LAMBDA(const std::int64_t c, std::uint64_t &position, const bool final) {
+          const std::uint64_t count = first(c);
+          if (final) first(c) = position;
+          position += count;
+        },
+        total);
+    Kokkos::parallel_reduce(
+        "dct_bad", work,
+        KOKKOS_LAMBDA(const std::int64_t c, std::size_t &sum) { sum += bad_counts(c); }, bad);
+  }
+}
+
 /// How an entry that the keep rule selected at tau counts toward a limit.
 enum class Selection { above, tie, nonfinite };
 template <typename T>
@@ -204,8 +238,10 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
   // per 16M floats with cold caches), one per chunk on a device.
   std::size_t items = chunks;
   if constexpr (kHostAccessible<Exec>) {
-    const std::size_t wanted = 8 * static_cast<std::size_t>(exec.concurrency());
-    items = std::min(chunks, exec.concurrency() > 1 ? wanted : std::size_t(1));
+    // Asked once: Kokkos 4's OpenMP answers through a default-constructed instance, an
+    // allocation per call.
+    static const std::size_t threads = static_cast<std::size_t>(exec.concurrency());
+    items = std::min(chunks, threads > 1 ? 8 * threads : std::size_t(1));
   }
   const std::size_t span = (chunks + items - 1) / items * kFilterChunk;
   items = (n + span - 1) / span;
@@ -231,9 +267,10 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
       return Selected{strict_of(total) + ties_of(total), bad};
     }
   }
-  // A slot holds twice a work item's share of the capacity: overflowing it is rare, and costs
-  // the work item only a second look at its own blocks.
-  const std::size_t share = (2 * capacity + items - 1) / items + 32;
+  // A slot holds a quarter more than a work item's share of the capacity (which is itself
+  // about twice what a call selects): overflowing it is rare, and costs the work item only a
+  // second look at its own blocks.
+  const std::size_t share = (capacity + capacity / 4 + items - 1) / items + 32;
   const std::size_t slot = capacity == 0 ? 0 : std::min<std::size_t>(span, share);
   const Scratch<SelectIndex, WireIndex, Exec> staged_index(items * slot);
   const Scratch<SelectValues, T, Exec> staged_acc(items * slot);
@@ -263,23 +300,13 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
     }
   }
   const Buffer<std::uint64_t, Exec> first(counts.data(), items);
-  const Buffer<std::uint32_t, Exec> bad_counts(nonfinite.data(), items);
   const Range<Exec> work = range(exec, items);
   Kokkos::parallel_for(
       "dct_select", work, KOKKOS_LAMBDA(const std::int64_t c) { passes.stage(std::size_t(c)); });
+  fence(exec);
   std::uint64_t total = 0;
-  Kokkos::parallel_scan(
-      "dct_select_scan", work,
-      KOKKOS_LAMBDA(const std::int64_t c, std::uint64_t &position, const bool final) {
-        const std::uint64_t count = first(c);
-        if (final) first(c) = position;
-        position += count;
-      },
-      total);
   std::size_t bad = 0;
-  Kokkos::parallel_reduce(
-      "dct_select_bad", work,
-      KOKKOS_LAMBDA(const std::int64_t c, std::size_t &sum) { sum += bad_counts(c); }, bad);
+  scan_counts(exec, counts.data(), nonfinite.data(), items, total, bad);
   const std::size_t budget = budget_for(total, bad);
   if (capacity > 0) {
     Kokkos::parallel_for(
@@ -290,7 +317,7 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
           passes.emit(std::size_t(c), before, strict_of(count) + ties_of(count), budget);
         });
   }
-  exec.fence();
+  fence(exec);
   return Selected{selected(total, budget), bad};
 }
 

@@ -9,9 +9,15 @@
 
 namespace dct::detail::kernels {
 
-Backend *kokkos_backend() {
+namespace {
+kokkos::KokkosBackend<Kokkos::DefaultHostExecutionSpace> &host_backend() {
   static kokkos::KokkosBackend<Kokkos::DefaultHostExecutionSpace> backend;
-  return &backend;
+  return backend;
+}
+}  // namespace
+
+Backend *kokkos_backend() {
+  return &host_backend();
 }
 
 bool initialize_runtime() {
@@ -25,6 +31,7 @@ bool initialize_runtime() {
 }
 
 void finalize_runtime() {
+  host_backend().release();
   if (Kokkos::is_initialized()) Kokkos::finalize();
 }
 

@@ -132,24 +132,14 @@ std::size_t keep_top(const Exec &exec, const WireIndex *idx, const T *val, std::
     }
   }
   const Buffer<std::uint64_t, Exec> first(counts.data(), chunks);
-  const Buffer<std::uint32_t, Exec> bad_counts(nonfinite.data(), chunks);
   const Range<Exec> work = range(exec, chunks);
   Kokkos::parallel_for(
       "dct_keep_count", work,
       KOKKOS_LAMBDA(const std::int64_t c) { passes.count(std::size_t(c)); });
+  fence(exec);
   std::uint64_t total = 0;
-  Kokkos::parallel_scan(
-      "dct_keep_scan", work,
-      KOKKOS_LAMBDA(const std::int64_t c, std::uint64_t &position, const bool final) {
-        const std::uint64_t count = first(c);
-        if (final) first(c) = position;
-        position += count;
-      },
-      total);
   std::size_t bad = 0;
-  Kokkos::parallel_reduce(
-      "dct_keep_bad", work,
-      KOKKOS_LAMBDA(const std::int64_t c, std::size_t &sum) { sum += bad_counts(c); }, bad);
+  scan_counts(exec, counts.data(), nonfinite.data(), chunks, total, bad);
   const std::size_t budget = budget_for(total, bad);
   const auto position = KOKKOS_LAMBDA(const std::uint64_t before) {
     return strict_of(before) + (ties_of(before) < budget ? ties_of(before) : budget);
@@ -159,7 +149,7 @@ std::size_t keep_top(const Exec &exec, const WireIndex *idx, const T *val, std::
         const std::uint64_t after = std::size_t(c) + 1 < chunks ? first(c + 1) : total;
         passes.emit(std::size_t(c), first(c), position(after), budget);
       });
-  exec.fence();
+  fence(exec);
   return position(total);
 }
 
@@ -209,11 +199,14 @@ bool trim_in_window(const WireIndex *idx, const T *val, std::size_t m, std::size
   // their keys to select in: this thread's scratch, kept between calls.
   static thread_local std::vector<std::uint32_t> above_list, window;
   static thread_local std::vector<Bits> keys;
-  if (window.size() < room) {
-    window.resize(room);
-    keys.resize(room);
+  // Sized from the list (the window is part of it) with room to spare: the candidates' count
+  // moves from call to call, and lists sized to each new largest one (or to the sample's
+  // window) allocated again and again (tests/mpi/test_steady_state.cpp).
+  if (above_list.size() < m + 1) {
+    above_list.resize(m + m / 4 + 1);
+    window.resize(above_list.size());
+    keys.resize(above_list.size());
   }
-  if (above_list.size() < m + 1) above_list.resize(m + 1);
   std::size_t sure = 0, count = 0, above = 0, bad = 0;
   for (std::size_t j = 0; j < m; ++j) {
     const Bits key = abs_key<T>(val[j]);
@@ -237,7 +230,8 @@ bool trim_in_window(const WireIndex *idx, const T *val, std::size_t m, std::size
   // first `ties` at it in index order.
   const std::size_t rank = k - above;
   static thread_local std::vector<Bits> order;  // the keys in list order (nth_element moves them)
-  order.assign(keys.begin(), keys.begin() + long(count));
+  if (order.size() < count) order.resize(count + count / 4);  // grown with room: kept after
+  std::copy(keys.begin(), keys.begin() + long(count), order.begin());
   std::nth_element(keys.data(), keys.data() + (rank - 1), keys.data() + count,
                    std::greater<Bits>());
   const Bits tau = keys[rank - 1];
@@ -433,7 +427,7 @@ void sum_lists(const Exec &exec, const SparseList<T> *lists, std::size_t count, 
   Kokkos::parallel_for(
       "dct_sum_lists", range(exec, stripes),
       KOKKOS_LAMBDA(const std::int64_t s) { stripe(std::size_t(s)); });
-  exec.fence();
+  fence(exec);
 }
 
 }  // namespace dct::detail::kernels::kokkos

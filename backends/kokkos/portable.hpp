@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -41,10 +42,17 @@ using Buffer =
 template <typename Exec>
 using Range = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
 
-/// Work items [0, n) on the instance `exec` (its stream, on a device).
+/// Work items [0, n) on the instance `exec` (its stream, on a device). With an explicit chunk
+/// size on the host: Kokkos 4's automatic one asks the space for its concurrency through a
+/// default-constructed instance, an allocation per kernel (tests/mpi/test_steady_state.cpp);
+/// the host kernels here have a few work items per thread.
 template <typename Exec>
 Range<Exec> range(const Exec &exec, std::size_t n) {
-  return Range<Exec>(exec, 0, static_cast<std::int64_t>(n));
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                           typename Exec::memory_space>::accessible)
+    return Range<Exec>(exec, 0, static_cast<std::int64_t>(n), Kokkos::ChunkSize(1));
+  else
+    return Range<Exec>(exec, 0, static_cast<std::int64_t>(n));
 }
 
 /// Whether the calling thread can read `Exec`'s memory: then the kernels may run small work on
@@ -53,6 +61,25 @@ Range<Exec> range(const Exec &exec, std::size_t n) {
 template <typename Exec>
 constexpr bool kHostAccessible =
     Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+
+/// The kernels' results are ready: exec.fence() on a device. Host spaces run their kernels to
+/// the end before the dispatch returns (Serial inline, OpenMP and Threads in a parallel region
+/// that joins), so there it is skipped: Kokkos 4's fence builds a label and profiling events,
+/// an allocation per kernel (tests/mpi/test_steady_state.cpp). Kernel labels are kept to 15
+/// characters, std::string's inline buffer, for the same reason.
+template <typename Exec>
+void fence(const Exec &exec) {
+  if constexpr (kHostAccessible<Exec>) {
+    static_cast<void>(exec);
+  } else {
+#if KOKKOS_VERSION >= 30500
+    static const std::string label = "dct";
+    exec.fence(label);
+#else
+    exec.fence();
+#endif
+  }
+}
 
 /// Index of the lowest set bit of a non-zero mask, and the count of set bits. Kokkos'
 /// *_builtin forms, not Kokkos::countr_zero / popcount: those are constexpr loops (Kokkos 4.6),
@@ -209,7 +236,8 @@ class Scratch {
   explicit Scratch(std::size_t size) {
     if constexpr (kHostAccessible<Exec>) {
       static thread_local std::vector<U> kept;
-      if (kept.size() < size) kept.resize(size);
+      // With room to spare: sizes that move from call to call would allocate at every new high.
+      if (kept.size() < size) kept.resize(size + size / 4);
       data_ = kept.data();
     } else {
       owned_ = Kokkos::View<U *, typename Exec::memory_space>(

@@ -82,7 +82,11 @@ class CandidateSink {
   static constexpr std::size_t kBatch = 256;
   CandidateSink(const Exec &exec, Bits *keys, std::size_t capacity, std::uint64_t *filled)
       : keys_(keys), capacity_(capacity), filled_(filled, 1) {
-    Kokkos::deep_copy(exec, filled_, std::uint64_t(0));
+    if constexpr (kHostAccessible<Exec>) {
+      *filled = 0;  // a deep_copy allocates for its kernel's label, on every call
+    } else {
+      Kokkos::deep_copy(exec, filled_, std::uint64_t(0));
+    }
   }
   KOKKOS_INLINE_FUNCTION void append(const Bits *found, std::size_t count) const {
     const std::uint64_t at = Kokkos::atomic_fetch_add(&filled_(0), std::uint64_t(count));
@@ -92,7 +96,11 @@ class CandidateSink {
   /// Keys appended, stored or not (host code, after the kernels that append, fenced).
   std::size_t filled() const {
     std::uint64_t filled = 0;
-    Kokkos::deep_copy(filled, Kokkos::subview(filled_, 0));
+    if constexpr (kHostAccessible<Exec>) {
+      filled = filled_(0);
+    } else {
+      Kokkos::deep_copy(filled, Kokkos::subview(filled_, 0));
+    }
     return static_cast<std::size_t>(filled);
   }
 
@@ -124,7 +132,7 @@ Bits *keys_on_host(const Exec &exec, Bits *keys, std::size_t count,
     copy.resize(count);
     Kokkos::deep_copy(exec, Buffer<Bits, Kokkos::DefaultHostExecutionSpace>(copy.data(), count),
                       Buffer<const Bits, Exec>(keys, count));
-    exec.fence();
+    fence(exec);
     return copy.data();
   }
 }
@@ -140,7 +148,7 @@ void gather_abs_sample(const Exec &exec, const T *send, const T *residual, std::
         const std::size_t i = sample_position(static_cast<std::size_t>(j), m, n, seed);
         out(j) = std::fabs((send ? send[i] : T(0)) + residual[i]);
       });
-  exec.fence();
+  fence(exec);
 }
 
 /// A lower bound for the k-th largest |acc| from a stratified sample of kBoundSample keys, and
@@ -173,10 +181,14 @@ LowerBound<T> sampled_lower_bound(const Exec &exec, const T *send, const T *resi
   if (last >= double(m - 1)) return bound;  // k is a large share of n: nearly everything passes
   const Scratch<SampleTag, T, Exec> sample_scratch(m);
   gather_abs_sample(exec, send, residual, n, 0x5eed, Buffer<T, Exec>(sample_scratch.data(), m));
-  T values[m];
-  Kokkos::deep_copy(exec, Buffer<T, Kokkos::DefaultHostExecutionSpace>(values, m),
-                    Buffer<const T, Exec>(sample_scratch.data(), m));
-  exec.fence();
+  T copy[m];
+  const T *values = sample_scratch.data();
+  if constexpr (!kHostAccessible<Exec>) {
+    Kokkos::deep_copy(exec, Buffer<T, Kokkos::DefaultHostExecutionSpace>(copy, m),
+                      Buffer<const T, Exec>(sample_scratch.data(), m));
+    fence(exec);
+    values = copy;
+  }
   Bits sample[m];
   for (std::size_t j = 0; j < m; ++j) sample[j] = abs_key<T>(values[j]);
   Bits *const at = sample + static_cast<std::size_t>(std::ceil(last));
@@ -221,7 +233,7 @@ void copy_keys_at_least(const Exec &exec, const T *send, const T *residual, std:
         }
         sink.append(found, count);
       });
-  exec.fence();
+  fence(exec);
 }
 
 /// The histogram of the first digit of |acc| into `histogram` (Digit::buckets counters, zeroed
@@ -237,7 +249,11 @@ void first_digit_histogram(const Exec &exec, const T *send, const T *residual, s
                              Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   constexpr std::size_t buckets = Digit::buckets;
   const std::size_t chunks = (n + Digit::chunk - 1) / Digit::chunk;
-  Kokkos::deep_copy(exec, histogram, std::uint64_t(0));
+  if constexpr (kHostAccessible<Exec>) {
+    for (std::size_t b = 0; b < buckets; ++b) histogram(b) = 0;
+  } else {
+    Kokkos::deep_copy(exec, histogram, std::uint64_t(0));
+  }
   // One thread per team on the host; as many as the device likes on a device.
   const int lanes = kHostAccessible<Exec> ? Digit::lanes : 1;
   Team policy = kHostAccessible<Exec> ? Team(exec, static_cast<int>(chunks), 1)
@@ -277,7 +293,7 @@ void first_digit_histogram(const Exec &exec, const T *send, const T *residual, s
           if (count) Kokkos::atomic_add(&histogram(b), count);
         });
       });
-  exec.fence();
+  fence(exec);
 }
 
 struct HistogramTag;  // Scratch tags
@@ -298,7 +314,7 @@ const std::uint64_t *histogram_on_host(const Exec &exec, const T *send, const T 
     Kokkos::deep_copy(
         exec, Buffer<std::uint64_t, Kokkos::DefaultHostExecutionSpace>(copy.data(), copy.size()),
         counts);
-    exec.fence();
+    fence(exec);
     return copy.data();
   }
 }
@@ -343,7 +359,7 @@ void copy_bucket_keys(const Exec &exec, const T *send, const T *residual, std::s
         }
         sink.append(found, found_count);
       });
-  exec.fence();
+  fence(exec);
 }
 
 /// Backend::kth_largest_abs on `exec`: buffers in its memory space, `send` may be empty.

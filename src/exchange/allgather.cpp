@@ -49,8 +49,8 @@ class AllgatherExchange final : public SparseExchange<T> {
     wire::size_buffer(message_, static_cast<std::size_t>(units_[in_.rank]));
     wire::encode_block(format(in_.rank), in_.idx, in_.val, 0, message_.data());
     wire::size_buffer(gathered_, total);
-    idx_.resize(entries);
-    val_.resize(entries);
+    wire::resize_growing(idx_, entries);
+    wire::resize_growing(val_, entries);
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
     // sending float arrays in place do.
     pending_.emplace_back();

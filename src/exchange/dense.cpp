@@ -44,24 +44,24 @@ class DenseExchange final : public SparseExchange<T> {
 
   void post_reduce_scatter() {
     const std::size_t ranks = static_cast<std::size_t>(in_.ranks);
-    in_.host->fill_zero(in_.result, in_.count, nullptr);
-    in_.host->scatter_add(in_.idx, in_.val, static_cast<std::size_t>(in_.kept[in_.rank]),
-                          in_.result, nullptr);
-    chunks_.clear();
-    std::size_t block_total = 0;
-    for (std::size_t offset = 0; offset < in_.count; offset += INT_MAX) {
-      const std::size_t length = std::min<std::size_t>(in_.count - offset, INT_MAX);
-      Chunk chunk{offset, std::vector<int>(ranks), std::vector<int>(ranks), block_total};
-      for (std::size_t r = 0, start = 0; r < ranks; ++r) {
-        const std::size_t size = length / ranks + (r < length % ranks ? 1 : 0);
-        chunk.counts[r] = static_cast<int>(size);
-        chunk.displacements[r] = static_cast<int>(start);
-        start += size;
+    const SparseList<T> mine{in_.idx, in_.val, static_cast<std::size_t>(in_.kept[in_.rank])};
+    in_.host->sum_lists(&mine, 1, in_.result, 0, in_.count, nullptr);
+    if (chunks_.empty()) {  // the same for every call of the request: built once
+      std::size_t block_total = 0;
+      for (std::size_t offset = 0; offset < in_.count; offset += INT_MAX) {
+        const std::size_t length = std::min<std::size_t>(in_.count - offset, INT_MAX);
+        Chunk chunk{offset, std::vector<int>(ranks), std::vector<int>(ranks), block_total};
+        for (std::size_t r = 0, start = 0; r < ranks; ++r) {
+          const std::size_t size = length / ranks + (r < length % ranks ? 1 : 0);
+          chunk.counts[r] = static_cast<int>(size);
+          chunk.displacements[r] = static_cast<int>(start);
+          start += size;
+        }
+        block_total += static_cast<std::size_t>(chunk.counts[static_cast<std::size_t>(in_.rank)]);
+        chunks_.push_back(std::move(chunk));
       }
-      block_total += static_cast<std::size_t>(chunk.counts[static_cast<std::size_t>(in_.rank)]);
-      chunks_.push_back(std::move(chunk));
+      block_.resize(std::max<std::size_t>(block_total, 1));  // never null: wire::size_buffer
     }
-    block_.resize(std::max<std::size_t>(block_total, 1));  // never null: see wire::size_buffer
     for (const Chunk &chunk : chunks_) {
       pending_.emplace_back();
       check_mpi(

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -262,10 +263,36 @@ inline MPI_Count ring_bytes(MPI_Count bytes, int ranks) {
   return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;
 }
 
+/// `v.assign(size, value)` (or the range), its storage grown with room to spare (a quarter more
+/// than asked, at least half more than it had) when it must grow: assign allocates exactly what
+/// it needs, and sizes that creep up from call to call (split's segments after a re-balance,
+/// recursive doubling's merged lists) allocated on each (tests/mpi/test_steady_state.cpp).
+template <typename Vector>
+void reserve_growing(Vector &v, std::size_t size) {
+  if (size > v.capacity()) v.reserve(std::max(size + size / 4, v.capacity() + v.capacity() / 2));
+}
+template <typename Vector>
+void assign_growing(Vector &v, std::size_t size, const typename Vector::value_type &value) {
+  reserve_growing(v, size);
+  v.assign(size, value);
+}
+template <typename Vector, typename Iterator>
+void assign_growing(Vector &v, Iterator first, Iterator last) {
+  reserve_growing(v, static_cast<std::size_t>(last - first));
+  v.assign(first, last);
+}
+/// `v.resize(size)` with the same room to spare (resize grows from the size, not the capacity:
+/// a vector shrunk by one call and grown past its capacity by the next got exactly that).
+template <typename Vector>
+void resize_growing(Vector &v, std::size_t size) {
+  reserve_growing(v, size);
+  v.resize(size);
+}
+
 /// Sizes a message buffer to `units` units, never to zero bytes: some MPIs (SimGrid's SMPI)
 /// mishandle a null buffer even with a zero count.
 inline void size_buffer(std::vector<std::byte> &buffer, std::size_t units) {
-  buffer.resize((units > 0 ? units : 1) * kUnitBytes);
+  resize_growing(buffer, (units > 0 ? units : 1) * kUnitBytes);
 }
 
 /// Units as the int MPI's v-collectives take; throws DCT_ERR_COUNT past INT_MAX.

@@ -146,7 +146,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
       cross_kept_[std::size_t(h)] = sums;
       entries_in_segment += entries;
     }
-    cross_result_.resize(length);
+    wire::resize_growing(cross_result_, length);
     SparseInput<T> cross{
         hierarchy_.cross,   cross_rank_,         cross_ranks_,        length,
         cross_kept_.data(), partial_idx_.data(), partial_val_.data(), cross_result_.data()};

@@ -37,8 +37,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     while (power_ * 2 <= p) power_ *= 2;
     extra_ = p - power_;
     const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
-    idx_.assign(in_.idx, in_.idx + mine);
-    val_.assign(in_.val, in_.val + mine);
+    wire::assign_growing(idx_, in_.idx, in_.idx + mine);
+    wire::assign_growing(val_, in_.val, in_.val + mine);
     // Steps: [fold-in], rounds, [fold-out]; each step is two stages (size, payload).
     if (in_.rank < 2 * extra_) {
       steps_.push_back(in_.rank % 2 == 0 ? Step{Role::send, in_.rank + 1}
@@ -148,16 +148,15 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       traffic_.nnz_received += static_cast<MPI_Count>(in_.count);
       const T *theirs = reinterpret_cast<const T *>(block);  // a dense block: the values
       if (s.role == Role::receive_replace || !dense_) {
-        // Mine (if any) is added on top of theirs: x + y has the same bits as y + x.
-        std::vector<WireIndex> idx;
-        std::vector<T> val;
-        if (s.role != Role::receive_replace && !dense_) {
-          idx.swap(idx_);
-          val.swap(val_);
-        }
+        // Mine (if any) is added on top of theirs: x + y has the same bits as y + x. The
+        // lists are emptied, their storage kept for later calls.
+        const bool mine = s.role != Role::receive_replace && !dense_;
         sum_.resize(in_.count);
         if (in_.count > 0) std::memcpy(sum_.data(), theirs, in_.count * sizeof(T));
-        in_.host->scatter_add(idx.data(), val.data(), idx.size(), sum_.data(), nullptr);
+        if (mine)
+          in_.host->scatter_add(idx_.data(), val_.data(), idx_.size(), sum_.data(), nullptr);
+        idx_.clear();
+        val_.clear();
         dense_ = true;
         return;
       }
@@ -165,8 +164,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       return;
     }
     const std::size_t entries = static_cast<std::size_t>(peer_size_);
-    peer_idx_.resize(entries);
-    peer_val_.resize(entries);
+    wire::resize_growing(peer_idx_, entries);
+    wire::resize_growing(peer_val_, entries);
     const WireIndex *idx = peer_idx_.data();
     const T *val = peer_val_.data();
     if (!wire::decode_block(list_format(entries), block, incoming_.size(), 0, peer_idx_.data(),
@@ -176,8 +175,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     }
     traffic_.nnz_received += static_cast<MPI_Count>(entries);
     if (s.role == Role::receive_replace) {
-      idx_.assign(idx, idx + entries);
-      val_.assign(val, val + entries);
+      wire::assign_growing(idx_, idx, idx + entries);
+      wire::assign_growing(val_, val, val + entries);
       dense_ = false;
       return;
     }
@@ -199,8 +198,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   void merge_sparse(const WireIndex *idx, const T *val, std::size_t entries) {
     merged_idx_.clear();
     merged_val_.clear();
-    merged_idx_.reserve(idx_.size() + entries);
-    merged_val_.reserve(idx_.size() + entries);
+    wire::reserve_growing(merged_idx_, idx_.size() + entries);
+    wire::reserve_growing(merged_val_, idx_.size() + entries);
     std::size_t a = 0, b = 0;
     while (a < idx_.size() || b < entries) {
       if (b == entries || (a < idx_.size() && idx_[a] < idx[b])) {
@@ -224,8 +223,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     if (dense_) {
       if (in_.count > 0) std::memcpy(in_.result, sum_.data(), in_.count * sizeof(T));
     } else {
-      in_.host->fill_zero(in_.result, in_.count, nullptr);
-      in_.host->scatter_add(idx_.data(), val_.data(), idx_.size(), in_.result, nullptr);
+      const SparseList<T> sum{idx_.data(), val_.data(), idx_.size()};
+      in_.host->sum_lists(&sum, 1, in_.result, 0, in_.count, nullptr);
       traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());
     }
   }

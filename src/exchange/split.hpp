@@ -218,13 +218,13 @@ class SplitExchange : public SparseExchange<T> {
   // Sums the entries of my segment in rank order, so the result bits do not depend on timing.
   void reduce_owned_segment() {
     const std::uint64_t first = begin(in_.rank);
-    owned_.assign(length(in_.rank), T(0));
+    wire::assign_growing(owned_, length(in_.rank), T(0));
     received_entries_ = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
       const std::byte *block = incoming_.data() + std::size_t(recv_offsets_[r]) * wire::kUnitBytes;
-      decoded_idx_.resize(entries);
-      decoded_val_.resize(entries);
+      wire::resize_growing(decoded_idx_, entries);
+      wire::resize_growing(decoded_val_, entries);
       if (!wire::decode_block(entry_format(recv_counts_[r], in_.rank), block,
                               std::size_t(recv_units_[r]) * wire::kUnitBytes, first,
                               decoded_idx_.data(), decoded_val_.data())) {
@@ -353,8 +353,8 @@ class SplitExchange : public SparseExchange<T> {
     std::size_t total = 0;
     for (int r = 0; r < in_.ranks; ++r)
       if (segment_sparse(r)) total += static_cast<std::size_t>(owned_nnz_all_[r]);
-    decoded_idx_.resize(total);
-    decoded_val_.resize(total);
+    wire::resize_growing(decoded_idx_, total);
+    wire::resize_growing(decoded_val_, total);
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       if (!segment_sparse(r)) continue;
@@ -377,9 +377,8 @@ class SplitExchange : public SparseExchange<T> {
       }
       const std::size_t nnz =
           peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
-      in_.host->fill_zero(out, length(r), nullptr);
-      in_.host->scatter_add(decoded_idx_.data() + first, decoded_val_.data() + first, nnz,
-                            in_.result, nullptr);
+      const SparseList<T> sum{decoded_idx_.data() + first, decoded_val_.data() + first, nnz};
+      in_.host->sum_lists(&sum, 1, in_.result, begin(r), begin(r) + length(r), nullptr);
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
       first += nnz;
     }
