@@ -14,29 +14,12 @@
 #include "filter.hpp"
 #include "portable.hpp"
 #include "select.hpp"
+#include "trim.hpp"
 
 namespace dct::detail::kernels::kokkos {
 
 /// Entries of a list per work item of keep_top.
 constexpr std::size_t kListChunk = 4096;
-
-/// The kept values at [from, to) as the wire carries them (wire_value), and what it does not
-/// carry of each (wire_remainder) into `remainders` where given.
-template <typename T>
-KOKKOS_INLINE_FUNCTION void round_for_the_wire(T *values, T *remainders, std::size_t from,
-                                               std::size_t to, ValueCoding coding) {
-  if (coding == ValueCoding::native || coding == ValueCoding::sign) {
-    if (remainders != nullptr)
-      for (std::size_t p = from; p < to; ++p) remainders[p] = T(0);
-    return;
-  }
-  for (std::size_t p = from; p < to; ++p) {
-    const T acc = values[p];
-    const T sent = wire_value(acc, coding);
-    values[p] = sent;
-    if (remainders != nullptr) remainders[p] = wire_remainder(acc, sent);
-  }
-}
 
 /// keep_top's work items over the m candidates: count (pass 1) and emit (pass 2) of item c.
 template <typename T>
@@ -153,122 +136,8 @@ std::size_t keep_top(const Exec &exec, const WireIndex *idx, const T *val, std::
   return position(total);
 }
 
-/// trim's host path: the candidates ranked and kept in one pass, around a window that a sample
-/// of their keys places at the k-th largest. The pass notes every candidate above the window
-/// (about a third of them, at random, so without a branch) and those inside it (a few percent
-/// of the list), and counts; a selection among the window's keys gives tau, and a merge of the
-/// two notes (both in index order) writes the kept entries to the output. Three passes over the
-/// list and their mispredicted branches (rank, count, emit) become one. Returns false, having
-/// written nothing the caller reads, when the window missed the k-th (the sample misrepresented the
-/// list, or ties crowd its edge): the caller takes the general path.
-template <typename T>
-bool trim_in_window(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
-                    std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
-                    T *remainders, Trimmed<T> &trimmed) {
-  using Bits = KeyBits<T>;
-  constexpr Bits kInfinity =
-      static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
-  constexpr std::size_t kSample = 2048;
-  Bits sample[kSample];
-  std::size_t sampled_bad = 0;
-  for (std::size_t j = 0; j < kSample; ++j) {
-    sample[j] = abs_key<T>(val[j * m / kSample]);
-    sampled_bad += sample[j] >= kInfinity ? 1 : 0;
-  }
-  // The sample's keys at the places below, largest first (three partial selections: a sort
-  // cost a third of the trim at 1M floats).
-  const auto key_at = [&](std::size_t place) {
-    std::nth_element(sample, sample + place, sample + kSample, std::greater<Bits>());
-    return sample[place];
-  };
-  // The window: the sample keys 4 standard deviations of the sample quantile (and 2 more) on
-  // either side of the k-th's estimated position among the finite ones.
-  const auto at = [&](std::size_t rank) {
-    return double(rank) / double(m) * kSample + sampled_bad;
-  };
-  const double q = double(k) / double(m), sigma = std::sqrt(kSample * q * (1 - q));
-  const double top = at(k) - 4 * sigma - 2, bottom = at(k) + 4 * sigma + 2;
-  const Bits high = top <= double(sampled_bad) ? kInfinity - 1 : key_at(std::size_t(top));
-  const Bits low = bottom >= double(kSample - 1) ? Bits(0) : key_at(std::size_t(bottom));
-  const double aim_at = at(aim);
-  const Bits aim_key = aim_at < double(kSample) ? key_at(std::size_t(aim_at)) : Bits(0);
-  const std::size_t inside = static_cast<std::size_t>(
-      std::count_if(sample, sample + kSample, [&](Bits key) { return key >= low && key <= high; }));
-  const std::size_t room = 2 * (inside + 1) * (m / kSample + 1) + 1024;
-  // The entries above the window, those inside it (their places in the list) and a copy of
-  // their keys to select in: this thread's scratch, kept between calls.
-  static thread_local std::vector<std::uint32_t> above_list, window;
-  static thread_local std::vector<Bits> keys;
-  // Sized from the list (the window is part of it) with room to spare: the candidates' count
-  // moves from call to call, and lists sized to each new largest one (or to the sample's
-  // window) allocated again and again (tests/mpi/test_steady_state.cpp).
-  if (above_list.size() < m + 1) {
-    above_list.resize(m + m / 4 + 1);
-    window.resize(above_list.size());
-    keys.resize(above_list.size());
-  }
-  std::size_t sure = 0, count = 0, above = 0, bad = 0;
-  for (std::size_t j = 0; j < m; ++j) {
-    const Bits key = abs_key<T>(val[j]);
-    const bool over = key > high, finite = key < kInfinity;
-    above_list[sure] = static_cast<std::uint32_t>(j);  // written always, kept if `sure` moves on
-    sure += std::size_t(over);
-    const std::size_t slot = count < room ? count : room - 1;
-    window[slot] = static_cast<std::uint32_t>(j);
-    keys[slot] = key;
-    count += std::size_t(!over & (key >= low));
-    above += std::size_t(over & finite);
-    bad += std::size_t(!finite);
-  }
-  trimmed.finite = m - bad;
-  trimmed.kth = trimmed.aimth = T(0);
-  trimmed.kept = 0;
-  if (trimmed.finite < k) return true;    // nothing to cut: the caller decides
-  if (trimmed.finite == k) return false;  // nothing to cut, but the k-th is asked for
-  if (count >= room || above >= k || above + count < k) return false;
-  // tau, among the window's keys; then the window's entries that stay: above tau, and the
-  // first `ties` at it in index order.
-  const std::size_t rank = k - above;
-  static thread_local std::vector<Bits> order;  // the keys in list order (nth_element moves them)
-  if (order.size() < count) order.resize(count + count / 4);  // grown with room: kept after
-  std::copy(keys.begin(), keys.begin() + long(count), order.begin());
-  std::nth_element(keys.data(), keys.data() + (rank - 1), keys.data() + count,
-                   std::greater<Bits>());
-  const Bits tau = keys[rank - 1];
-  std::size_t ties = rank;
-  for (std::size_t w = 0; w < count; ++w) ties -= std::size_t(order[w] > tau);
-  std::size_t kept_inside = 0;
-  for (std::size_t w = 0; w < count; ++w) {
-    const bool tie = order[w] == tau;
-    const bool keep = (order[w] > tau) | (tie & (ties > 0));
-    ties -= std::size_t(tie & (ties > 0));
-    window[kept_inside] = window[w];
-    kept_inside += std::size_t(keep);
-  }
-  // Both lists are in index order: merged into the output, without a branch on which list
-  // comes next (they interleave at random). Each list ends with a place past every other.
-  above_list[sure] = static_cast<std::uint32_t>(m);
-  window[kept_inside] = static_cast<std::uint32_t>(m);
-  std::size_t from_sure = 0, from_window = 0;
-  for (std::size_t to = 0, total = sure + kept_inside; to < total; ++to) {
-    const std::uint32_t a = above_list[from_sure], b = window[from_window];
-    const bool take_sure = a < b;
-    const std::size_t j = take_sure ? a : b;
-    from_sure += std::size_t(take_sure);
-    from_window += std::size_t(!take_sure);
-    out_idx[to] = idx[j];
-    out_val[to] = val[j];
-  }
-  const std::size_t kept = sure + kept_inside;
-  round_for_the_wire(out_val, remainders, 0, kept, coding);
-  trimmed.kth = value_of_key<T>(tau);
-  trimmed.aimth = aim <= trimmed.finite ? value_of_key<T>(aim_key) : T(0);
-  trimmed.kept = kept;
-  return true;
-}
-
 /// Backend::trim_candidates on `exec`: every buffer in its memory space. Long lists on the
-/// host take trim_in_window; the rest, ranks (select.hpp) then keep_top.
+/// host take trim_in_window (trim.hpp); the rest, ranks (select.hpp) then keep_top.
 template <typename T, typename Exec>
 Trimmed<T> trim(const Exec &exec, const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
                 std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
@@ -276,7 +145,7 @@ Trimmed<T> trim(const Exec &exec, const WireIndex *idx, const T *val, std::size_
   Trimmed<T> trimmed;
   if constexpr (kHostAccessible<Exec>) {
     if (m > kShortList &&
-        trim_in_window(idx, val, m, k, aim, coding, out_idx, out_val, remainders, trimmed))
+        trim_in_window(exec, idx, val, m, k, aim, coding, out_idx, out_val, remainders, trimmed))
       return trimmed;
   }
   const CandidateRanks<T> ranks = rank_list<T>(exec, val, m, k, aim);

@@ -226,6 +226,24 @@ KOKKOS_INLINE_FUNCTION bool is_finite(T v) {
   return v - v == T(0);
 }
 
+/// The kept values at [from, to) as the wire carries them (wire_value), and what it does not
+/// carry of each (wire_remainder) into `remainders` where given.
+template <typename T>
+KOKKOS_INLINE_FUNCTION void round_for_the_wire(T *values, T *remainders, std::size_t from,
+                                               std::size_t to, ValueCoding coding) {
+  if (coding == ValueCoding::native || coding == ValueCoding::sign) {
+    if (remainders != nullptr)
+      for (std::size_t p = from; p < to; ++p) remainders[p] = T(0);
+    return;
+  }
+  for (std::size_t p = from; p < to; ++p) {
+    const T acc = values[p];
+    const T sent = wire_value(acc, coding);
+    values[p] = sent;
+    if (remainders != nullptr) remainders[p] = wire_remainder(acc, sent);
+  }
+}
+
 /// A kernel's scratch array of `size` elements in `Exec`'s memory. On host-accessible memory it
 /// is a vector kept between calls on this thread (its pages are not faulted in again on every
 /// call: a fresh 40 MB buffer cost ~100 ms in a VM); on a device, this call's own allocation.

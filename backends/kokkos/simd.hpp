@@ -158,6 +158,69 @@ __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
   counts.bad += bad;
   return i;
 }
+
+/// The trim's pass over a candidate list (lists.hpp, trim_in_window), its whole vectors from
+/// `from` on: the places of the keys above `high` appended to `above_list`, those in
+/// [low, high] with their keys to `window` / `keys`, each compressed in registers and stored
+/// whole (the lists have room for a vector past their ends), and the finite keys above `high`
+/// and the NaN/Inf keys counted. Returns where it stopped. Measured on 1.1M candidates of 16M
+/// floats: 2.5 ms for the scalar, branch-free loop.
+struct TrimPass {
+  std::size_t sure = 0, count = 0, above = 0, bad = 0;
+};
+__attribute__((target("avx512f"))) inline std::size_t trim_pass_avx512(
+    const float *val, std::size_t from, std::size_t m, std::uint32_t high, std::uint32_t low,
+    std::uint32_t infinity, std::uint32_t *above_list, std::uint32_t *window, std::uint32_t *keys,
+    TrimPass &pass) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i high_v = _mm512_set1_epi32(static_cast<int>(high));
+  const __m512i low_v = _mm512_set1_epi32(static_cast<int>(low));
+  const __m512i infinity_v = _mm512_set1_epi32(static_cast<int>(infinity));
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  std::size_t j = from;
+  for (; j + 16 <= m; j += 16) {
+    const __m512i key = _mm512_and_si512(_mm512_loadu_si512(val + j), magnitude);
+    const __mmask16 over = _mm512_cmpgt_epu32_mask(key, high_v);
+    const __mmask16 inside =
+        _mm512_mask_cmpge_epu32_mask(static_cast<__mmask16>(~over), key, low_v);
+    const __mmask16 finite = _mm512_cmplt_epu32_mask(key, infinity_v);
+    const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(j)));
+    _mm512_storeu_si512(above_list + pass.sure, _mm512_maskz_compress_epi32(over, index));
+    _mm512_storeu_si512(window + pass.count, _mm512_maskz_compress_epi32(inside, index));
+    _mm512_storeu_si512(keys + pass.count, _mm512_maskz_compress_epi32(inside, key));
+    pass.sure += static_cast<std::size_t>(__builtin_popcount(over));
+    pass.count += static_cast<std::size_t>(__builtin_popcount(inside));
+    pass.above += static_cast<std::size_t>(__builtin_popcount(over & finite));
+    pass.bad += static_cast<std::size_t>(__builtin_popcount(static_cast<__mmask16>(~finite)));
+  }
+  return j;
+}
+__attribute__((target("avx512f"))) inline std::size_t trim_pass_avx512(
+    const double *val, std::size_t from, std::size_t m, std::uint64_t high, std::uint64_t low,
+    std::uint64_t infinity, std::uint32_t *above_list, std::uint32_t *window, std::uint64_t *keys,
+    TrimPass &pass) {
+  const __m512i magnitude = _mm512_set1_epi64(0x7fffffffffffffffll);
+  const __m512i high_v = _mm512_set1_epi64(static_cast<long long>(high));
+  const __m512i low_v = _mm512_set1_epi64(static_cast<long long>(low));
+  const __m512i infinity_v = _mm512_set1_epi64(static_cast<long long>(infinity));
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  std::size_t j = from;
+  for (; j + 8 <= m; j += 8) {
+    const __m512i key = _mm512_and_si512(_mm512_loadu_si512(val + j), magnitude);
+    const __mmask8 over = _mm512_cmpgt_epu64_mask(key, high_v);
+    const __mmask8 inside = _mm512_mask_cmpge_epu64_mask(static_cast<__mmask8>(~over), key, low_v);
+    const __mmask8 finite = _mm512_cmplt_epu64_mask(key, infinity_v);
+    const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(j)));
+    _mm512_storeu_si512(above_list + pass.sure, _mm512_maskz_compress_epi32(over, index));
+    _mm512_storeu_si512(window + pass.count, _mm512_maskz_compress_epi32(inside, index));
+    _mm512_storeu_si512(keys + pass.count, _mm512_maskz_compress_epi64(inside, key));
+    pass.sure += static_cast<std::size_t>(__builtin_popcount(over));
+    pass.count += static_cast<std::size_t>(__builtin_popcount(inside));
+    pass.above += static_cast<std::size_t>(__builtin_popcount(over & finite));
+    pass.bad += static_cast<std::size_t>(__builtin_popcount(static_cast<__mmask8>(~finite)));
+  }
+  return j;
+}
 #endif
 
 }  // namespace dct::detail::kernels::kokkos
