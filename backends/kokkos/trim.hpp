@@ -57,7 +57,10 @@ TrimWindow<T> place_window(const T *val, std::size_t m, std::size_t k, std::size
   TrimWindow<T> window;
   window.high = top <= double(sampled_bad) ? infinity - 1 : key_at(std::size_t(top));
   window.low = bottom >= double(kSample - 1) ? Bits(0) : key_at(std::size_t(bottom));
-  window.aim = at(aim) < double(kSample) ? key_at(std::size_t(at(aim))) : Bits(0);
+  // aim == m (the floor was the aim-th largest: a re-estimated call) places it past the
+  // sample: the smallest sampled key. A 0 there made the next floor 0 and the next call's
+  // list the whole tensor (3 s at 64M floats).
+  window.aim = key_at(std::min(std::size_t(at(aim)), kSample - 1));
   const std::size_t inside = static_cast<std::size_t>(std::count_if(
       sample, sample + kSample, [&](Bits key) { return key >= window.low && key <= window.high; }));
   window.room = 2 * (inside + 1) * (m / kSample + 1) + 1024;

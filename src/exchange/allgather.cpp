@@ -46,32 +46,52 @@ class AllgatherExchange final : public SparseExchange<T> {
       entries += static_cast<std::size_t>(in_.kept[r]);
     }
     wire::mpi_units(total);
-    wire::size_buffer(message_, static_cast<std::size_t>(units_[in_.rank]));
-    wire::encode_block(format(in_.rank), in_.idx, in_.val, 0, message_.data());
     wire::size_buffer(gathered_, total);
     wire::resize_growing(idx_, entries);
     wire::resize_growing(val_, entries);
+    // My block is encoded in its place in the gathered buffer (MPI_IN_PLACE: no copy), and
+    // only where someone reads it: another rank, or my own decode (own_list_usable()).
+    if (in_.ranks > 1 || !own_list_usable())
+      wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
+                         gathered_.data() + block_offset(in_.rank));
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
     // sending float arrays in place do.
-    pending_.emplace_back();
-    check_mpi(
-        MPI_Iallgatherv(message_.data(), units_[in_.rank], MPI_UINT64_T, gathered_.data(),
-                        units_.data(), offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
-        "MPI_Iallgatherv");
+    if (in_.ranks > 1) {
+      pending_.emplace_back();
+      check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered_.data(), units_.data(),
+                                offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
+                "MPI_Iallgatherv");
+    }
     const MPI_Count others = static_cast<MPI_Count>(total) - units_[in_.rank];
     traffic_.bytes_sent = static_cast<MPI_Count>(in_.ranks - 1) * units_[in_.rank] *
                           static_cast<MPI_Count>(wire::kUnitBytes);
     traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
   }
 
-  // Every block, this rank's own included, is decoded and validated before the result is
-  // touched: every rank reads the same bytes, so every rank accepts or rejects the call alike,
-  // and a rejected call leaves the result as it was. Decoding my own block is exact (its values
-  // were rounded before encoding).
+  // My own entries go into the sum as they are where decoding them would give them back bit
+  // for bit: values already rounded to the wire's (wire_value; not `sign`, whose magnitude is
+  // the block's), in host memory where the sum reads them (no device).
+  bool own_list_usable() const { return in_.device == nullptr && in_.values != ValueCoding::sign; }
+
+  // Every other block is decoded and validated before the result is touched: every rank reads
+  // the same bytes, so every rank accepts or rejects the call alike, and a rejected call leaves
+  // the result as it was.
   void decode() {
+    // A list that is not what a block may hold is decoded from its bytes, as the peers do, so
+    // that every rank decides alike on it (only a test's tampering makes one).
+    own_direct_ =
+        own_list_usable() &&
+        wire::indices_valid(in_.idx, static_cast<std::size_t>(in_.kept[in_.rank]), 0, in_.count);
+    if (!own_direct_ && own_list_usable() && in_.ranks == 1)  // not encoded by post_gather
+      wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
+                         gathered_.data() + block_offset(in_.rank));
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
+      if (r == in_.rank && own_direct_) {
+        first += entries;
+        continue;
+      }
       if (!wire::decode_block(format(r), block(r), block_bytes(r), 0, idx_.data() + first,
                               val_.data() + first))
         this->peer_error(r, "indices out of range or out of order");
@@ -98,19 +118,23 @@ class AllgatherExchange final : public SparseExchange<T> {
     first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
-      lists_[static_cast<std::size_t>(r)] = SparseList<T>{idx + first, val + first, entries};
+      lists_[static_cast<std::size_t>(r)] = r == in_.rank && own_direct_
+                                                ? SparseList<T>{in_.idx, in_.val, entries}
+                                                : SparseList<T>{idx + first, val + first, entries};
       first += entries;
     }
     sum.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count, nullptr);
   }
 
   std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }
-  const std::byte *block(int r) const {
-    return gathered_.data() + static_cast<std::size_t>(offsets_[r]) * wire::kUnitBytes;
+  std::size_t block_offset(int r) const {
+    return static_cast<std::size_t>(offsets_[r]) * wire::kUnitBytes;
   }
+  const std::byte *block(int r) const { return gathered_.data() + block_offset(r); }
 
   std::vector<int> units_, offsets_;
-  std::vector<std::byte> message_, gathered_;
+  std::vector<std::byte> gathered_;
+  bool own_direct_ = false;     // this call sums my entries as they are, undecoded
   std::vector<WireIndex> idx_;  // every rank's entries, decoded
   std::vector<T> val_;
   BackendArray<WireIndex> device_idx_;  // their copies on the device (in_.device only)

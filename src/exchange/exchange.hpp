@@ -258,6 +258,18 @@ template <typename T>
 bool decode_block(const BlockFormat &format, const std::byte *in, std::size_t in_bytes,
                   std::uint64_t begin, WireIndex *idx, T *val);
 
+/// What decode_block checks of a block's indices, on a list this rank holds: strictly
+/// increasing, in [begin, begin + range). One compare per entry, against a decode's unpacking.
+inline bool indices_valid(const WireIndex *idx, std::size_t entries, std::uint64_t begin,
+                          std::uint64_t range) {
+  std::uint64_t next = begin;  // the least the next index may be
+  for (std::size_t j = 0; j < entries; ++j) {
+    if (idx[j] < next) return false;
+    next = std::uint64_t(idx[j]) + 1;
+  }
+  return next <= begin + range;
+}
+
 /// Bytes per rank of a bandwidth-optimal (ring) allreduce of `bytes`: 2 (P-1)/P bytes.
 inline MPI_Count ring_bytes(MPI_Count bytes, int ranks) {
   return ranks > 1 ? 2 * (ranks - 1) * bytes / ranks : 0;

@@ -343,11 +343,15 @@ TYPED_TEST(Selection, SelectDoesThePendingWritesFirst) {
 TYPED_TEST(Selection, TrimKeepsExactlyTheTopKOfTheCandidates) {
   using V = typename TestFixture::Value;
   const V nan = std::numeric_limits<V>::quiet_NaN(), inf = std::numeric_limits<V>::infinity();
-  for (const std::size_t n : {std::size_t(3000), std::size_t(150001)}) {
+  // 600001: an aim-long list (18000) past kShortList, so trimmed in a window.
+  for (const std::size_t n : {std::size_t(3000), std::size_t(150001), std::size_t(600001)}) {
     auto gaussian = add(normal<V>(n, 41), normal<V>(n, 42, 0.5));
+    auto inputs = tied_inputs<V>(n);
+    // Finite, the floor at the aim-th: the list is exactly aim long (a re-estimated call's),
+    // whose aim-th is its smallest, not 0.
+    inputs.emplace_back("gaussian, finite", gaussian);
     gaussian[7] = nan;
     gaussian[n / 3] = -inf;
-    auto inputs = tied_inputs<V>(n);
     inputs.emplace_back("gaussian", gaussian);
     for (const auto &[name, acc] : inputs) {
       const std::size_t k = n / 100, aim = 3 * k;
