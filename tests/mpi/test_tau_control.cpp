@@ -202,6 +202,64 @@ TEST(TauControl, AdaptiveEqualsExactSelectionOnEveryCall) {
   MPI_Info_free(&exact_info);
 }
 
+/// `x` rounded to nearest with `bits` significant bits (11: fp16's, 8: bf16's), as gradients
+/// computed in those types arrive in float.
+float round_to_bits(double x, int bits) {
+  int exponent = 0;
+  const double mantissa = std::frexp(x, &exponent);
+  return static_cast<float>(
+      std::ldexp(std::nearbyint(std::ldexp(mantissa, bits)), exponent - bits));
+}
+
+// Ties at the threshold: exactly ceil(density * count) entries leave every rank on every call,
+// the lowest indices winning among equal magnitudes, for inputs made of few distinct values
+// (a constant tensor, small integers, fp16- and bf16-rounded gradients) and both controls
+// (fixed at interval 1: an exact selection every call). Before ties were broken by index a
+// constant tensor sent every entry (100x the target) and 7 distinct values 28.6x.
+TEST(TauControl, TiesSendExactlyTheTargetOnEveryCall) {
+  constexpr int kCalls = 30;
+  const char *const inputs[] = {"constant", "small integers", "fp16-rounded", "bf16-rounded"};
+  std::mt19937_64 engine(4242u + static_cast<unsigned>(rank()));
+  std::normal_distribution<double> normal(0.0, 1e-3);
+  std::uniform_int_distribution<int> small(-3, 3);
+  std::vector<float> send(kElements), recv(kElements);
+  for (const double density : {0.01, 0.001}) {
+    const long long k = static_cast<long long>(std::ceil(density * double(kElements)));
+    for (const char *control : {"adaptive", "fixed"}) {
+      for (const std::string input : inputs) {
+        SCOPED_TRACE(input + ", " + control + ", density " + std::to_string(density));
+        MPI_Info info = make_info({{"dct_density", std::to_string(density)},
+                                   {"dct_tau_control", control},
+                                   {"dct_interval", "1"}});
+        DCT_Request request;
+        ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kElements, MPI_FLOAT,
+                                               MPI_SUM, MPI_COMM_WORLD, info, &request),
+                            DCT_SUCCESS);
+        MPI_Info_free(&info);
+        long long fewest = k, most = k;
+        for (int call = 0; call < kCalls; ++call) {
+          for (float &x : send) {
+            if (input == "constant") x = 0.5f;
+            if (input == "small integers") x = float(small(engine));
+            if (input == "fp16-rounded") x = round_to_bits(normal(engine), 11);
+            if (input == "bf16-rounded") x = round_to_bits(normal(engine), 8);
+          }
+          DCT_Status status;
+          ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+          ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+          fewest = std::min(fewest, static_cast<long long>(status.nnz_sent));
+          most = std::max(most, static_cast<long long>(status.nnz_sent));
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(fewest, k);
+        EXPECT_EQ(most, k);
+        EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+      }
+    }
+  }
+}
+
 // The reason for the control: with tau reused between re-estimations (the paper's schedule,
 // kept as dct_tau_control=fixed), error feedback drives the density away from the target.
 TEST(TauControl, FixedScheduleDriftsOnTheSameInputs) {
