@@ -175,16 +175,36 @@ KOKKOS_INLINE_FUNCTION void sum_stripe(const SparseList<T> *lists, std::size_t c
 }
 
 #if defined(DCT_KOKKOS_HOST_SSE2)
+/// Results from this size on are written with non-temporal stores (sum_stripe_lines): past the
+/// caches they save the read of each line, and smaller ones stay in cache for the optimiser
+/// that reads them next (dct-bench, 1 rank: 16 MiB 4.1-4.9 ms streamed against 6.0-6.3 ms
+/// plain; 4 MiB alike; 4 KB 10% of the call in the streamed stores).
+constexpr std::size_t kStreamedResultBytes = std::size_t(8) << 20;
+
+/// One 64-byte line of `out`: `source`'s, or zeros where it is null; streamed or plain.
+inline void store_line(void *out, const void *source, bool stream) {
+  auto *const target = static_cast<__m128i *>(out);
+  for (int q = 0; q < 4; ++q) {
+    const __m128i value = source != nullptr
+                              ? _mm_load_si128(static_cast<const __m128i *>(source) + q)
+                              : _mm_setzero_si128();
+    if (stream)
+      _mm_stream_si128(target + q, value);
+    else
+      _mm_store_si128(target + q, value);
+  }
+}
+
 /// The same stripe on the host, one 64-byte cache line at a time: each line is built in
 /// registers (zeros, then the lists' entries in list order, so the bits are sum_stripe's) and
-/// written with non-temporal stores, which skip the read of the line a plain store (or memset)
-/// makes first. Measured on the development machine with cold caches, 16M floats at density
-/// 0.01: 3.4 ms against 6.8 ms for memset and the entries added per 16 KiB tile (and a STREAM
-/// triad over the same length: 14 ms). The lines that are not whole (the stripe's ends, an
-/// unaligned start) go through sum_stripe.
+/// written whole, with non-temporal stores where `stream`, which skip the read of the line a
+/// plain store (or memset) makes first. Measured on the development machine with cold caches,
+/// 16M floats at density 0.01: 3.4 ms against 6.8 ms for memset and the entries added per
+/// 16 KiB tile (and a STREAM triad over the same length: 14 ms). The lines that are not whole
+/// (the stripe's ends, an unaligned start) go through sum_stripe.
 template <typename T>
-inline void sum_stripe_streamed(const SparseList<T> *lists, std::size_t count, T *out,
-                                std::size_t from, std::size_t to, bool first) {
+inline void sum_stripe_lines(const SparseList<T> *lists, std::size_t count, T *out,
+                             std::size_t from, std::size_t to, bool first, bool stream) {
   constexpr std::size_t kLine = 64 / sizeof(T);
   const std::size_t misaligned = (reinterpret_cast<std::uintptr_t>(out + from) % 64) / sizeof(T);
   const std::size_t lines_from = misaligned == 0 ? from : from + (kLine - misaligned);
@@ -204,16 +224,13 @@ inline void sum_stripe_streamed(const SparseList<T> *lists, std::size_t count, T
     if (count <= kMaxLists) {
       // The lines before the lists' next entry are zeros, streamed as they are: at density
       // 0.01 six lines in seven (a quarter of sum_lists' time at 1M floats).
-      const __m128i zeros = _mm_setzero_si128();
       for (;;) {
         std::size_t next = lines_to;
         for (std::size_t l = 0; l < lists_here; ++l)
           if (cursor[l] < lists[l].size && std::size_t(lists[l].idx[cursor[l]]) < next)
             next = lists[l].idx[cursor[l]];
-        for (; line + kLine <= next && line < lines_to; line += kLine) {
-          auto *const target = reinterpret_cast<__m128i *>(out + line);
-          for (int q = 0; q < 4; ++q) _mm_stream_si128(target + q, zeros);
-        }
+        for (; line + kLine <= next && line < lines_to; line += kLine)
+          store_line(out + line, nullptr, stream);
         if (line >= lines_to) break;
         alignas(64) T values[kLine] = {};
         const std::size_t end = line + kLine;
@@ -224,9 +241,7 @@ inline void sum_stripe_streamed(const SparseList<T> *lists, std::size_t count, T
             values[list.idx[j] - line] += list.val[j];
           cursor[l] = j;
         }
-        auto *const target = reinterpret_cast<__m128i *>(out + line);
-        const auto *const source = reinterpret_cast<const __m128i *>(values);
-        for (int q = 0; q < 4; ++q) _mm_stream_si128(target + q, _mm_load_si128(source + q));
+        store_line(out + line, values, stream);
         line += kLine;
       }
       break;  // one group
@@ -246,16 +261,10 @@ inline void sum_stripe_streamed(const SparseList<T> *lists, std::size_t count, T
           values[list.idx[j] - line] += list.val[j];
         cursor[l] = j;
       }
-      auto *const target = reinterpret_cast<__m128i *>(out + line);
-      const auto *const source = reinterpret_cast<const __m128i *>(values);
-      if (count <= kMaxLists) {
-        for (int q = 0; q < 4; ++q) _mm_stream_si128(target + q, _mm_load_si128(source + q));
-      } else {
-        std::memcpy(out + line, values, sizeof values);
-      }
+      store_line(out + line, values, stream && count <= kMaxLists);
     }
   }
-  _mm_sfence();  // the streamed lines are visible before the stripe counts as written
+  if (stream) _mm_sfence();  // the streamed lines are visible before the stripe is written
   sum_stripe(lists, count, out, lines_to, to, false);
 }
 #endif
@@ -276,12 +285,15 @@ void sum_lists(const Exec &exec, const SparseList<T> *lists, std::size_t count, 
     in = device_lists.data();
   }
   const std::size_t stripes = (end - begin + kSumStripe - 1) / kSumStripe;
+#if defined(DCT_KOKKOS_HOST_SSE2)
+  const bool stream = (end - begin) * sizeof(T) >= kStreamedResultBytes;
+#endif
   const auto stripe = KOKKOS_LAMBDA(const std::size_t s) {
     const std::size_t from = begin + s * kSumStripe;
     const std::size_t to = from + kSumStripe < end ? from + kSumStripe : end;
 #if defined(DCT_KOKKOS_HOST_SSE2)
     if constexpr (kHostAccessible<Exec>) {
-      sum_stripe_streamed(in, count, out, from, to, s == 0);
+      sum_stripe_lines(in, count, out, from, to, s == 0, stream);
       return;
     }
 #endif
