@@ -94,6 +94,13 @@ DCT_INTERNAL_API void scatter_values(const std::byte *values, const RowMasks &ma
 
 // --- Selection ----------------------------------------------------------------------------
 
+/// The host tiers of select_top_k, lowest first: portable C++, and AVX-512F for float rows.
+enum class RowSimd { portable, avx512 };
+/// The best tier this CPU runs.
+DCT_INTERNAL_API RowSimd best_row_simd();
+/// The tier select_top_k runs: the best, unless lowered (tests run every tier this CPU has).
+DCT_INTERNAL_API extern RowSimd row_simd;
+
 /// Appends to `masks` the k columns of largest |x| of each of `nrows` rows; on equal |x| the
 /// lower column wins; NaN counts as larger than every number.
 template <typename T>

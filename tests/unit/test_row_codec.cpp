@@ -67,41 +67,81 @@ TEST(RowCodec, TopKOfNone) {
   EXPECT_TRUE(m.columns.empty());
 }
 
-/// Both top-k paths (a buffer of the best for k <= 32, a histogram then selection above)
-/// against sorting, on rows full of ties, zeros, infinities and NaN.
+/// Runs `body` under every host tier of the row codec this CPU has, restoring the best.
+template <typename Body>
+void for_each_tier(Body &&body) {
+  for (RowSimd tier : {RowSimd::portable, RowSimd::avx512}) {
+    if (tier > best_row_simd()) continue;
+    SCOPED_TRACE(tier == RowSimd::avx512 ? "avx512" : "portable");
+    row_simd = tier;
+    body();
+  }
+  row_simd = best_row_simd();
+}
+
+/// Rows that move the floor carried from row to row every way: runs of ties, zeros,
+/// infinities, NaN and subnormals; gaussian rows whose scale jumps up and down by 1000x (fewer
+/// than k, then all of them, pass the previous row's floor); constant rows.
+template <typename T>
+std::vector<T> awkward_rows(std::size_t nrows, std::size_t d) {
+  std::mt19937_64 engine(5);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<T> rows(nrows * d);
+  for (std::size_t r = 0; r < nrows; ++r) {
+    const double scale = std::pow(1000.0, double(int(r / 7 % 3) - 1));
+    for (std::size_t c = 0; c < d; ++c) {
+      T &x = rows[r * d + c];
+      if (r % 4 == 0) {  // few distinct values
+        const auto pick = engine() % 20;
+        x = pick == 0   ? T(NAN)
+            : pick == 1 ? T(-INFINITY)
+            : pick == 2 ? T(0)
+                        : T(int(engine() % 7) - 3);
+        if (pick == 3) x = T(1e-30) * T(int(engine() % 5));  // tiny values and subnormals
+      } else if (r % 4 == 1 && r % 8 == 1) {
+        x = T(-2.5);
+      } else {
+        x = T(scale * normal(engine));
+      }
+    }
+  }
+  return rows;
+}
+
+/// Every top-k path (a short candidate list ranked, a long one searched or selected, a row
+/// taken again when fewer than k passed the floor) against sorting, on every tier.
 template <typename T>
 void top_k_matches_sorting() {
-  std::mt19937_64 engine(5);
-  const std::size_t d = 100;
-  std::vector<T> rows(20 * d);
-  for (T &x : rows) {
-    const auto pick = engine() % 20;
-    x = pick == 0 ? T(NAN) : pick == 1 ? T(-INFINITY) : pick == 2 ? T(0) : T(int(engine() % 7) - 3);
-    if (pick == 3) x = T(1e-30) * T(int(engine() % 5));  // tiny values and subnormals
-  }
-  for (std::size_t k : {1u, 5u, 32u, 33u, 60u, 99u, 100u}) {
-    RowMasks masks;
-    select_top_k(rows.data(), 20, d, k, masks);
-    ASSERT_EQ(masks.kept(), 20 * k);
-    for (std::size_t r = 0; r < 20; ++r) {
-      std::vector<std::uint32_t> order(d);
-      for (std::uint32_t c = 0; c < d; ++c) order[c] = c;
-      // NaN above infinity above every finite |x|; stable: lower column first on ties.
-      const auto rank = [&](std::uint32_t c) {
-        const T x = rows[r * d + c];
-        return std::make_pair(x != x          ? 2
-                              : std::isinf(x) ? 1
-                                              : 0,
-                              x != x ? 0.0 : std::fabs(double(x)));
-      };
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::uint32_t a, std::uint32_t b) { return rank(a) > rank(b); });
-      std::vector<std::uint32_t> expected(order.begin(), order.begin() + std::ptrdiff_t(k));
-      std::sort(expected.begin(), expected.end());
-      const std::vector<std::uint32_t> got(
-          masks.columns.begin() + std::ptrdiff_t(masks.offsets[r]),
-          masks.columns.begin() + std::ptrdiff_t(masks.offsets[r + 1]));
-      EXPECT_EQ(got, expected) << "k=" << k << " row " << r;
+  for (const std::size_t d : {std::size_t(100), std::size_t(256), std::size_t(37)}) {
+    const std::size_t nrows = 60;
+    const std::vector<T> rows = awkward_rows<T>(nrows, d);
+    for (std::size_t k : {1u, 5u, 13u, 32u, 33u, 60u, 99u, 100u}) {
+      k = std::min(k, d);
+      for_each_tier([&] {
+        RowMasks masks;
+        select_top_k(rows.data(), nrows, d, k, masks);
+        ASSERT_EQ(masks.kept(), nrows * k);
+        for (std::size_t r = 0; r < nrows; ++r) {
+          std::vector<std::uint32_t> order(d);
+          for (std::uint32_t c = 0; c < d; ++c) order[c] = c;
+          // NaN above infinity above every finite |x|; stable: lower column first on ties.
+          const auto rank = [&](std::uint32_t c) {
+            const T x = rows[r * d + c];
+            return std::make_pair(x != x          ? 2
+                                  : std::isinf(x) ? 1
+                                                  : 0,
+                                  x != x ? 0.0 : std::fabs(double(x)));
+          };
+          std::stable_sort(order.begin(), order.end(),
+                           [&](std::uint32_t a, std::uint32_t b) { return rank(a) > rank(b); });
+          std::vector<std::uint32_t> expected(order.begin(), order.begin() + std::ptrdiff_t(k));
+          std::sort(expected.begin(), expected.end());
+          const std::vector<std::uint32_t> got(
+              masks.columns.begin() + std::ptrdiff_t(masks.offsets[r]),
+              masks.columns.begin() + std::ptrdiff_t(masks.offsets[r + 1]));
+          ASSERT_EQ(got, expected) << "d=" << d << " k=" << k << " row " << r;
+        }
+      });
     }
   }
 }
@@ -111,6 +151,56 @@ TEST(RowCodec, TopKMatchesSortingFloat) {
 }
 TEST(RowCodec, TopKMatchesSortingDouble) {
   top_k_matches_sorting<double>();
+}
+
+// The values of a message, every coding and tier: bit for bit what encode_value16 gives each
+// value (NaN payloads and signs, infinities, the fp16 overflow boundary, fp16 subnormals and
+// what rounds below them, float subnormals, -0), over masks whose row ends fall anywhere in
+// the vectors of 16.
+TEST(RowCodec, GatheredValuesAreEncodeValue16OnEveryTier) {
+  const std::uint32_t specials[] = {0x7fc00000u, 0xffc02000u, 0x7f800001u, 0x7f800000u,
+                                    0xff800000u, 0x477fefffu, 0x477ff000u, 0xc77ff000u,
+                                    0x33800000u, 0x33000000u, 0x33000001u, 0x00000001u,
+                                    0x80000000u, 0x387fc000u, 0x3f800fffu, 0x3f801000u};
+  const std::size_t d = 50, nrows = 40;
+  std::mt19937_64 engine(9);
+  std::normal_distribution<float> normal(0.0f, 100.0f);
+  std::vector<float> rows(nrows * d);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i % 3 == 0) {
+      std::memcpy(&rows[i], &specials[(i / 3) % std::size(specials)], 4);
+    } else {
+      rows[i] = normal(engine);
+    }
+  }
+  RowMasks masks;
+  for (std::size_t r = 0; r < nrows; ++r) {
+    for (std::uint32_t c = 0; c < d; ++c)
+      if ((c * 7 + r) % (2 + r % 5) == 0) masks.columns.push_back(c);
+    masks.offsets.push_back(masks.columns.size());
+  }
+  for (ValueCoding coding : {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16}) {
+    const RowFormat format{d, coding == ValueCoding::native ? 4u : 2u};
+    std::vector<std::byte> expected(masks.kept() * format.value_bytes);
+    std::byte *out = expected.data();
+    for (std::size_t r = 0; r < nrows; ++r)
+      for (std::size_t j = masks.offsets[r]; j < masks.offsets[r + 1]; ++j) {
+        const float value = rows[r * d + masks.columns[j]];
+        const std::uint16_t bits = encode_value16(value, coding);
+        if (coding == ValueCoding::native)
+          std::memcpy(out, &value, 4);
+        else
+          std::memcpy(out, &bits, 2);
+        out += format.value_bytes;
+      }
+    for_each_tier([&] {
+      std::vector<std::byte> got(expected.size() + 1, std::byte{0x5a});
+      gather_values(rows.data(), masks, format, coding, got.data());
+      EXPECT_EQ(got.back(), std::byte{0x5a}) << "wrote past the values";
+      got.pop_back();
+      EXPECT_TRUE(got == expected) << "coding " << int(coding);
+    });
+  }
 }
 
 TEST(RowCodec, BitmapAndIndexListDecodeTheSame) {
