@@ -12,11 +12,23 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 #include <unordered_set>
 
 #include "error.hpp"
+#include "error_bounded_avx512.hpp"
 
 namespace dct::detail::eb {
+
+Simd best_simd() {
+#if defined(DCT_EB_AVX512)
+  return avx512::supported() ? Simd::avx512 : Simd::portable;
+#else
+  return Simd::portable;
+#endif
+}
+Simd simd = best_simd();
+
 namespace {
 
 /// zstd's fastest regular level: the codes are small and the network is the bottleneck only
@@ -82,15 +94,27 @@ bool put_codes(const T *rows, std::size_t nrows, std::size_t d, std::size_t firs
   const std::size_t values = nrows * columns;
   const std::size_t at = body.size();
   body.resize(at + values * sizeof(Code));
-  std::byte *codes = body.data() + at;  // written bytewise: tables need not be aligned
-  std::vector<T> outliers;
+  std::byte *codes = body.data() + at;          // written bytewise: tables need not be aligned
+  static thread_local std::vector<T> outliers;  // kept between calls
+  if (outliers.size() < values) outliers.resize(values + values / 4);
+  std::size_t outlier_count = 0;
   const Code mark = static_cast<Code>(escape(h.levels));
   const double inverse = h.step > 0 ? 1.0 / h.step : 0.0;
   const double top = double(h.levels - 1);
   double worst = 0.0;
   for (std::size_t r = 0; r < nrows; ++r) {
     const T *row = rows + r * d + first;
-    for (std::size_t c = 0; c < columns; ++c) {
+    std::size_t c = 0;
+#if defined(DCT_EB_AVX512)
+    if constexpr (std::is_same_v<T, float>) {
+      if (simd == Simd::avx512) {
+        c = avx512::codes<Code>({h.offset, h.step, inverse, top, bound}, row, columns, mark, codes,
+                                outliers.data(), outlier_count, worst);
+        codes += c * sizeof(Code);
+      }
+    }
+#endif
+    for (; c < columns; ++c) {
       const double x = static_cast<double>(row[c]);
       const double q = std::min(std::max(std::nearbyint((x - h.offset) * inverse), 0.0), top);
       const std::uint32_t code = std::isfinite(x) ? static_cast<std::uint32_t>(q) : 0;
@@ -101,40 +125,47 @@ bool put_codes(const T *rows, std::size_t nrows, std::size_t d, std::size_t firs
         worst = std::max(worst, error);
       } else {
         std::memcpy(codes, &mark, sizeof mark);
-        outliers.push_back(row[c]);
+        outliers[outlier_count++] = row[c];
       }
       codes += sizeof(Code);
     }
   }
-  h.outliers = static_cast<std::uint32_t>(outliers.size());
-  if (values * sizeof(Code) + outliers.size() * sizeof(T) >= values * sizeof(T)) {
+  h.outliers = static_cast<std::uint32_t>(outlier_count);
+  if (values * sizeof(Code) + outlier_count * sizeof(T) >= values * sizeof(T)) {
     body.resize(at);
     return false;
   }
-  body.resize(at + values * sizeof(Code) + outliers.size() * sizeof(T));
-  if (!outliers.empty())
+  body.resize(at + values * sizeof(Code) + outlier_count * sizeof(T));
+  if (outlier_count > 0)
     std::memcpy(body.data() + at + values * sizeof(Code), outliers.data(),
-                outliers.size() * sizeof(T));
-  report.outliers += outliers.size();
+                outlier_count * sizeof(T));
+  report.outliers += outlier_count;
   report.max_error = std::max(report.max_error, worst);
   return true;
 }
 
-/// The finite minimum and maximum of a table block (lo > hi when it has no finite value).
+/// The finite minimum and maximum of a table block (lo > hi when it has no finite value); a
+/// zero bound is +0 whatever the order the zeros came in.
 template <typename T>
 void finite_range(const T *rows, std::size_t nrows, std::size_t d, std::size_t first,
                   std::size_t columns, double &lo, double &hi) {
-  lo = HUGE_VAL;
-  hi = -HUGE_VAL;
+  T low = std::numeric_limits<T>::infinity(), high = -low;
   for (std::size_t r = 0; r < nrows; ++r) {
     const T *row = rows + r * d + first;
-    for (std::size_t c = 0; c < columns; ++c) {
-      const double x = static_cast<double>(row[c]);
-      if (!std::isfinite(x)) continue;
-      lo = std::min(lo, x);
-      hi = std::max(hi, x);
+    std::size_t c = 0;
+#if defined(DCT_EB_AVX512)
+    if constexpr (std::is_same_v<T, float>) {
+      if (simd == Simd::avx512) c = avx512::finite_range(row, columns, low, high);
+    }
+#endif
+    for (; c < columns; ++c) {
+      if (!std::isfinite(row[c])) continue;
+      low = row[c] < low ? row[c] : low;
+      high = row[c] > high ? row[c] : high;
     }
   }
+  lo = low == T(0) ? 0.0 : static_cast<double>(low);
+  hi = high == T(0) ? 0.0 : static_cast<double>(high);
 }
 
 /// The quantiser of a block with relative bound `relative`: levels 0 when it must be exact.

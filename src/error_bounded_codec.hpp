@@ -32,6 +32,14 @@
 
 namespace dct::detail::eb {
 
+/// The host tiers of the quantiser's passes, lowest first: portable C++, and AVX-512F for float
+/// tables (the same bits).
+enum class Simd { portable, avx512 };
+/// The best tier this CPU runs.
+DCT_INTERNAL_API Simd best_simd();
+/// The tier the quantiser runs: the best, unless lowered (tests run every tier this CPU has).
+DCT_INTERNAL_API extern Simd simd;
+
 /// The lossless stage of one message.
 enum class Coder : std::uint8_t { none = 0, lz4 = 1, zstd = 2 };
 constexpr int kCoders = 3;

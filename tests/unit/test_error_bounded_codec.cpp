@@ -165,6 +165,50 @@ TYPED_TEST(ErrorBoundedCodec, AdversarialBlocks) {
     }
 }
 
+// Every host tier of the quantiser (AVX-512F for float where the CPU has it) writes the portable
+// code's message bit for bit and reports the same, over tables with NaN, infinities, -0,
+// denormals, values on the rounding boundaries and outliers, whose widths leave tails past
+// the vectors of 16.
+TYPED_TEST(ErrorBoundedCodec, EveryTierWritesTheSameMessage) {
+  using T = TypeParam;
+  using limits = std::numeric_limits<T>;
+  std::mt19937_64 engine(13);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (const Tables tables : {Tables{72, 24}, Tables{40, 40}, Tables{64, 16}}) {
+    const std::size_t nrows = 37;
+    std::vector<T> rows(nrows * tables.d);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      rows[i] = T(normal(engine) * std::pow(10.0, double(i % 5) - 2));
+      if (i % 97 == 3) rows[i] = limits::quiet_NaN();
+      if (i % 89 == 5) rows[i] = i % 2 ? limits::infinity() : -limits::infinity();
+      if (i % 83 == 7) rows[i] = T(-0.0);
+      if (i % 79 == 11) rows[i] = limits::denorm_min() * T(i % 5);
+      if (i % 71 == 13) rows[i] = T(1e6);  // outliers at tight bounds
+    }
+    for (double bound : {1e-9, 1e-5, 1e-3, 0.05, 0.5}) {
+      std::vector<double> bounds(tables.count(), bound);
+      bounds[0] = bound / 3;
+      std::vector<std::vector<std::byte>> messages;
+      std::vector<QuantizeReport> reports;
+      for (Simd tier : {Simd::portable, Simd::avx512}) {
+        if (tier > best_simd()) continue;
+        simd = tier;
+        Workspace ws;
+        const Encoded<T> e = encode(rows, nrows, tables, bounds, Coder::none, ws);
+        messages.push_back(e.message);
+        reports.push_back(e.report);
+      }
+      simd = best_simd();
+      for (std::size_t i = 1; i < messages.size(); ++i) {
+        EXPECT_TRUE(messages[i] == messages[0]) << "bound " << bound << " d " << tables.d;
+        EXPECT_EQ(reports[i].max_error, reports[0].max_error);
+        EXPECT_EQ(reports[i].outliers, reports[0].outliers);
+        EXPECT_EQ(reports[i].exact_tables, reports[0].exact_tables);
+      }
+    }
+  }
+}
+
 TYPED_TEST(ErrorBoundedCodec, DecoderRejectsDamageAndWritesNothing) {
   using T = TypeParam;
   std::mt19937_64 engine(11);
