@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "call_message.hpp"
 #include "cost_model.hpp"
 #include "error.hpp"
 #include "exchange/exchange.hpp"
@@ -21,6 +22,7 @@
 #include "peer_headers.hpp"
 #include "progress.hpp"
 #include "request_engine.hpp"
+#include "tau_control.hpp"
 #include "test_hooks.hpp"
 
 namespace dct::detail {
@@ -128,6 +130,13 @@ class CompressedEngine final : public RequestEngine {
     // Calls in flight progress independently, so each request talks on its own communicator.
     check_mpi(MPI_Comm_dup(RequestEngine::comm(), &own_comm_), "MPI_Comm_dup");
     owns_comm_ = true;
+    // One message per call (call_message.hpp) needs slots of one size on every rank: count,
+    // type and configuration were agreed on at init (c_api.cpp), the densities may differ.
+    // Drop-in states, made by each rank alone, never take it.
+    std::int64_t kept[2] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept())};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, kept, 2, MPI_INT64_T, MPI_MAX, own_comm_),
+              "MPI_Allreduce");
+    agreed_kept_ = kept[0] == -kept[1] ? predicted_kept() : 0;
     // And on its own hierarchy, made now: the algorithm is chosen per call, in progress, where
     // a blocking MPI_Comm_split could deadlock against another request's progress.
     const int ranks = context_->size();
@@ -190,7 +199,7 @@ class CompressedEngine final : public RequestEngine {
       return true;
     }
     if (!exchange_) {
-      if (!header_complete(block)) return false;
+      if (!message_.complete(block)) return false;
       exchange_ = begin_exchange(read_headers());
     }
     const bool done = exchange_->advance(block);
@@ -279,27 +288,35 @@ class CompressedEngine final : public RequestEngine {
     status_.bytes_sent = status_.bytes_received = status_.dense_bytes;
   }
 
+  // The entries this rank keeps when the adaptive control holds the target (ties broken by
+  // index: exactly k), or 0 when it cannot tell (the fixed control, an empty tensor).
+  std::size_t predicted_kept() const {
+    if (config_.tau_control != TauControl::adaptive || elements() == 0) return 0;
+    return tau_control::target(config_.density, elements());
+  }
+
+  // The header (and, where the blocks' sizes are known in advance, this rank's block: see
+  // call_message.hpp) to every rank.
   void post_header_exchange(MPI_Comm comm) {
     using namespace peer::allreduce;
-    header_[kKept] = static_cast<std::int64_t>(compressor_.kept());
+    const std::size_t kept = compressor_.kept();
+    header_[kKept] = static_cast<std::int64_t>(kept);
     header_[kCount] = static_cast<std::int64_t>(count_);
     header_[kValueBytes] = static_cast<std::int64_t>(sizeof(T));
     // An exchange whose layout is empty re-balances anyway (every rank's is alike).
     header_[kRebalance] = status_.tau_reestimated ? 1 : 0;
-    headers_.resize(static_cast<std::size_t>(context_->size()) * kWords);
-    check_mpi(MPI_Iallgather(header_, kWords, MPI_INT64_T, headers_.data(), kWords, MPI_INT64_T,
-                             comm, &header_request_),
-              "MPI_Iallgather");
-  }
-
-  bool header_complete(bool block) {
-    if (block) {
-      check_mpi(MPI_Wait(&header_request_, MPI_STATUS_IGNORE), "MPI_Wait");
-      return true;
-    }
-    int complete = 0;
-    check_mpi(MPI_Test(&header_request_, &complete, MPI_STATUS_IGNORE), "MPI_Test");
-    return complete != 0;
+    const int ranks = context_->size();
+    fused_kept_ = agreed_kept_;
+    if (fused_kept_ > 0 &&
+        decide_algorithm(config_, ranks, double(count_), sizeof(T), double(ranks) * fused_kept_,
+                         union_hint_, staged_, hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)
+      fused_kept_ = 0;
+    const wire::BlockFormat format = wire::block_format<T>(fused_kept_, elements(), config_.values);
+    std::byte *block = message_.prepare(ranks, context_->rank(), kWords,
+                                        fused_kept_ > 0 ? format.units() * wire::kUnitBytes : 0);
+    if (fused_kept_ > 0 && kept == fused_kept_)
+      wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
+    message_.post(header_, comm);
   }
 
   // Validates every rank's header (peer_headers.hpp) and decides the algorithm from what every
@@ -308,7 +325,7 @@ class CompressedEngine final : public RequestEngine {
     const int ranks = context_->size();
     kept_per_rank_.assign(static_cast<std::size_t>(ranks), 0);
     const peer::AllreduceAnnouncements announced =
-        peer::read_allreduce_headers(headers_.data(), ranks, context_->rank(), count_,
+        peer::read_allreduce_headers(message_.headers(), ranks, context_->rank(), count_,
                                      std::int64_t(sizeof(T)), kept_per_rank_.data());
     rebalance_ = announced.rebalance;
     status_.bytes_sent = status_.bytes_received =
@@ -339,6 +356,13 @@ class CompressedEngine final : public RequestEngine {
     if (sums_on_device(algorithm)) input.device = backend_;
     input.values = config_.values;
     input.rebalance = rebalance_;
+    // Every block already came with the headers when every rank kept the predicted count.
+    if (algorithm == DCT_ALGORITHM_ALLGATHER && fused_kept_ > 0 &&
+        std::all_of(kept_per_rank_.begin(), kept_per_rank_.end(),
+                    [&](std::int64_t kept) { return std::size_t(kept) == fused_kept_; })) {
+      input.gathered = message_.block(0);
+      input.gathered_stride = message_.stride_bytes();
+    }
     const bool splits = algorithm == DCT_ALGORITHM_SPLIT || algorithm == DCT_ALGORITHM_HIERARCHICAL;
     if (splits && config_.result_density < 1.0) {
       input.result_budget = static_cast<std::size_t>(
@@ -392,8 +416,9 @@ class CompressedEngine final : public RequestEngine {
   const T *send_ = nullptr;
   T *recv_ = nullptr;
   std::int64_t header_[peer::allreduce::kWords] = {};
-  std::vector<std::int64_t> headers_;
-  MPI_Request header_request_ = MPI_REQUEST_NULL;
+  CallMessage message_;          // this call's headers (and blocks, see call_message.hpp)
+  std::size_t fused_kept_ = 0;   // the kept count the blocks in message_ were sized for; 0: none
+  std::size_t agreed_kept_ = 0;  // every rank's predicted_kept(), when all alike (else 0)
   std::vector<std::int64_t> kept_per_rank_;
   bool rebalance_ = false;
   SplitLayout layout_;

@@ -46,9 +46,14 @@ class AllgatherExchange final : public SparseExchange<T> {
       entries += static_cast<std::size_t>(in_.kept[r]);
     }
     wire::mpi_units(total);
-    wire::size_buffer(gathered_, total);
     wire::resize_growing(idx_, entries);
     wire::resize_growing(val_, entries);
+    const MPI_Count others = static_cast<MPI_Count>(total) - units_[in_.rank];
+    traffic_.bytes_sent = static_cast<MPI_Count>(in_.ranks - 1) * units_[in_.rank] *
+                          static_cast<MPI_Count>(wire::kUnitBytes);
+    traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
+    if (in_.gathered != nullptr) return;  // came with the headers, my own block encoded
+    wire::size_buffer(gathered_, total);
     // My block is encoded in its place in the gathered buffer (MPI_IN_PLACE: no copy), and
     // only where someone reads it: another rank, or my own decode (own_list_usable()).
     if (in_.ranks > 1 || !own_list_usable())
@@ -62,10 +67,6 @@ class AllgatherExchange final : public SparseExchange<T> {
                                 offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
                 "MPI_Iallgatherv");
     }
-    const MPI_Count others = static_cast<MPI_Count>(total) - units_[in_.rank];
-    traffic_.bytes_sent = static_cast<MPI_Count>(in_.ranks - 1) * units_[in_.rank] *
-                          static_cast<MPI_Count>(wire::kUnitBytes);
-    traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
   }
 
   // My own entries go into the sum as they are where decoding them would give them back bit
@@ -82,8 +83,8 @@ class AllgatherExchange final : public SparseExchange<T> {
     own_direct_ =
         own_list_usable() &&
         wire::indices_valid(in_.idx, static_cast<std::size_t>(in_.kept[in_.rank]), 0, in_.count);
-    if (!own_direct_ && own_list_usable() && in_.ranks == 1)  // not encoded by post_gather
-      wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
+    if (!own_direct_ && own_list_usable() && in_.ranks == 1 && in_.gathered == nullptr)
+      wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,  // not encoded by post_gather
                          gathered_.data() + block_offset(in_.rank));
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
@@ -130,7 +131,10 @@ class AllgatherExchange final : public SparseExchange<T> {
   std::size_t block_offset(int r) const {
     return static_cast<std::size_t>(offsets_[r]) * wire::kUnitBytes;
   }
-  const std::byte *block(int r) const { return gathered_.data() + block_offset(r); }
+  const std::byte *block(int r) const {
+    return in_.gathered != nullptr ? in_.gathered + std::size_t(r) * in_.gathered_stride
+                                   : gathered_.data() + block_offset(r);
+  }
 
   std::vector<int> units_, offsets_;
   std::vector<std::byte> gathered_;

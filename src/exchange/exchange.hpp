@@ -91,6 +91,11 @@ struct SparseInput {
   T *residual = nullptr;
   /// split only: recompute the segment boundaries first (decided by all ranks together).
   bool rebalance = false;
+  /// allgather only: every rank's block, already gathered with the call's headers
+  /// (call_message.hpp), rank r's at gathered + r * gathered_stride; null: the exchange
+  /// gathers them itself.
+  const std::byte *gathered = nullptr;
+  std::size_t gathered_stride = 0;
 };
 
 /// Traffic of one exchange, as this rank sees it (DCT_Status fields).
