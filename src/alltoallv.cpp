@@ -300,13 +300,27 @@ class ForwardEngine final : public MpEngine {
       for (std::size_t j = 0; j < p; ++j)
         testing::tamper_forward_message(int(j), out_layout.at(out, j), out_shapes[j].bytes);
 #endif
+    shapes.resize(p);
+    if (plan_->uniform_kept > 0) {
+      // Every rank keeps uniform_kept per row and the counts match (agreed at init): each
+      // message's size follows from the layout, and no header goes before it.
+      for (std::size_t j = 0; j < p; ++j) {
+        shapes[j].shape =
+            mp::uniform_shape(rows(layout_.recvcounts[j]), plan_->uniform_kept, format_);
+        shapes[j].same_format = true;
+        shapes[j].receive = shapes[j].shape.bytes;
+        in_units[j] = Units::of(shapes[j].receive);
+      }
+      in_units_ = std::make_unique<Units>(in_units);
+      exchange(out, out_layout, in, *in_units_);
+      return;
+    }
 
     check_mpi(MPI_Alltoall(header_out.data(), kWords, MPI_INT64_T, header_in.data(), kWords,
                            MPI_INT64_T, comm()),
               "MPI_Alltoall");
     status_.bytes_sent = status_.bytes_received =
         MPI_Count(p - 1) * kWords * MPI_Count(sizeof(std::int64_t));
-    shapes.resize(p);
     for (std::size_t j = 0; j < p; ++j) {
       // Receive what the peer announced (so that no rank is left waiting), but never more
       // than the rows this rank expects could take; a liar is rejected by validate().

@@ -136,6 +136,21 @@ ExchangePlan agree_exchange_plan(MPI_Comm comm, bool needs) {
   return plan;
 }
 
+std::size_t agree_uniform_kept(MPI_Comm comm, const AlltoallvLayout &layout, std::size_t kept) {
+  const std::size_t ranks = layout.sendcounts.size();
+  std::vector<std::int64_t> sent(ranks), announced(ranks);
+  for (std::size_t j = 0; j < ranks; ++j) sent[j] = static_cast<std::int64_t>(layout.sendcounts[j]);
+  check_mpi(MPI_Alltoall(sent.data(), 1, MPI_INT64_T, announced.data(), 1, MPI_INT64_T, comm),
+            "MPI_Alltoall");
+  bool counts_match = true;
+  for (std::size_t j = 0; j < ranks; ++j)
+    counts_match = counts_match && announced[j] == std::int64_t(layout.recvcounts[j]);
+  // MPI_MAX over [kept, -kept, mismatch]: whether every rank keeps the same and all match.
+  std::int64_t words[3] = {std::int64_t(kept), -std::int64_t(kept), counts_match ? 0 : 1};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, words, 3, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  return words[0] == -words[1] && words[2] == 0 ? kept : 0;
+}
+
 void exchange_blocks(const ExchangePlan &plan, const Blocks &out, const Blocks &in,
                      MPI_Datatype type, std::size_t item_bytes, MPI_Comm comm) {
   if (plan.point_to_point) return point_to_point(plan, out, in, type, item_bytes, comm);

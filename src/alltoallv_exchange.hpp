@@ -28,6 +28,9 @@ namespace dct::detail {
 struct ExchangePlan {
   bool point_to_point = false;  ///< some rank's sizes may pass `limit`
   std::size_t limit = INT_MAX;  ///< most items one MPI call's count or displacement takes
+  /// Top-k forward messages with exactly this many entries per row from every rank, whose
+  /// sizes then follow from the layout: no header travels before them (0: headers travel).
+  std::size_t uniform_kept = 0;
 };
 
 /// The most items one count or displacement of an MPI call may take here: INT_MAX (a test
@@ -46,6 +49,12 @@ bool dense_passes_int_counts(const AlltoallvLayout &layout);
 /// Collective over `comm` (one MPI_Allreduce of two words): point to point if any rank
 /// `needs` it, in pieces no larger than any rank's max_mpi_count().
 ExchangePlan agree_exchange_plan(MPI_Comm comm, bool needs);
+
+/// Collective over `comm` (an MPI_Alltoall of the counts and an MPI_Allreduce of three words):
+/// `kept` when every rank selects exactly `kept` entries per row (0: not this rank) and every
+/// rank's sendcounts to each peer are that peer's recvcounts from it, else 0 (every rank gets
+/// the same answer). ExchangePlan::uniform_kept.
+std::size_t agree_uniform_kept(MPI_Comm comm, const AlltoallvLayout &layout, std::size_t kept);
 
 /// One side of an exchange: per rank, `counts[j]` items at item offset `displs[j]` of `base`.
 struct Blocks {

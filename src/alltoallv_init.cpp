@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "request_table.hpp"
+#include "row_codec.hpp"
 #include "runtime.hpp"
 
 namespace dct::detail {
@@ -88,6 +89,11 @@ void alltoallv_init(const AlltoallvArgs &args, MPI_Info info, DCT_Request *reque
   agree(context->shared_comm(), context->rank(), local_error, fingerprint, function);
   // Every rank accepted: one path for everyone's messages (alltoallv_exchange.hpp).
   *plan = agree_exchange_plan(context->shared_comm(), needs_point_to_point);
+  const bool exact_top_k =
+      config.mp_compressor == MpCompressor::topk && config.mp_select == MpSelect::exact;
+  plan->uniform_kept = agree_uniform_kept(
+      context->shared_comm(), AlltoallvLayout(args, context->size()),
+      exact_top_k ? mp::kept_per_row(config.keep, std::size_t(config.row_length)) : 0);
   persistent->sendbuf = args.sendbuf;
   persistent->recvbuf = args.recvbuf;
   *request = RequestTable::instance().insert(std::move(persistent));

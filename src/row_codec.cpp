@@ -61,6 +61,15 @@ MessageShape forward_shape(const RowMasks &masks, const RowFormat &format) {
   return shape;
 }
 
+MessageShape uniform_shape(std::size_t rows, std::size_t kept, const RowFormat &format) {
+  MessageShape shape;
+  shape.rows = rows;
+  shape.nnz = rows * kept;
+  shape.uniform = rows > 0 ? static_cast<std::int64_t>(kept) : -1;
+  shape.bytes = shape.nnz * format.value_bytes + rows * format.mask_bytes(kept);
+  return shape;
+}
+
 /// One value as the wire carries it.
 template <typename T>
 void put_value(std::byte *&out, T value, ValueCoding coding) {

@@ -68,6 +68,10 @@ struct MessageShape {
 /// The shape of the forward message carrying `masks` (uniform when all rows keep the same).
 DCT_INTERNAL_API MessageShape forward_shape(const RowMasks &masks, const RowFormat &format);
 
+/// forward_shape of `rows` rows that each keep `kept` entries.
+DCT_INTERNAL_API MessageShape uniform_shape(std::size_t rows, std::size_t kept,
+                                            const RowFormat &format);
+
 /// Writes the forward message of `masks` over the dense rows `rows` (row-major, d columns)
 /// to `out` (forward_shape(...).bytes bytes).
 template <typename T>
