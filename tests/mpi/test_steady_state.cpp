@@ -17,8 +17,11 @@ namespace {
 
 // Long enough that the candidates pass kShortList (the host's trim in a window) at density 0.05.
 constexpr std::size_t kElements = std::size_t(1) << 17;
-constexpr int kWarmup = 60;  // error feedback settles over ~1/density calls
-constexpr int kCounted = 20;
+// Error feedback settles over ~1/density = 20 calls. The calls are few and short on purpose:
+// 4 ranks on 2 cores pay a scheduler time slice per collective round, and CI's machines were
+// ~10x slower than this one at 4 ranks (the test once ran past its 200 s watchdog there).
+constexpr int kWarmup = 30;
+constexpr int kCounted = 10;
 
 /// Gradients drawn once into a pool; each call reads a window at a pseudo-random offset.
 class Pool {
@@ -61,10 +64,11 @@ void run(const char *algorithm, const char *values, const char *control, bool ch
   const auto k = static_cast<MPI_Count>(std::ceil(0.05 * double(kElements)));
   AllocationCount count;
   int wrong_count = 0;
-  for (int call = 0; call < kWarmup + kCounted; ++call) {
+  const int calls = check ? kWarmup + kCounted : kWarmup;
+  for (int call = 0; call < calls; ++call) {
     pool.fill(call, send);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (call == kWarmup) start_counting();
+    if (check && call == kWarmup) start_counting();
     DCT_Status status;
     ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
     ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
