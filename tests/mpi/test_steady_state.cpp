@@ -17,11 +17,11 @@ namespace {
 
 // Long enough that the candidates pass kShortList (the host's trim in a window) at density 0.05.
 constexpr std::size_t kElements = std::size_t(1) << 17;
-// Error feedback settles over ~1/density = 20 calls. The calls are few and short on purpose:
-// 4 ranks on 2 cores pay a scheduler time slice per collective round, and CI's machines were
-// ~10x slower than this one at 4 ranks (the test once ran past its 200 s watchdog there).
+// Error feedback settles over ~1/density = 20 calls. No more calls than that on purpose: 4 ranks
+// on 2 cores pay a scheduler time slice per collective round, and CI's machine was ~10x slower
+// than this one at 4 ranks (160 calls per setting ran past the 200 s watchdog there).
 constexpr int kWarmup = 30;
-constexpr int kCounted = 10;
+constexpr int kCounted = 20;
 
 /// Gradients drawn once into a pool; each call reads a window at a pseudo-random offset.
 class Pool {
