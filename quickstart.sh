@@ -20,7 +20,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # --- 1. Debian packages, installed only if missing -------------------------------------
 packages=(g++ gfortran make cmake pkg-config libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
           libgtest-dev libhdf5-openmpi-dev zlib1g-dev libopenblas-dev libcli11-dev
-          nlohmann-json3-dev dataset-fashion-mnist libzstd-dev liblz4-dev)
+          nlohmann-json3-dev dataset-fashion-mnist libzstd-dev liblz4-dev ccache)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
@@ -39,6 +39,12 @@ if ((${#missing[@]})); then
 fi
 
 # --- 2. Build ----------------------------------------------------------------------------
+# Through ccache (its cache in ~/.cache/ccache unless CCACHE_DIR says otherwise): a second run
+# recompiles only what changed, even from a new clone.
+if command -v ccache > /dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+fi
 werror=OFF
 [ "${CI:-}" = true ] && werror=ON
 echo "== building in $build_dir"

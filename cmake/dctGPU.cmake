@@ -1,6 +1,6 @@
 # The native GPU backends: one source tree (backends/common/cuda_hip/) compiled by nvcc for
-# CUDA (backends/cuda/kernels.cu) and by hipcc for HIP (backends/hip/kernels.hip). A backend
-# that is OFF contributes its stub (backends/<name>/stub.cpp, whose accessor returns nullptr).
+# CUDA (backends/cuda/cuda_kernels.cu) and by hipcc for HIP (backends/hip/hip_kernels.hip). A backend
+# that is OFF contributes its stub (backends/<name>/<name>_stub.cpp, whose accessor returns nullptr).
 #
 # Included by the top-level CMakeLists.txt after find_package(MPI). Sets:
 #   DCT_HAVE_CUDA, DCT_HAVE_HIP   0/1, for dct_config.h and dctConfig.cmake
@@ -13,10 +13,10 @@ set(DCT_GPU_SOURCES)
 set(DCT_GPU_LINK)
 set(DCT_GPU_DEPENDS)
 set(_dct_gpu_headers
-  ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/backend.hpp
-  ${PROJECT_SOURCE_DIR}/src/kernels.hpp
-  ${PROJECT_SOURCE_DIR}/src/float16.hpp
-  ${PROJECT_SOURCE_DIR}/src/error.hpp
+  ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/cuda_hip_backend.hpp
+  ${PROJECT_SOURCE_DIR}/src/core/compute_backend.hpp
+  ${PROJECT_SOURCE_DIR}/src/core/float16.hpp
+  ${PROJECT_SOURCE_DIR}/src/core/error.hpp
   ${PROJECT_SOURCE_DIR}/include/dct/dct.h)
 
 # --- CUDA: CMake's CUDA language (nvcc), CUB from the toolkit --------------------------------
@@ -29,7 +29,7 @@ if(DCT_ENABLE_CUDA)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
-  add_library(dct_cuda_kernels OBJECT backends/cuda/kernels.cu)
+  add_library(dct_cuda_kernels OBJECT backends/cuda/cuda_kernels.cu)
   set_target_properties(dct_cuda_kernels PROPERTIES
     CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF
     POSITION_INDEPENDENT_CODE ON CUDA_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
@@ -49,7 +49,7 @@ if(DCT_ENABLE_CUDA)
   list(APPEND DCT_GPU_LINK $<TARGET_OBJECTS:dct_cuda_kernels> CUDA::cudart)
   set(DCT_HAVE_CUDA 1)
 else()
-  list(APPEND DCT_GPU_SOURCES backends/cuda/stub.cpp)
+  list(APPEND DCT_GPU_SOURCES backends/cuda/cuda_stub.cpp)
   set(DCT_HAVE_CUDA 0)
 endif()
 
@@ -84,16 +84,16 @@ if(DCT_ENABLE_HIP)
   foreach(_dir IN LISTS MPI_C_INCLUDE_DIRS)
     list(APPEND _dct_hip_flags -isystem ${_dir})
   endforeach()
-  set(_dct_hip_object ${PROJECT_BINARY_DIR}/backends/hip/kernels.hip.o)
+  set(_dct_hip_object ${PROJECT_BINARY_DIR}/backends/hip/hip_kernels.hip.o)
   add_custom_command(
     OUTPUT ${_dct_hip_object}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/backends/hip
     COMMAND ${DCT_HIP_COMPILER} ${_dct_hip_flags}
             "$<IF:$<CONFIG:Debug>,-O0;-g,-O3;-DNDEBUG>"
-            -c -x hip ${PROJECT_SOURCE_DIR}/backends/hip/kernels.hip -o ${_dct_hip_object}
-    DEPENDS backends/hip/kernels.hip backends/hip/runtime.hpp ${_dct_gpu_headers}
+            -c -x hip ${PROJECT_SOURCE_DIR}/backends/hip/hip_kernels.hip -o ${_dct_hip_object}
+    DEPENDS backends/hip/hip_kernels.hip backends/hip/hip_api.hpp ${_dct_gpu_headers}
             ${PROJECT_BINARY_DIR}/include/dct/dct_config.h
-    COMMENT "Building HIP object backends/hip/kernels.hip.o (hipcc)"
+    COMMENT "Building HIP object backends/hip/hip_kernels.hip.o (hipcc)"
     COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(dct_hip_kernels DEPENDS ${_dct_hip_object})
   # hip::amdhip64, the runtime, not hip::host: Debian's hip::host also links clang 14's
@@ -104,6 +104,6 @@ if(DCT_ENABLE_HIP)
   list(APPEND DCT_GPU_DEPENDS dct_hip_kernels)
   set(DCT_HAVE_HIP 1)
 else()
-  list(APPEND DCT_GPU_SOURCES backends/hip/stub.cpp)
+  list(APPEND DCT_GPU_SOURCES backends/hip/hip_stub.cpp)
   set(DCT_HAVE_HIP 0)
 endif()

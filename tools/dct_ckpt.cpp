@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.hpp"
-#include "error.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "core/error.hpp"
 
 namespace {
 

@@ -29,7 +29,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels.hpp"
+#include "core/compute_backend.hpp"
 
 namespace dct::detail::kernels::kokkos {
 

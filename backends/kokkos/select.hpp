@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "error.hpp"
+#include "core/error.hpp"
 #include "portable.hpp"
 
 namespace dct::detail::kernels::kokkos {

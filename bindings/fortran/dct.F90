@@ -11,7 +11,7 @@
 module dct
   use, intrinsic :: iso_c_binding, only : c_int, c_int64_t, c_long_long, c_double, c_ptr, &
                                            c_null_ptr, c_char, c_f_pointer, c_loc, c_size_t, &
-                                           c_intptr_t
+                                           c_intptr_t, c_associated
   use mpi_f08, only : MPI_Comm, MPI_Datatype, MPI_Op, MPI_Info, MPI_COUNT_KIND, MPI_ADDRESS_KIND
   implicit none
   private
@@ -27,6 +27,8 @@ module dct
   integer, parameter, public :: DCT_ALGORITHM_AUTO = 0, DCT_ALGORITHM_ALLGATHER = 1, &
     DCT_ALGORITHM_DENSE = 2, DCT_ALGORITHM_PASSTHROUGH = 3, DCT_ALGORITHM_SPLIT = 4, &
     DCT_ALGORITHM_RECURSIVE_DOUBLING = 5, DCT_ALGORITHM_HIERARCHICAL = 6
+  integer, parameter, public :: DCT_BACKEND_AUTO = 0, DCT_BACKEND_KOKKOS = 1, &
+    DCT_BACKEND_CUDA = 2, DCT_BACKEND_HIP = 3
 
   !> A persistent compressed allreduce (DCT_Request); null until dct_allreduce_init.
   type, public, bind(C) :: dct_request
@@ -57,7 +59,8 @@ module dct
             dct_request_free, dct_allreduce, &
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
             dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version, &
-            dct_request_get_info, dct_comm_get_info
+            dct_request_get_info, dct_comm_get_info, dct_request_set_stream, &
+            dct_algorithm_name, dct_backend_name, dct_backend_compiled
 
   ! Every routine taking handles comes as a pair: the mpi_f08 one delegates to the integer one.
   interface dct_allreduce_init
@@ -197,6 +200,24 @@ module dct
     integer(c_int) function c_get_version(major, minor, patch) bind(C, name='DCT_Get_version')
       import :: c_int
       integer(c_int) :: major, minor, patch
+    end function
+    type(c_ptr) function c_algorithm_name(algorithm) bind(C, name='DCT_Algorithm_name')
+      import :: c_ptr, c_int
+      integer(c_int), value :: algorithm
+    end function
+    type(c_ptr) function c_backend_name(backend) bind(C, name='DCT_Backend_name')
+      import :: c_ptr, c_int
+      integer(c_int), value :: backend
+    end function
+    integer(c_int) function c_backend_compiled(backend, compiled) &
+        bind(C, name='DCT_Backend_compiled')
+      import :: c_int
+      integer(c_int), value :: backend
+      integer(c_int) :: compiled
+    end function
+    integer(c_int) function c_set_stream(request, stream) bind(C, name='DCT_Request_set_stream')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request, stream
     end function
   end interface
 
@@ -520,18 +541,61 @@ contains
     call finish(rc, ierror)
   end subroutine dct_error_string
 
+  !> A NUL-terminated C string into `text`, blank-padded (cut at len(text)).
+  subroutine copy_c_string(pointer, text)
+    type(c_ptr), intent(in) :: pointer
+    character(len=*), intent(out) :: text
+    character(kind=c_char), pointer :: chars(:)
+    integer :: i
+    text = ' '
+    if (.not. c_associated(pointer)) return
+    call c_f_pointer(pointer, chars, [len(text)])
+    do i = 1, len(text)
+      if (chars(i) == char(0)) exit
+      text(i:i) = chars(i)
+    end do
+  end subroutine copy_c_string
+
   !> The detailed message of the last failure on this thread (DCT_Get_last_error).
   subroutine dct_get_last_error(message)
     character(len=*), intent(out) :: message
-    character(kind=c_char), pointer :: text(:)
-    integer :: i
-    message = ' '
-    call c_f_pointer(c_last_error(), text, [len(message)])
-    do i = 1, len(message)
-      if (text(i) == char(0)) exit
-      message(i:i) = text(i)
-    end do
+    call copy_c_string(c_last_error(), message)
   end subroutine dct_get_last_error
+
+  !> The name of an algorithm as the dct_algorithm key spells it (DCT_Algorithm_name).
+  subroutine dct_algorithm_name(algorithm, name)
+    integer, intent(in) :: algorithm
+    character(len=*), intent(out) :: name
+    call copy_c_string(c_algorithm_name(int(algorithm, c_int)), name)
+  end subroutine dct_algorithm_name
+
+  !> The name of a backend as the dct_backend key spells it (DCT_Backend_name).
+  subroutine dct_backend_name(backend, name)
+    integer, intent(in) :: backend
+    character(len=*), intent(out) :: name
+    call copy_c_string(c_backend_name(int(backend, c_int)), name)
+  end subroutine dct_backend_name
+
+  !> Whether this build contains `backend` (DCT_Backend_compiled).
+  subroutine dct_backend_compiled(backend, compiled, ierror)
+    integer, intent(in) :: backend
+    logical, intent(out) :: compiled
+    integer, optional, intent(out) :: ierror
+    integer(c_int) :: flag, rc
+    flag = 0
+    rc = c_backend_compiled(int(backend, c_int), flag)
+    compiled = flag /= 0
+    call finish(rc, ierror)
+  end subroutine dct_backend_compiled
+
+  !> The device stream of a request's calls (DCT_Request_set_stream): a cudaStream_t or
+  !> hipStream_t as type(c_ptr); c_null_ptr: dct's own stream.
+  subroutine dct_request_set_stream(request, stream, ierror)
+    type(dct_request), intent(in) :: request
+    type(c_ptr), intent(in) :: stream
+    integer, optional, intent(out) :: ierror
+    call finish(c_set_stream(request%handle, stream), ierror)
+  end subroutine dct_request_set_stream
 
   subroutine dct_get_version(major, minor, patch, ierror)
     integer, intent(out) :: major, minor, patch

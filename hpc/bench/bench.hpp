@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace dct::detail {
-struct Config;  // src/config.hpp
+struct Config;  // src/core/config.hpp
 }  // namespace dct::detail
 
 namespace dct::bench {
@@ -38,7 +38,7 @@ CLI::Option *add_sizes_option(CLI::App &command, std::vector<long long> &sizes,
 /// calls per row, >= 1) and `--warmup N` (untimed calls before them, >= 0).
 void add_timing_options(CLI::App &command, std::string &type, int &iters, int &warmup);
 
-/// The library's configuration with one key set: its knob table (src/config.cpp) parses and
+/// The library's configuration with one key set: its knob table (src/core/config.cpp) parses and
 /// checks the value; throws its error otherwise.
 detail::Config config_with(const char *key, const std::string &value);
 

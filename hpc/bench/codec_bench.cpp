@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "error_bounded_codec.hpp"
-#include "float16.hpp"
-#include "row_codec.hpp"
+#include "core/float16.hpp"
+#include "mp/error_bounded_codec.hpp"
+#include "mp/row_codec.hpp"
 
 namespace dct::bench {
 namespace eb = detail::eb;

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "config.hpp"
+#include "core/config.hpp"
 #include "dct/dct_config.h"
 
 namespace dct::bench {

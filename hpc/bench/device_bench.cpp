@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "core/compute_backend.hpp"
 #include "cuda_baselines.hpp"
 #include "dct/dct.hpp"
-#include "kernels.hpp"
 #if defined(DCT_BENCH_HAVE_NCCL)
 #include <nccl.h>
 #endif

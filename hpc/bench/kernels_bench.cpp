@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "config.hpp"
-#include "kernels.hpp"
-#include "threshold.hpp"
+#include "core/compute_backend.hpp"
+#include "core/config.hpp"
+#include "dp/threshold.hpp"
 
 namespace dct::bench {
 namespace {

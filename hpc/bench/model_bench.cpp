@@ -1,8 +1,8 @@
-// dct-bench model: what `auto` would choose, from the library's own cost model (src/cost_model.cpp,
-// compiled in) with the alpha and beta of the DCT_ALPHA_US / DCT_BETA_GBPS environment (read
-// through the library's own knob table), for P ranks x tensor sizes x densities, assuming
-// every rank keeps density * n entries placed independently. Each cell is the algorithm and
-// its predicted speedup over dense. Runs on one process; no communication.
+// dct-bench model: what `auto` would choose, from the library's own cost model
+// (src/core/cost_model.cpp, compiled in) with the alpha and beta of the DCT_ALPHA_US /
+// DCT_BETA_GBPS environment (read through the library's own knob table), for P ranks x tensor sizes
+// x densities, assuming every rank keeps density * n entries placed independently. Each cell is the
+// algorithm and its predicted speedup over dense. Runs on one process; no communication.
 //
 //   dct-bench model [--ranks 2,4,...] [--sizes 256K,4M,100M] [--density 0.001,...]
 //       [--type float|double] [--result-density 1]
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "config.hpp"
-#include "cost_model.hpp"
+#include "core/config.hpp"
+#include "core/cost_model.hpp"
 
 namespace dct::bench {
 namespace {

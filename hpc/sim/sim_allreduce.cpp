@@ -27,7 +27,7 @@
 //   first_*    time, bytes_received_max and rebalanced of the first call (which re-balances)
 //   result_nnz non-zero entries of rank 0's result after the reported call: with an unbounded
 //              result, the union of the ranks' kept indices (how much they overlap)
-//   predicted  the seconds dct's cost model (src/cost_model.hpp) predicts for the reported
+//   predicted  the seconds dct's cost model (src/core/cost_model.hpp) predicts for the reported
 //              call's algorithm, from what auto sees (P, N, every rank's kept entries, the
 //              result's nonzeros as union hint, DCT_ALPHA_US / DCT_BETA_GBPS, groups of one
 //              rank per host); for mpi its prediction for dense
@@ -69,8 +69,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "cost_model.hpp"
+#include "core/config.hpp"
+#include "core/cost_model.hpp"
 #include "dct/dct.h"
 #include "index_sets.hpp"
 

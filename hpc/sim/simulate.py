@@ -87,7 +87,7 @@ def log(message):
 
 def auto_chooses_allgather(ranks, density, count=FULL_COUNT):
     """dct's auto rule: allgather when all ranks' (index, value) lists are smaller than 2x the
-    dense tensor (src/allreduce.cpp, complete_header_exchange)."""
+    dense tensor (src/dp/allreduce.cpp, complete_header_exchange)."""
     kept = math.ceil(float(density) * count)
     return ranks * kept * 8 < 2 * count * 4
 
@@ -976,7 +976,7 @@ encoding of messages, and host-device copies of a staged GPU request.
         text += (f"### {bandwidth} Gb/s links\n\nNetwork:\n\n{table(results, args, bandwidth)}"
                  f"\n\nWith compute time:\n\n"
                  f"{compute_table(results, args, bandwidth, cpu, gpu)}\n\n"
-                 f"The cost model (src/cost_model.cpp) against the simulation, network only "
+                 f"The cost model (src/core/cost_model.cpp) against the simulation, network only "
                  f"(the reported call, not amortised):\n\n"
                  f"{model_table(results, args, bandwidth)}\n\n")
     text += """Columns: `used` is the algorithm dct reported in `DCT_Status.algorithm` (auto picks per

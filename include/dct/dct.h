@@ -241,9 +241,10 @@ typedef struct DCT_Request_s *DCT_Request;
  *   With `1` the call is exactly `MPI_Allreduce` (same result bits).
  * - `dct_tau_control` [`DCT_TAU_CONTROL`], default `adaptive`: how `tau` follows the data.
  *   `adaptive`: every call sends its exact top `k = ceil(density * count)` entries by `|acc|`
- *   (more only on ties), so the achieved density is the target on every call; the filter
- *   pass takes candidates above a floor aimed at 3k, the k largest are kept and the others
- *   return to the residual (O(k) extra work); the floor is selected over the whole tensor on
+ *   (ties at the k-th go to the lowest indices; NaN and Inf entries are sent on top), so the
+ *   achieved density is the target on every call; the filter pass takes candidates above a
+ *   floor aimed at 3k, the k largest are kept and the others stay in the residual (O(k) extra
+ *   work); the floor is selected over the whole tensor on
  *   the first call and when fewer than k candidates come (`DCT_Status.tau_reestimated`).
  *   `fixed`: the paper's schedule, `tau` re-estimated every `dct_interval` calls and reused in
  *   between (the achieved density then drifts with error feedback: docs/configuration.md).

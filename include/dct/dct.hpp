@@ -6,7 +6,9 @@
 #ifndef DCT_HPP
 #define DCT_HPP
 
+#include <array>
 #include <cstddef>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -40,10 +42,50 @@ MPI_Datatype mpi_datatype() {
   return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
 }
 
-/** @brief Drop-in compressed sum over `comm` of `count` elements (see DCT_Allreduce). */
+/** @brief Drop-in compressed reduction over `comm` of `count` elements (see DCT_Allreduce:
+ * `MPI_SUM` is compressed, any other op goes to MPI unchanged). */
 template <typename T>
-void allreduce(const T *send, T *recv, std::size_t count, MPI_Comm comm) {
-  check(DCT_Allreduce(send, recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm));
+void allreduce(const T *send, T *recv, std::size_t count, MPI_Comm comm, MPI_Op op = MPI_SUM) {
+  check(DCT_Allreduce(send, recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), op, comm));
+}
+
+/** @brief The status of the drop-in state of (recv, count) on `comm` (DCT_Allreduce_status). */
+template <typename T>
+DCT_Status allreduce_status(const T *recv, std::size_t count, MPI_Comm comm) {
+  DCT_Status status;
+  check(
+      DCT_Allreduce_status(recv, static_cast<MPI_Count>(count), mpi_datatype<T>(), comm, &status));
+  return status;
+}
+
+/** @brief The library's version {major, minor, patch} (DCT_Get_version). */
+inline std::array<int, 3> version() {
+  std::array<int, 3> v{};
+  check(DCT_Get_version(&v[0], &v[1], &v[2]));
+  return v;
+}
+
+/** @brief The text of an error code (DCT_Error_string). */
+inline std::string error_string(int code) {
+  char text[256] = {};
+  int length = 0;
+  check(DCT_Error_string(code, text, &length));
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+/** @brief Names as the configuration keys spell them (DCT_Algorithm_name, DCT_Backend_name). */
+inline std::string algorithm_name(int algorithm) {
+  return DCT_Algorithm_name(algorithm);
+}
+inline std::string backend_name(int backend) {
+  return DCT_Backend_name(backend);
+}
+
+/** @brief Whether this build contains `backend` (DCT_Backend_compiled). */
+inline bool backend_compiled(int backend) {
+  int compiled = 0;
+  check(DCT_Backend_compiled(backend, &compiled));
+  return compiled != 0;
 }
 
 /** @brief Saves every live persistent request on `comm` (see DCT_Checkpoint_save). */
@@ -64,6 +106,8 @@ inline void checkpoint_load(MPI_Comm comm, const std::string &path) {
 class Info {
  public:
   Info() { MPI_Info_create(&info_); }
+  /** @brief Takes ownership of `info` (e.g. what Request::info() returns). */
+  explicit Info(MPI_Info adopted) noexcept : info_(adopted) {}
   ~Info() { MPI_Info_free(&info_); }
   Info(const Info &) = delete;
   Info &operator=(const Info &) = delete;
@@ -73,10 +117,27 @@ class Info {
     return *this;
   }
   MPI_Info get() const noexcept { return info_; }
+  /** @brief The value of `key`, or "" when the key is not set. */
+  std::string value(const char *key) const {
+    int length = 0, present = 0;
+    MPI_Info_get_valuelen(info_, key, &length, &present);
+    if (!present) return std::string();
+    std::string text(static_cast<std::size_t>(length) + 1, '\0');
+    MPI_Info_get(info_, key, length, &text[0], &present);
+    text.resize(static_cast<std::size_t>(length));
+    return text;
+  }
 
  private:
   MPI_Info info_;
 };
+
+/** @brief The drop-in configuration of `comm` (DCT_Comm_get_info). */
+inline Info comm_info(MPI_Comm comm) {
+  MPI_Info info = MPI_INFO_NULL;
+  check(DCT_Comm_get_info(comm, &info));
+  return Info(info);
+}
 
 /**
  * @brief Owns a persistent dct request (freed with DCT_Request_free); the operations common to
@@ -84,8 +145,17 @@ class Info {
  */
 class Request {
  public:
+  /** A request destroyed while started is completed first (DCT_Wait: its peers complete the
+   * same call), then freed; a failure there is reported on stderr, never leaked silently. */
   ~Request() {
-    if (request_ != DCT_REQUEST_NULL) DCT_Request_free(&request_);
+    if (request_ == DCT_REQUEST_NULL) return;
+    int code = DCT_Request_free(&request_);
+    if (code == DCT_ERR_ACTIVE) {
+      code = DCT_Wait(&request_, DCT_STATUS_IGNORE);
+      if (code == DCT_SUCCESS) code = DCT_Request_free(&request_);
+    }
+    if (code != DCT_SUCCESS)
+      std::fprintf(stderr, "dct: ~Request could not free its request: %s\n", DCT_Get_last_error());
   }
   Request(const Request &) = delete;
   Request &operator=(const Request &) = delete;
@@ -113,6 +183,28 @@ class Request {
   /** @brief The GPU stream (`cudaStream_t` / `hipStream_t`) of later calls
    * (DCT_Request_set_stream). */
   void set_stream(void *stream) { check(DCT_Request_set_stream(request_, stream)); }
+  /** @brief This rank's residual, into `count` elements of the request's type at `residual`
+   * (DCT_Request_get_residual). */
+  template <typename T>
+  void get_residual(T *residual) const {
+    check(DCT_Request_get_residual(request_, residual));
+  }
+  /** @brief Every key in force for this request (DCT_Request_get_info). */
+  Info info() const {
+    MPI_Info info = MPI_INFO_NULL;
+    check(DCT_Request_get_info(request_, &info));
+    return Info(info);
+  }
+  /** @brief Completes every request of `requests`, in whatever order they finish
+   * (DCT_Waitall); their statuses in the same order. */
+  static std::vector<DCT_Status> waitall(const std::vector<Request *> &requests) {
+    std::vector<DCT_Request> handles;
+    for (const Request *request : requests) handles.push_back(request->request_);
+    std::vector<DCT_Status> statuses(requests.size());
+    check(DCT_Waitall(static_cast<int>(handles.size()), handles.data(), statuses.data()));
+    for (std::size_t i = 0; i < requests.size(); ++i) requests[i]->request_ = handles[i];
+    return statuses;
+  }
   /** @brief start() then wait(). */
   DCT_Status operator()() {
     start();
@@ -131,9 +223,9 @@ class AllreduceRequest : public Request {
   /** @brief `send` may be nullptr for in-place (the sum replaces `recv`). */
   template <typename T>
   AllreduceRequest(const T *send, T *recv, std::size_t count, MPI_Comm comm,
-                   MPI_Info info = MPI_INFO_NULL) {
+                   MPI_Info info = MPI_INFO_NULL, MPI_Op op = MPI_SUM) {
     check(DCT_Allreduce_init(send ? static_cast<const void *>(send) : MPI_IN_PLACE, recv,
-                             static_cast<MPI_Count>(count), mpi_datatype<T>(), MPI_SUM, comm, info,
+                             static_cast<MPI_Count>(count), mpi_datatype<T>(), op, comm, info,
                              &request_));
   }
 };

@@ -23,10 +23,10 @@
 #include <cstring>
 #include <string>
 
-#include "allreduce.hpp"
-#include "config.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
 #include "dct/dct.h"
-#include "error.hpp"
+#include "dp/allreduce.hpp"
 
 #define DCT_PMPI_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -146,6 +146,12 @@ program test_fortran
   call check(length > 0 .and. index(text, 'count') > 0, 'error string')
   call dct_get_version(major, minor, patch)
   call check(major == 0 .and. minor >= 1, 'version')
+  call dct_algorithm_name(DCT_ALGORITHM_SPLIT, text)
+  call check(trim(text) == 'split', 'algorithm name')
+  call dct_backend_name(DCT_BACKEND_KOKKOS, text)
+  call check(trim(text) == 'kokkos', 'backend name')
+  call dct_backend_compiled(DCT_BACKEND_KOKKOS, found)
+  call check(found, 'the kokkos backend is compiled')
 
   ! 5. DCT-MP: every rank sends 2 rows of d = 8 to every rank, keeping the top 2 per row.
   call alltoallv_checks()

@@ -47,9 +47,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.hpp"
-#include "checkpoint_format.hpp"
-#include "error.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_format.hpp"
+#include "core/error.hpp"
 #include "fuzz_input.hpp"
 
 namespace {

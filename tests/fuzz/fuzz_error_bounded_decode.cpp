@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "error_bounded_codec.hpp"
+#include "mp/error_bounded_codec.hpp"
 
 namespace {
 

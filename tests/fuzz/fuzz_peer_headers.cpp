@@ -22,14 +22,15 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "cost_model.hpp"
-#include "error.hpp"
-#include "error_bounded_codec.hpp"
-#include "exchange/exchange.hpp"
+#include "core/config.hpp"
+#include "core/cost_model.hpp"
+#include "core/error.hpp"
+#include "core/peer_headers.hpp"
+#include "core/wire.hpp"
 #include "fuzz_input.hpp"
-#include "peer_headers.hpp"
-#include "row_codec.hpp"
+#include "mp/error_bounded_codec.hpp"
+#include "mp/forward_headers.hpp"
+#include "mp/row_codec.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "error_bounded_codec.hpp"
+#include "mp/error_bounded_codec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size);
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "fuzz_input.hpp"
-#include "row_codec.hpp"
+#include "mp/row_codec.hpp"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <set>
 #include <vector>
 
-#include "exchange/exchange.hpp"
+#include "core/wire.hpp"
 #include "fuzz_input.hpp"
 
 namespace {

@@ -1,8 +1,8 @@
-// The CUDA/HIP backends' common source (backends/common/cuda_hip/backend.hpp) run on the host
-// through the emulation in runtime.hpp, against simple references: the kernels' logic is
+// The CUDA/HIP backends' common source (backends/common/cuda_hip/cuda_hip_backend.hpp) run on the
+// host through the emulation in emulated_api.hpp, against simple references: the kernels' logic is
 // checked on every machine, including CI, which has no GPU. What only a GPU can show (memory
 // spaces, real concurrency, CUB/rocPRIM) is left to tests/unit/test_kernels.cpp on a GPU node.
-#include "runtime.hpp"  // first: it stands in for backends/cuda/runtime.hpp
+#include "emulated_api.hpp"  // first: it stands in for backends/cuda/cuda_api.hpp
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "common/cuda_hip/backend.hpp"
+#include "common/cuda_hip/cuda_hip_backend.hpp"
 
 namespace dct::detail {
 namespace {

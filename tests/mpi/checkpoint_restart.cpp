@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "common.hpp"
-#include "request_table.hpp"
+#include "core/request_table.hpp"
 
 namespace {
 

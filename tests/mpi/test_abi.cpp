@@ -269,5 +269,39 @@ TEST(GetInfo, CommShowsTheDropInConfigurationAgreedAtItsFirstCall) {
   MPI_Comm_free(&comm);
 }
 
+/// The C++ layer covers the C API: residual, info, waitall, the op, the names, and a request
+/// destroyed while started is completed, not leaked.
+TEST(CxxLayer, CoversTheCApi) {
+  const std::size_t n = 1000;
+  std::vector<float> send = gradient<float>(n, 3), recv(n), recv2(n), residual(n);
+  dct::Info info;
+  info.set("dct_density", "0.05");
+  dct::AllreduceRequest a(send.data(), recv.data(), n, MPI_COMM_WORLD, info.get());
+  dct::AllreduceRequest b(send.data(), recv2.data(), n, MPI_COMM_WORLD, info.get(), MPI_SUM);
+  EXPECT_EQ(a.info().value("dct_density"), "0.05");
+  a.start();
+  b.start();
+  const std::vector<DCT_Status> statuses = dct::Request::waitall({&a, &b});
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0].nnz_sent, 50);
+  EXPECT_EQ(recv, recv2);  // the same inputs and settings: the same sum
+  a.get_residual(residual.data());
+  for (std::size_t i = 0; i < n; ++i)  // each entry is either sent (0 left) or kept whole
+    EXPECT_TRUE(residual[i] == 0.0f || residual[i] == send[i]) << i;
+  {
+    dct::AllreduceRequest started(send.data(), recv.data(), n, MPI_COMM_WORLD, info.get());
+    started.start();
+  }  // destroyed while started: completed (on every rank) and freed
+  EXPECT_EQ(dct::algorithm_name(DCT_ALGORITHM_SPLIT), "split");
+  EXPECT_EQ(dct::backend_name(DCT_BACKEND_KOKKOS), "kokkos");
+  EXPECT_TRUE(dct::backend_compiled(DCT_BACKEND_KOKKOS));
+  EXPECT_NE(dct::error_string(DCT_ERR_COUNT).find("ount"), std::string::npos);
+  EXPECT_GE(dct::version()[1], 1);
+  // Another op goes to MPI unchanged.
+  std::vector<double> x(10, rank() + 1.0), y(10);
+  dct::allreduce(x.data(), y.data(), x.size(), MPI_COMM_WORLD, MPI_MAX);
+  EXPECT_EQ(y[0], double(size()));
+}
+
 }  // namespace
 }  // namespace dct::test

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <limits>
 
-#include "allreduce.hpp"
 #include "common.hpp"
-#include "cost_model.hpp"
-#include "runtime.hpp"
+#include "core/comm_context.hpp"
+#include "core/cost_model.hpp"
+#include "dp/allreduce.hpp"
 
 namespace dct::test {
 namespace {

@@ -3,11 +3,11 @@
 #include <cstdint>
 #include <cstring>
 
-#include "alltoallv.hpp"
 #include "common.hpp"
+#include "core/float16.hpp"
+#include "core/test_hooks.hpp"
 #include "dct/dct.hpp"
-#include "float16.hpp"
-#include "test_hooks.hpp"
+#include "mp/alltoallv.hpp"
 
 namespace dct::test {
 namespace {

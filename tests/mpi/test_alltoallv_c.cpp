@@ -13,8 +13,8 @@
 #include <limits>
 
 #include "common.hpp"
+#include "core/test_hooks.hpp"
 #include "dct/dct.hpp"
-#include "test_hooks.hpp"
 
 namespace dct::test {
 namespace {

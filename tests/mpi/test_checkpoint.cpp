@@ -13,9 +13,9 @@
 #include <limits>
 #include <memory>
 
-#include "checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "common.hpp"
-#include "request_table.hpp"
+#include "core/request_table.hpp"
 
 namespace dct::test {
 namespace {

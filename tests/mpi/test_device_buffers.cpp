@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "kernels.hpp"
+#include "core/compute_backend.hpp"
 
 namespace dct::test {
 namespace {

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <limits>
 
-#include "alltoallv.hpp"
 #include "common.hpp"
+#include "core/test_hooks.hpp"
 #include "dct/dct.hpp"
-#include "test_hooks.hpp"
+#include "mp/alltoallv.hpp"
 
 namespace dct::test {
 namespace {

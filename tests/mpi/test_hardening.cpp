@@ -10,11 +10,11 @@
 #include <thread>
 #include <tuple>
 
-#include "allreduce.hpp"
-#include "alltoallv_validate.hpp"
 #include "common.hpp"
-#include "runtime.hpp"
-#include "test_hooks.hpp"
+#include "core/comm_context.hpp"
+#include "core/test_hooks.hpp"
+#include "dp/allreduce.hpp"
+#include "mp/alltoallv_validate.hpp"
 
 namespace dct::test {
 namespace {

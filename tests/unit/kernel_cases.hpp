@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels.hpp"
+#include "core/compute_backend.hpp"
 #include "kokkos_spaces.hpp"
 
 namespace dct::detail::test {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "backend.hpp"
+#include "kokkos_backend.hpp"
 
 namespace dct::detail::test {
 namespace {

@@ -1,9 +1,9 @@
-// The Kokkos core (backends/kokkos/backend.hpp) instantiated for each execution space of this
-// build's Kokkos, for the kernel tests: the same source the library runs on its default host
+// The Kokkos core (backends/kokkos/kokkos_backend.hpp) instantiated for each execution space of
+// this build's Kokkos, for the kernel tests: the same source the library runs on its default host
 // space, checked on every space the build has.
 #pragma once
 
-#include "kernels.hpp"
+#include "core/compute_backend.hpp"
 
 namespace dct::detail::test {
 

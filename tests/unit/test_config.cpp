@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
-#include "config.hpp"
-#include "error.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
 
 namespace dct::detail {
 namespace {

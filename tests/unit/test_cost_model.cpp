@@ -1,11 +1,11 @@
-// dct_algorithm's per-call decision (src/cost_model.hpp, decide_algorithm).
+// dct_algorithm's per-call decision (src/core/cost_model.hpp, decide_algorithm).
 #include <gtest/gtest.h>
 
 #include <climits>
 
-#include "config.hpp"
-#include "cost_model.hpp"
-#include "error.hpp"
+#include "core/config.hpp"
+#include "core/cost_model.hpp"
+#include "core/error.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <set>
 #include <string>
 
+#include "core/error.hpp"
 #include "dct/dct.h"
-#include "error.hpp"
 
 namespace {
 

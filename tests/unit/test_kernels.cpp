@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "error.hpp"
+#include "core/compute_backend.hpp"
+#include "core/error.hpp"
 #include "kernel_cases.hpp"
-#include "kernels.hpp"
 #include "kokkos_spaces.hpp"
 
 namespace dct::detail {

@@ -8,9 +8,9 @@
 #include <random>
 #include <utility>
 
-#include "config.hpp"
-#include "error.hpp"
-#include "row_codec.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "mp/row_codec.hpp"
 
 namespace dct::detail::mp {
 namespace {

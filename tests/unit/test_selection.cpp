@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/compute_backend.hpp"
 #include "kernel_cases.hpp"
-#include "kernels.hpp"
 
 namespace dct::detail {
 namespace {

@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "exchange/exchange.hpp"
-#include "float16.hpp"
+#include "core/float16.hpp"
+#include "core/wire.hpp"
 
 namespace dct::detail {
 namespace {

@@ -1,0 +1,600 @@
+// The CUDA and HIP backends, written once (the idea of Ginkgo's common/cuda_hip): this file is
+// included by backends/cuda/cuda_kernels.cu and by backends/hip/hip_kernels.hip after their
+// cuda_api.hpp / hip_api.hpp, which defines DCT_GPU_NAMESPACE (cuda or hip), DCT_GPU_NAME,
+// DCT_GPU_KIND and the functions of namespace api (memory, streams, errors, pointer attributes,
+// inclusive_sum_of, the GPU-aware MPI query). Nothing here names a CUDA or HIP function directly;
+// the kernel language
+// (__global__, <<<>>>, atomicAdd, __shared__) is common to nvcc and hip-clang. Kernels are
+// launched through DCT_GPU_LAUNCH so that tests/gpu_emulation can run this file on the host.
+//
+// Errors: every failed runtime call throws dct::detail::Error with the runtime's error name and
+// string. Out of memory is DCT_ERR_NO_MEMORY and recoverable (free something, retry). Every
+// other error is DCT_ERR_INTERNAL; those the runtime calls sticky (illegal address, launch
+// failure, assert, ECC, ...; api::is_sticky) corrupt the device context for the rest of the
+// process, and the message says so: every later GPU call fails too.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "core/compute_backend.hpp"
+#include "core/error.hpp"
+#include "core/float16.hpp"
+
+#ifndef DCT_GPU_NAMESPACE
+#error "include backends/cuda/cuda_api.hpp or backends/hip/hip_api.hpp first"
+#endif
+
+#ifndef DCT_GPU_LAUNCH
+#define DCT_GPU_LAUNCH(kernel, grid, block, stream, ...) \
+  kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
+namespace dct::detail::DCT_GPU_NAMESPACE {
+namespace {
+
+void check(api::error_t error, const char *what) {
+  if (error == api::success) return;
+  (void)api::get_last_error();  // clear a recoverable error so that later calls do not see it
+  std::string message = std::string(DCT_GPU_NAME " ") + what +
+                        " failed: " + api::error_name(error) + ": " + api::error_string(error);
+  if (api::is_sticky(error))
+    message += " (a sticky error: the device context is unusable for the rest of the process)";
+  fail(api::is_out_of_memory(error) ? DCT_ERR_NO_MEMORY : DCT_ERR_INTERNAL, message);
+}
+
+/// A kernel launch's error (bad configuration, no kernel image for this device).
+void check_launch(const char *kernel) {
+  check(api::get_last_error(), kernel);
+}
+
+constexpr unsigned int kBlock = 256;
+constexpr std::size_t kMaxGrid = 65536;  // kernels loop over the rest (grid-stride)
+
+unsigned int grid_for(std::size_t n, std::size_t max_grid = kMaxGrid) {
+  const std::size_t blocks = (n + kBlock - 1) / kBlock;
+  return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks < max_grid ? blocks : max_grid));
+}
+
+__device__ inline std::size_t first_index() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline std::size_t index_stride() {
+  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
+}
+
+template <typename T>
+__host__ __device__ inline T accumulated(const T *send, const T *residual, std::size_t i) {
+  return (send ? send[i] : T(0)) + residual[i];
+}
+
+// --- Exact k-th largest |acc|: radix selection -------------------------------------------
+// As the Kokkos host version: the key of |acc| is its bit pattern without the sign, an
+// unsigned integer whose order is the order of non-negative floats, with NaN patterns above
+// +Inf. Digits of 11 bits from the top (3 passes for float, 6 for double); each pass
+// histograms the digit of the keys that match the digits chosen so far, then one thread picks
+// the digit that holds the k-th largest. The selection state stays on the device, so the
+// passes run back to back on the stream and the host waits once.
+
+template <typename T>
+using KeyBits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+template <typename T>
+__device__ inline KeyBits<T> abs_key(T value) {
+  KeyBits<T> bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  constexpr KeyBits<T> sign = KeyBits<T>(1) << (8 * sizeof(T) - 1);
+  return bits & ~sign;
+}
+
+constexpr int kDigitBits = 11;
+constexpr unsigned int kBins = 1u << kDigitBits;
+
+template <typename Bits>
+struct SelectState {
+  Bits prefix;                   // digits chosen so far
+  Bits mask;                     // their bits
+  unsigned long long remaining;  // rank of the answer among the keys that match prefix
+};
+
+template <typename Bits>
+__global__ void select_init(SelectState<Bits> *state, unsigned long long k,
+                            unsigned long long *histogram) {
+  for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x) histogram[b] = 0;
+  if (threadIdx.x == 0) {
+    state->prefix = 0;
+    state->mask = 0;
+    state->remaining = k;
+  }
+}
+
+template <typename T>
+__global__ void select_histogram(const T *send, const T *residual, std::size_t n,
+                                 const SelectState<KeyBits<T>> *state, int shift,
+                                 KeyBits<T> digit_mask, unsigned long long *histogram) {
+  __shared__ unsigned int local[kBins];
+  for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  const KeyBits<T> prefix = state->prefix, mask = state->mask;
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const KeyBits<T> key = abs_key<T>(accumulated(send, residual, i));
+    if ((key & mask) == prefix)
+      atomicAdd(&local[static_cast<unsigned int>((key >> shift) & digit_mask)], 1u);
+  }
+  __syncthreads();
+  for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x)
+    if (local[b] != 0) atomicAdd(&histogram[b], static_cast<unsigned long long>(local[b]));
+}
+
+/// One thread: the digit (from the top) whose bin holds the remaining-th largest key; clears
+/// the histogram for the next pass.
+template <typename Bits>
+__global__ void select_digit(SelectState<Bits> *state, int shift, Bits digit_mask,
+                             unsigned long long *histogram) {
+  if (threadIdx.x == 0) {
+    unsigned long long above = 0;
+    Bits digit = digit_mask;
+    while (digit > 0 && above + histogram[digit] < state->remaining) above += histogram[digit--];
+    state->remaining -= above;
+    state->prefix |= digit << shift;
+    state->mask |= digit_mask << shift;
+  }
+  __syncthreads();
+  for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x) histogram[b] = 0;
+}
+
+// --- Sampling, selection, decode ---------------------------------------------------------
+
+template <typename T>
+__global__ void gather_abs(const T *send, const T *residual, std::size_t n, std::size_t m,
+                           std::uint64_t seed, T *out) {
+  for (std::size_t j = first_index(); j < m; j += index_stride()) {
+    const std::size_t p = sample_position(j, m, n, seed);
+    out[j] = std::fabs(accumulated(send, residual, p));
+  }
+}
+
+/// The selection at tau with a limit (Backend::select, keep_top), over the values of
+/// accumulated(send, residual, i) (a candidate list is the tensor with send == nullptr and the
+/// list's values as residual). count_selected counts the selected entries above tau (finite)
+/// and the non-finite ones; with a limit, an inclusive scan of the ties gives each tie its rank,
+/// and the ties of rank >= budget are left out; a last scan of the keep flags gives the output
+/// positions (stable compaction: entry i goes to position inclusive[i] - 1, in index order).
+template <typename T>
+__global__ void count_selected(const T *send, const T *residual, std::size_t n, T tau,
+                               unsigned long long *counts) {
+  __shared__ unsigned long long block_counts[2];  // finite entries above tau, NaN/Inf
+  if (threadIdx.x == 0) block_counts[0] = block_counts[1] = 0;
+  __syncthreads();
+  unsigned long long above = 0, nonfinite = 0;
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const T acc = accumulated(send, residual, i);
+    if (!keep_entry(acc, tau)) continue;
+    if (acc - acc != T(0))
+      ++nonfinite;
+    else if (std::fabs(acc) > tau)
+      ++above;
+  }
+  if (above) atomicAdd(&block_counts[0], above);
+  if (nonfinite) atomicAdd(&block_counts[1], nonfinite);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (block_counts[0]) atomicAdd(&counts[0], block_counts[0]);
+    if (block_counts[1]) atomicAdd(&counts[1], block_counts[1]);
+  }
+}
+
+/// Entry i is a tie at tau (selected, finite, |acc| == tau).
+template <typename T>
+struct TieFlag {
+  const T *send;
+  const T *residual;
+  T tau;
+  __host__ __device__ unsigned int operator()(std::size_t i) const {
+    const T acc = accumulated(send, residual, i);
+    return keep_entry(acc, tau) && acc - acc == T(0) && std::fabs(acc) == tau ? 1u : 0u;
+  }
+};
+
+/// Entry i is selected: the keep rule, and a tie only while its rank is below the budget
+/// (`tie_inclusive`: the scanned tie flags; nullptr: every tie).
+template <typename T>
+struct SelectFlag {
+  const T *send;
+  const T *residual;
+  T tau;
+  const unsigned int *tie_inclusive;
+  std::size_t budget;
+  __host__ __device__ unsigned int operator()(std::size_t i) const {
+    const T acc = accumulated(send, residual, i);
+    if (!keep_entry(acc, tau)) return 0u;
+    if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != tau) return 1u;
+    return static_cast<std::size_t>(tie_inclusive[i]) <= budget ? 1u : 0u;
+  }
+};
+
+/// Backend::select's compaction: acc into the residual (with send), the selected entries as
+/// (i, acc) at their positions below the capacity.
+template <typename T>
+__global__ void select_compact(const T *send, T *residual, std::size_t n, SelectFlag<T> flag,
+                               const unsigned int *inclusive, WireIndex *idx, T *val,
+                               std::size_t capacity) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const T acc = accumulated(send, residual, i);
+    const bool selected = flag(i) != 0u;  // before the residual holds acc: the flag adds send
+    if (send != nullptr) residual[i] = acc;
+    const std::size_t position = static_cast<std::size_t>(inclusive[i]) - 1;
+    if (selected && position < capacity) {
+      idx[position] = static_cast<WireIndex>(i);
+      val[position] = acc;
+    }
+  }
+}
+
+/// Backend::keep_top's compaction: the selected candidates rounded for the wire, what the wire
+/// does not carry of each into the remainders (as every backend: float16.hpp).
+template <typename T>
+__global__ void keep_compact(const WireIndex *idx, const T *val, std::size_t m, SelectFlag<T> flag,
+                             const unsigned int *inclusive, ValueCoding coding, WireIndex *out_idx,
+                             T *out_val, T *remainders) {
+  for (std::size_t j = first_index(); j < m; j += index_stride()) {
+    if (!flag(j)) continue;
+    const T acc = val[j];
+    const T sent = wire_value(acc, coding);
+    const std::size_t position = static_cast<std::size_t>(inclusive[j]) - 1;
+    out_idx[position] = idx[j];
+    out_val[position] = sent;
+    if (remainders != nullptr) remainders[position] = wire_remainder(acc, sent);
+  }
+}
+
+/// The pending writes of Backend::select: residual[idx[j]] = val[j] (0 without val).
+template <typename T>
+__global__ void scatter_set_kernel(const WireIndex *idx, const T *val, std::size_t m, T *out) {
+  for (std::size_t j = first_index(); j < m; j += index_stride())
+    out[idx[j]] = val != nullptr ? val[j] : T(0);
+}
+
+template <typename T>
+__global__ void scatter_add_kernel(const WireIndex *idx, const T *val, std::size_t m, T *out) {
+  for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] += val[j];
+}
+
+template <typename T>
+__global__ void momentum_update_kernel(const T *send, const T *velocity, T momentum, T *out,
+                                       std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride())
+    out[i] = momentum * velocity[i] + send[i];
+}
+
+template <typename T>
+__global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out) {
+  for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
+}
+
+// --- The Backend ---------------------------------------------------------------------------
+
+constexpr std::size_t kAlign = 256;
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend() = default;
+  GpuBackend(const GpuBackend &) = delete;
+  GpuBackend &operator=(const GpuBackend &) = delete;
+  /// The accessors never destroy their backend (the runtime may be gone at exit); a backend
+  /// that is destroyed (tests/gpu_emulation) frees its scratch memory. Its stream stays.
+  ~GpuBackend() override { deallocate(workspace_); }
+
+  DCT_Backend kind() const override { return DCT_GPU_KIND; }
+
+  bool available() const override {
+    std::call_once(available_once_, [this] {
+      int count = 0;
+      const api::error_t error = api::device_count(&count);
+      if (error != api::success) (void)api::get_last_error();  // no driver, no device: clear
+      available_ = error == api::success && count > 0;
+    });
+    return available_;
+  }
+
+  bool owns(const void *pointer) const override {
+    if (pointer == nullptr || !available()) return false;
+    bool device = false;
+    if (api::is_device_pointer(pointer, &device) != api::success) {
+      (void)api::get_last_error();  // unknown host memory on some runtimes: not ours
+      return false;
+    }
+    return device;
+  }
+
+  void *allocate(std::size_t bytes) override {
+    void *pointer = nullptr;
+    if (bytes == 0) return nullptr;
+    check(api::malloc_device(&pointer, bytes), "device allocation");
+    return pointer;
+  }
+  void deallocate(void *pointer) noexcept override {
+    if (pointer && api::free_device(pointer) != api::success) (void)api::get_last_error();
+  }
+  void *allocate_host(std::size_t bytes) override {
+    void *pointer = nullptr;
+    if (bytes == 0) return nullptr;
+    check(api::malloc_host(&pointer, bytes), "pinned host allocation");
+    return pointer;
+  }
+  void deallocate_host(void *pointer) noexcept override {
+    if (pointer && api::free_host(pointer) != api::success) (void)api::get_last_error();
+  }
+
+  void copy(void *destination, const void *source, std::size_t bytes, Stream stream) override {
+    if (bytes == 0) return;
+    const api::stream_t s = resolve(stream);
+    check(api::copy_async(destination, source, bytes, s), "copy");
+    check(api::stream_synchronize(s), "copy (synchronize)");
+  }
+
+  bool mpi_accepts_device_memory() const override {
+    std::call_once(mpi_once_, [this] { mpi_aware_ = api::mpi_accepts_device_memory(); });
+    return mpi_aware_;
+  }
+
+#define DCT_GPU_KERNELS(T)                                                                         \
+  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream stream) \
+      override {                                                                                   \
+    return kth_largest_abs_impl(send, residual, n, k, stream);                                     \
+  }                                                                                                \
+  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,           \
+                         std::uint64_t seed, T *host_out, Stream stream) override {                \
+    gather_abs_sample_impl(send, residual, n, m, seed, host_out, stream);                          \
+  }                                                                                                \
+  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,             \
+                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,      \
+                  Stream stream) override {                                                        \
+    return select_impl(send, residual, n, tau, limit, idx, val, capacity, pending, stream);        \
+  }                                                                                                \
+  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                   \
+                       std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,      \
+                       T *remainders, Stream stream) override {                                    \
+    return keep_top_impl(idx, val, m, tau, limit, coding, out_idx, out_val, remainders, stream);   \
+  }                                                                                                \
+  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
+      override {                                                                                   \
+    scatter_add_impl(idx, val, m, out, stream);                                                    \
+  }                                                                                                \
+  void fill_zero(T *out, std::size_t n, Stream stream) override {                                  \
+    fill_zero_impl(out, n, stream);                                                                \
+  }                                                                                                \
+  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,        \
+                       Stream stream) override {                                                   \
+    momentum_update_impl(send, velocity, momentum, out, n, stream);                                \
+  }                                                                                                \
+  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) override {         \
+    scatter_zero_impl(idx, m, out, stream);                                                        \
+  }
+  DCT_GPU_KERNELS(float)
+  DCT_GPU_KERNELS(double)
+#undef DCT_GPU_KERNELS
+
+ private:
+  /// `stream`, or the backend's own non-blocking stream (created on first use, on the device
+  /// current then) for nullptr: dct never uses the legacy default stream.
+  api::stream_t resolve(Stream stream) {
+    if (stream != nullptr) return static_cast<api::stream_t>(stream);
+    std::lock_guard<std::mutex> lock(stream_mutex_);
+    if (own_stream_ == nullptr) check(api::stream_create(&own_stream_), "stream creation");
+    return own_stream_;
+  }
+
+  /// Device scratch memory of at least `bytes`, kept between calls (grow only). The caller
+  /// holds workspace_mutex_ until its kernels have finished.
+  char *workspace(std::size_t bytes) {
+    if (bytes > workspace_bytes_) {
+      deallocate(workspace_);
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+      workspace_ = static_cast<char *>(allocate(bytes));
+      workspace_bytes_ = bytes;
+    }
+    return workspace_;
+  }
+
+  template <typename T>
+  T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k,
+                         Stream stream) {
+    using Bits = KeyBits<T>;
+    require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
+    char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)));
+    auto *histogram = reinterpret_cast<unsigned long long *>(scratch);
+    auto *state = reinterpret_cast<SelectState<Bits> *>(scratch + histogram_bytes);
+    DCT_GPU_LAUNCH(select_init<Bits>, 1, kBlock, s, state, k, histogram);
+    check_launch("kth_largest_abs (init)");
+    // Fewer blocks than the other kernels: each block adds its shared histogram to the global
+    // one at the end (kBins atomics per block).
+    const unsigned int grid = grid_for(n, 1024);
+    for (int high = 8 * sizeof(T) - 1; high > 0;) {
+      const int width = high < kDigitBits ? high : kDigitBits;
+      const int shift = high - width;
+      const Bits digit_mask = (Bits(1) << width) - 1;
+      DCT_GPU_LAUNCH(select_histogram<T>, grid, kBlock, s, send, residual, n, state, shift,
+                     digit_mask, histogram);
+      check_launch("kth_largest_abs (histogram)");
+      DCT_GPU_LAUNCH(select_digit<Bits>, 1, kBlock, s, state, shift, digit_mask, histogram);
+      check_launch("kth_largest_abs (digit)");
+      high = shift;
+    }
+    Bits prefix = 0;
+    check(api::copy_async(&prefix, &state->prefix, sizeof prefix, s), "kth_largest_abs (copy)");
+    check(api::stream_synchronize(s), "kth_largest_abs");
+    T tau;
+    std::memcpy(&tau, &prefix, sizeof tau);
+    return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+  }
+
+  template <typename T>
+  void gather_abs_sample_impl(const T *send, const T *residual, std::size_t n, std::size_t m,
+                              std::uint64_t seed, T *host_out, Stream stream) {
+    if (m == 0) return;
+    require(n > 0, DCT_ERR_INTERNAL, "gather_abs_sample: samples of an empty tensor");
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    T *samples = reinterpret_cast<T *>(workspace(m * sizeof(T)));
+    DCT_GPU_LAUNCH(gather_abs<T>, grid_for(m), kBlock, s, send, residual, n, m, seed, samples);
+    check_launch("gather_abs_sample");
+    check(api::copy_async(host_out, samples, m * sizeof(T), s), "gather_abs_sample (copy)");
+    check(api::stream_synchronize(s), "gather_abs_sample");
+  }
+
+  /// The positions of a selection at tau with `limit` over accumulated(send, residual, i),
+  /// i < n (select_compact and keep_compact write the entries): the scanned keep flags in the
+  /// workspace, the flag itself, and what Backend::select returns. The caller holds
+  /// workspace_mutex_.
+  template <typename T>
+  struct Positions {
+    const unsigned int *inclusive = nullptr;
+    SelectFlag<T> flag{};
+    Selected selected;
+  };
+  template <typename T>
+  Positions<T> select_positions(const T *send, const T *residual, std::size_t n, T tau,
+                                std::size_t limit, api::stream_t s) {
+    require(n <= std::numeric_limits<unsigned int>::max(), DCT_ERR_INTERNAL,
+            "select: more elements than DCT_MAX_COUNT");
+    const TieFlag<T> tie{send, residual, tau};
+    SelectFlag<T> flag{send, residual, tau, nullptr, 0};
+    std::size_t tie_scan = 0, keep_scan = 0;
+    check(api::inclusive_sum_of(nullptr, tie_scan, tie, n, static_cast<unsigned int *>(nullptr), s),
+          "select (scan size)");
+    check(
+        api::inclusive_sum_of(nullptr, keep_scan, flag, n, static_cast<unsigned int *>(nullptr), s),
+        "select (scan size)");
+    const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
+    const std::size_t array_bytes = aligned(n * sizeof(unsigned int));
+    const std::size_t temporary_bytes = aligned(tie_scan > keep_scan ? tie_scan : keep_scan);
+    char *scratch = workspace(counts_bytes + 2 * array_bytes + temporary_bytes);
+    auto *counts = reinterpret_cast<unsigned long long *>(scratch);
+    auto *tie_inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes);
+    auto *inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes + array_bytes);
+    char *temporary = scratch + counts_bytes + 2 * array_bytes;
+    check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "select (counts)");
+    DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, counts);
+    check_launch("select (count)");
+    unsigned long long host_counts[2] = {0, 0};
+    check(api::copy_async(host_counts, counts, sizeof host_counts, s), "select (copy)");
+    check(api::stream_synchronize(s), "select (count)");
+    Positions<T> positions;
+    positions.selected.nonfinite = static_cast<std::size_t>(host_counts[1]);
+    if (limit != kEveryTie) {
+      check(api::inclusive_sum_of(temporary, tie_scan, tie, n, tie_inclusive, s), "select (ties)");
+      const std::size_t above = static_cast<std::size_t>(host_counts[0]);
+      flag.tie_inclusive = tie_inclusive;
+      flag.budget = limit > above ? limit - above : 0;
+    }
+    check(api::inclusive_sum_of(temporary, keep_scan, flag, n, inclusive, s), "select (scan)");
+    unsigned int kept = 0;
+    check(api::copy_async(&kept, inclusive + (n - 1), sizeof kept, s), "select (copy)");
+    check(api::stream_synchronize(s), "select (scan)");
+    positions.inclusive = inclusive;
+    positions.flag = flag;
+    positions.selected.count = kept;
+    return positions;
+  }
+
+  template <typename T>
+  Selected select_impl(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,
+                       WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,
+                       Stream stream) {
+    if (n == 0) return Selected{};
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    if (pending.size > 0) {  // a kernel of their own, before the pass (it reads the residual)
+      DCT_GPU_LAUNCH(scatter_set_kernel<T>, grid_for(pending.size), kBlock, s, pending.idx,
+                     pending.val, pending.size, residual);
+      check_launch("select (pending writes)");
+    }
+    const Positions<T> positions = select_positions(send, residual, n, tau, limit, s);
+    DCT_GPU_LAUNCH(select_compact<T>, grid_for(n), kBlock, s, send, residual, n, positions.flag,
+                   positions.inclusive, idx, val, capacity);
+    check_launch("select (compact)");
+    check(api::stream_synchronize(s), "select");
+    return positions.selected;
+  }
+
+  template <typename T>
+  std::size_t keep_top_impl(const WireIndex *idx, const T *val, std::size_t m, T tau,
+                            std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,
+                            T *remainders, Stream stream) {
+    if (m == 0) return 0;
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const Positions<T> positions = select_positions<T>(nullptr, val, m, tau, limit, s);
+    DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
+                   positions.inclusive, coding, out_idx, out_val, remainders);
+    check_launch("keep_top (compact)");
+    check(api::stream_synchronize(s), "keep_top");
+    return positions.selected.count;
+  }
+
+  template <typename T>
+  void scatter_add_impl(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream) {
+    if (m == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(scatter_add_kernel<T>, grid_for(m), kBlock, s, idx, val, m, out);
+    check_launch("scatter_add");
+    check(api::stream_synchronize(s), "scatter_add");
+  }
+
+  template <typename T>
+  void fill_zero_impl(T *out, std::size_t n, Stream stream) {
+    if (n == 0) return;
+    const api::stream_t s = resolve(stream);
+    check(api::zero_async(out, n * sizeof(T), s), "fill_zero");  // all-zero bits: +0.0
+    check(api::stream_synchronize(s), "fill_zero");
+  }
+
+  template <typename T>
+  void momentum_update_impl(const T *send, const T *velocity, T momentum, T *out, std::size_t n,
+                            Stream stream) {
+    if (n == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(momentum_update_kernel<T>, grid_for(n), kBlock, s, send, velocity, momentum, out,
+                   n);
+    check_launch("momentum_update");
+    check(api::stream_synchronize(s), "momentum_update");
+  }
+
+  template <typename T>
+  void scatter_zero_impl(const WireIndex *idx, std::size_t m, T *out, Stream stream) {
+    if (m == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(scatter_zero_kernel<T>, grid_for(m), kBlock, s, idx, m, out);
+    check_launch("scatter_zero");
+    check(api::stream_synchronize(s), "scatter_zero");
+  }
+
+  mutable std::once_flag available_once_;
+  mutable bool available_ = false;
+  mutable std::once_flag mpi_once_;
+  mutable bool mpi_aware_ = false;
+
+  std::mutex stream_mutex_;
+  api::stream_t own_stream_ = nullptr;
+
+  std::mutex workspace_mutex_;  // one scratch buffer: kernels of this backend run one at a time
+  char *workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
+}  // namespace
+}  // namespace dct::detail::DCT_GPU_NAMESPACE

@@ -1,0 +1,74 @@
+// Checkpoints of the error-feedback state in one parallel-HDF5 file (docs/checkpoint-format.md).
+// The format lives in checkpoint_format.hpp (constants, checksums, HDF5 helpers), used by
+// DCT_Checkpoint_save/load and the dct-ckpt tool alike.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/internal_api.hpp"
+
+namespace dct::detail {
+
+/// Collective over `comm`; the semantics are DCT_Checkpoint_save's and DCT_Checkpoint_load's.
+void checkpoint_save(MPI_Comm comm, const std::string &path);
+void checkpoint_load(MPI_Comm comm, const std::string &path);
+
+/// CRC-32 (zlib's) of `bytes` bytes, continuing the CRC `start` (0: a new one).
+std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start = 0);
+/// What a checkpoint stores per request and saved rank (format version 2): the CRC-32 of the
+/// rank's residual bytes (none without residual) followed by its tau and the call counter.
+std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls);
+
+/// One request as a checkpoint holds it.
+struct SavedRequest {
+  std::string name;
+  std::string kind;  // RequestEngine::kind(): "allreduce" (the only kind that keeps state)
+  std::int64_t count = 0;
+  int element_size = 0;  // 4: float, 8: double
+  bool has_residual = false;
+  std::int64_t calls = 0;
+  double density = 0;
+  std::int64_t interval = 0;
+  std::string algorithm;
+  std::vector<double> tau;               // one per saved rank
+  std::vector<std::uint32_t> checksums;  // one per saved rank (0 without residual)
+};
+
+/// Read access to a checkpoint. Opening validates the file (throws DCT_ERR_CKPT_NOT_FOUND,
+/// _FORMAT, _TRUNCATED, _VERSION) and reads every request's metadata.
+class DCT_INTERNAL_API CheckpointReader {
+ public:
+  /// `comm`: the ranks opening the file together with MPI-IO, or MPI_COMM_SELF for one process.
+  CheckpointReader(const std::string &path, MPI_Comm comm);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader &) = delete;
+  CheckpointReader &operator=(const CheckpointReader &) = delete;
+
+  int ranks() const { return ranks_; }
+  int format_version() const { return format_version_; }
+  const std::string &dct_version() const { return dct_version_; }
+  const std::vector<SavedRequest> &requests() const { return requests_; }
+  /// nullptr if the checkpoint has no request of that name.
+  const SavedRequest *find(const std::string &name) const;
+  /// Reads saved rank `rank`'s residual of `request` (count * element_size bytes) into `out`
+  /// and checks it against its checksum (throws DCT_ERR_CKPT_CHECKSUM). On a file opened by
+  /// several ranks the read is collective: every rank must call it, in the same order, with
+  /// `rank` = -1 (and any `out`) on the ranks that take no row.
+  void read_residual(const SavedRequest &request, int rank, void *out) const;
+
+ private:
+  std::int64_t file_ = -1;  // hid_t
+  bool collective_ = false;
+  int ranks_ = 0;
+  int format_version_ = 0;
+  std::string dct_version_;
+  std::vector<SavedRequest> requests_;
+};
+
+}  // namespace dct::detail

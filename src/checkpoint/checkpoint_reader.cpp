@@ -1,0 +1,174 @@
+// The checkpoint reader shared by DCT_Checkpoint_load and dct-ckpt: opening validates the file
+// and its metadata, each residual row is checked against its checksum as it is read.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_format.hpp"
+#include "core/error.hpp"
+
+namespace dct::detail {
+
+CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
+  h5::QuietHdf5 quiet;
+  struct stat info {};
+  const int found = ::stat(path.c_str(), &info);
+  const int error = errno;  // read before the message is built
+  require(found == 0, DCT_ERR_CKPT_NOT_FOUND,
+          "no checkpoint at " + path + ": " + std::strerror(error));
+  // Opening a FIFO or a device would block or read endlessly.
+  require(S_ISREG(info.st_mode), DCT_ERR_CKPT_FORMAT, path + " is not a regular file");
+  require(H5Fis_hdf5(path.c_str()) > 0, DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
+  h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  collective_ = comm != MPI_COMM_SELF;
+  if (collective_)
+    h5::check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
+                 "H5Pset_fapl_mpio failed");
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
+  require(file_ >= 0, DCT_ERR_CKPT_TRUNCATED,
+          path + " is an HDF5 file that HDF5 cannot open: truncated or damaged");
+  try {
+    require(
+        H5Aexists(file_, "format") > 0 && h5::read_string(file_, "format") == kCheckpointFormatName,
+        DCT_ERR_CKPT_FORMAT, path + " is an HDF5 file but not a dct checkpoint");
+    // The int64 attributes are range-checked before they are narrowed to int (2^32 + 2 is
+    // not version 2).
+    const std::int64_t version = h5::read_int(file_, "format_version");
+    require(version >= kCheckpointOldestReadableVersion && version <= kCheckpointFormatVersion,
+            DCT_ERR_CKPT_VERSION,
+            path + " has checkpoint format version " + std::to_string(version) +
+                "; this dct reads versions " + std::to_string(kCheckpointOldestReadableVersion) +
+                " to " + std::to_string(kCheckpointFormatVersion));
+    format_version_ = static_cast<int>(version);
+    dct_version_ = h5::read_string(file_, "dct_version");
+    const std::int64_t ranks = h5::read_int(file_, "ranks");
+    require(ranks >= 1 && ranks <= std::numeric_limits<int>::max(), DCT_ERR_CKPT_FORMAT,
+            "ranks attribute is not a positive int");
+    ranks_ = static_cast<int>(ranks);
+
+    h5::Handle requests(H5Gopen2(file_, kCheckpointRequestsGroup, H5P_DEFAULT), H5Gclose,
+                        DCT_ERR_CKPT_FORMAT, "group 'requests' is missing");
+    H5G_info_t group_info;
+    h5::check_h5(H5Gget_info(requests.get(), &group_info), DCT_ERR_CKPT_FORMAT,
+                 "H5Gget_info failed");
+    for (hsize_t i = 0; i < group_info.nlinks; ++i) {
+      const ssize_t length = H5Lget_name_by_idx(requests.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i,
+                                                nullptr, 0, H5P_DEFAULT);
+      require(length > 0, DCT_ERR_CKPT_FORMAT, "cannot read a request name");
+      SavedRequest saved;
+      saved.name.assign(static_cast<std::size_t>(length) + 1, '\0');
+      H5Lget_name_by_idx(requests.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, saved.name.data(),
+                         saved.name.size(), H5P_DEFAULT);
+      saved.name.resize(static_cast<std::size_t>(length));
+      h5::Handle group(H5Gopen2(requests.get(), saved.name.c_str(), H5P_DEFAULT), H5Gclose,
+                       DCT_ERR_CKPT_FORMAT, "cannot open request " + saved.name);
+      saved.kind = h5::read_string(group.get(), "kind");
+      saved.count = h5::read_int(group.get(), "count");
+      const std::int64_t element_size = h5::read_int(group.get(), "element_size");
+      require(saved.count >= 0 && (element_size == 4 || element_size == 8), DCT_ERR_CKPT_FORMAT,
+              "request " + saved.name + " has an invalid count or type");
+      saved.element_size = static_cast<int>(element_size);
+      saved.calls = h5::read_int(group.get(), "calls");
+      saved.density = h5::read_double(group.get(), "density");
+      saved.interval = h5::read_int(group.get(), "interval");
+      saved.algorithm = h5::read_string(group.get(), "algorithm");
+      saved.has_residual = h5::read_int(group.get(), "has_residual") != 0;
+      saved.tau = h5::read_vector<double>(group.get(), "tau", H5T_NATIVE_DOUBLE,
+                                          static_cast<hsize_t>(ranks_));
+      saved.checksums = h5::read_vector<std::uint32_t>(group.get(), "checksum", H5T_NATIVE_UINT32,
+                                                       static_cast<hsize_t>(ranks_));
+      require(saved.calls >= 0, DCT_ERR_CKPT_FORMAT,
+              "request " + saved.name + " has a negative call counter");
+      for (int r = 0; r < ranks_; ++r) {
+        const double tau = saved.tau[static_cast<std::size_t>(r)];
+        require(std::isfinite(tau) && tau >= 0, DCT_ERR_CKPT_FORMAT,
+                "request " + saved.name + " has an invalid threshold for rank " +
+                    std::to_string(r) + ": " + std::to_string(tau));
+        if (!saved.has_residual && format_version_ >= 2)  // no data to read: check now
+          require(row_checksum(nullptr, 0, tau, saved.calls) ==
+                      saved.checksums[static_cast<std::size_t>(r)],
+                  DCT_ERR_CKPT_CHECKSUM,
+                  "the threshold or call counter of '" + saved.name + "' saved by rank " +
+                      std::to_string(r) + " does not match its checksum: the file is corrupt");
+      }
+      if (saved.has_residual) {
+        h5::Handle dataset(H5Dopen2(group.get(), "residual", H5P_DEFAULT), H5Dclose,
+                           DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has no residual");
+        h5::Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
+                         "H5Dget_space failed");
+        hsize_t dims[2] = {0, 0};
+        require(H5Sget_simple_extent_ndims(space.get()) == 2 &&
+                    H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 2 &&
+                    dims[0] == static_cast<hsize_t>(ranks_) &&
+                    dims[1] == static_cast<hsize_t>(saved.count),
+                DCT_ERR_CKPT_FORMAT,
+                "the residual of " + saved.name + " does not have the shape [ranks, count]");
+      }
+      requests_.push_back(std::move(saved));
+    }
+  } catch (...) {
+    H5Fclose(file_);
+    file_ = -1;
+    throw;
+  }
+}
+
+CheckpointReader::~CheckpointReader() {
+  if (file_ >= 0) {
+    h5::QuietHdf5 quiet;
+    H5Fclose(file_);
+  }
+}
+
+const SavedRequest *CheckpointReader::find(const std::string &name) const {
+  for (const SavedRequest &saved : requests_)
+    if (saved.name == name) return &saved;
+  return nullptr;
+}
+
+void CheckpointReader::read_residual(const SavedRequest &request, int rank, void *out) const {
+  h5::QuietHdf5 quiet;
+  require(request.has_residual && rank >= -1 && rank < ranks_, DCT_ERR_INTERNAL,
+          "read_residual: no such row");
+  const std::string where =
+      std::string(kCheckpointRequestsGroup) + "/" + request.name + "/residual";
+  h5::Handle dataset(H5Dopen2(file_, where.c_str(), H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
+                     "cannot open " + where);
+  h5::Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
+                   "H5Dget_space failed");
+  const hsize_t elements = static_cast<hsize_t>(request.count);
+  h5::Handle row_space(H5Screate_simple(1, &elements, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
+                       "H5Screate_simple failed");
+  if (rank >= 0) {
+    const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
+    const hsize_t count[2] = {1, elements};
+    h5::check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
+                 DCT_ERR_CKPT_FORMAT, "H5Sselect_hyperslab failed");
+  } else {  // a collective read in which this rank takes nothing
+    h5::check_h5(H5Sselect_none(space.get()), DCT_ERR_CKPT_FORMAT, "H5Sselect_none failed");
+    h5::check_h5(H5Sselect_none(row_space.get()), DCT_ERR_CKPT_FORMAT, "H5Sselect_none failed");
+  }
+  h5::Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  if (collective_)
+    h5::check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
+                 "H5Pset_dxpl_mpio failed");
+  h5::check_h5(H5Dread(dataset.get(), h5::memory_type(request.element_size), row_space.get(),
+                       space.get(), transfer.get(), out),
+               DCT_ERR_CKPT_TRUNCATED,
+               "cannot read " + where + " of saved rank " + std::to_string(rank));
+  if (rank < 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
+  const std::uint32_t crc =
+      format_version_ >= 2
+          ? row_checksum(out, bytes, request.tau[static_cast<std::size_t>(rank)], request.calls)
+          : checksum(out, bytes);
+  require(crc == request.checksums[static_cast<std::size_t>(rank)], DCT_ERR_CKPT_CHECKSUM,
+          "the residual, threshold or call counter of '" + request.name + "' saved by rank " +
+              std::to_string(rank) + " does not match its checksum: the file is corrupt");
+}
+
+}  // namespace dct::detail

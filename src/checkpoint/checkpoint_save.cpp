@@ -1,0 +1,134 @@
+// The checkpoint writer: DCT_Checkpoint_save, one collective parallel-HDF5 file written under a
+// temporary name and renamed only when complete (docs/checkpoint-format.md).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_collective.hpp"
+#include "checkpoint/checkpoint_format.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/request_engine.hpp"
+#include "core/test_hooks.hpp"
+
+namespace dct::detail {
+namespace {
+
+void sync_to_disk(const std::string &path, int code) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  require(fd >= 0, code, "cannot open " + path + " to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int error = errno;  // before close() may change it
+  ::close(fd);
+  require(rc == 0, code, "fsync of " + path + " failed: " + std::strerror(error));
+}
+
+std::string directory_of(const std::string &path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
+                const std::vector<RequestEngine *> &engines) {
+  h5::QuietHdf5 quiet;
+  h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  h5::check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
+               "H5Pset_fapl_mpio failed");
+  h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose,
+                  DCT_ERR_CKPT_IO, "cannot create " + path);
+  h5::write_attribute(file.get(), "format", std::string(kCheckpointFormatName));
+  h5::write_attribute(file.get(), "format_version", kCheckpointFormatVersion);
+  h5::write_attribute(file.get(), "dct_version",
+                      std::to_string(DCT_VERSION_MAJOR) + "." + std::to_string(DCT_VERSION_MINOR) +
+                          "." + std::to_string(DCT_VERSION_PATCH));
+  h5::write_attribute(file.get(), "ranks", static_cast<std::int64_t>(ranks));
+  h5::Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  h5::check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
+               "H5Pset_dxpl_mpio failed");
+  h5::Handle requests(
+      H5Gcreate2(file.get(), kCheckpointRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
+  for (const RequestEngine *engine : engines) {
+    h5::Handle group(
+        H5Gcreate2(requests.get(), engine->name().c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+        H5Gclose, DCT_ERR_CKPT_IO, "cannot create group for " + engine->name());
+    const Config &config = engine->config();
+    const bool residual = has_residual(*engine);
+    h5::write_attribute(group.get(), "kind", std::string(engine->kind()));
+    h5::write_attribute(group.get(), "count", static_cast<std::int64_t>(engine->count()));
+    h5::write_attribute(group.get(), "element_size",
+                        static_cast<std::int64_t>(engine->element_size()));
+    h5::write_attribute(group.get(), "datatype",
+                        std::string(engine->element_size() == 4 ? "float" : "double"));
+    h5::write_attribute(group.get(), "calls", static_cast<std::int64_t>(engine->calls()));
+    h5::write_attribute(group.get(), "density", config.density);
+    h5::write_attribute(group.get(), "interval", config.interval);
+    h5::write_attribute(group.get(), "algorithm", std::string(algorithm_name(config.algorithm)));
+    h5::write_attribute(group.get(), "has_residual", static_cast<std::int64_t>(residual));
+    const double tau = engine->tau();
+    const std::uint32_t crc = row_checksum(
+        residual ? engine->residual() : nullptr,
+        residual ? static_cast<std::size_t>(engine->count()) * engine->element_size() : 0, tau,
+        static_cast<std::int64_t>(engine->calls()));
+    if (residual) {
+      h5::write_rank_row(group.get(), "residual", h5::file_type(engine->element_size()),
+                         h5::memory_type(engine->element_size()), ranks, rank,
+                         static_cast<hsize_t>(engine->count()), true, engine->residual(),
+                         transfer.get());
+    }
+    h5::write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
+                       &tau, transfer.get());
+    h5::write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1,
+                       false, &crc, transfer.get());
+  }
+#ifdef DCT_TESTING
+  testing::crash_in_checkpoint_save(rank);  // dies here, the file half-written
+#endif
+  requests.close(DCT_ERR_CKPT_IO, "closing group requests failed");
+  file.close(DCT_ERR_CKPT_IO, "closing " + path + " failed");
+}
+
+}  // namespace
+
+void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
+  const Collective c = open_collective(user_comm, path);
+  const MPI_Comm comm = c.comm;
+  const int rank = c.rank, ranks = c.ranks;
+  const std::vector<RequestEngine *> &engines = c.engines;
+  run_agreed(comm, [&] {
+    for (const RequestEngine *engine : engines)
+      require(engine->config().momentum == 0.0, DCT_ERR_ARG,
+              "request '" + engine->name() +
+                  "' uses dct_momentum, whose velocity checkpoints do not hold yet");
+  });
+
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  int length = static_cast<int>(temporary.size());
+  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  temporary.resize(static_cast<std::size_t>(length));
+  check_mpi(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
+
+  try {
+    run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
+    run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines); });
+    // Only a complete, closed file takes the checkpoint's name.
+    run_agreed(comm, [&] {
+      if (rank != 0) return;
+      sync_to_disk(temporary, DCT_ERR_CKPT_IO);
+      const int renamed = std::rename(temporary.c_str(), path.c_str());
+      const int error = errno;  // read before the message is built
+      require(renamed == 0, DCT_ERR_CKPT_IO,
+              "cannot rename " + temporary + " to " + path + ": " + std::strerror(error));
+      sync_to_disk(directory_of(path), DCT_ERR_CKPT_IO);
+    });
+  } catch (...) {
+    if (rank == 0) std::remove(temporary.c_str());
+    throw;
+  }
+}
+
+}  // namespace dct::detail

@@ -1,0 +1,156 @@
+#include "core/comm_context.hpp"
+
+#include <string>
+#include <vector>
+
+#include "core/compute_backend.hpp"
+#include "core/error.hpp"
+#include "core/request_engine.hpp"
+
+namespace dct::detail {
+
+std::recursive_mutex &library_mutex() {
+  static std::recursive_mutex mutex;
+  return mutex;
+}
+
+namespace {
+
+bool mpi_running() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+}  // namespace
+
+// Owns the keyvals and the list of live contexts; one instance, guarded by library_mutex().
+class ContextRegistry {
+ public:
+  static ContextRegistry &instance() {
+    static ContextRegistry registry;
+    return registry;
+  }
+
+  void start() {
+    if (started_) return;
+    check_mpi(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_user_comm_free, &context_keyval_, nullptr),
+        "MPI_Comm_create_keyval");
+    check_mpi(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &finalize_keyval_, nullptr),
+        "MPI_Comm_create_keyval");
+    check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, finalize_keyval_, nullptr), "MPI_Comm_set_attr");
+    owns_runtime_ = kernels::initialize_runtime();
+    started_ = true;
+  }
+
+  std::shared_ptr<CommContext> find(MPI_Comm user_comm) const {
+    void *holder = nullptr;
+    int found = 0;
+    check_mpi(MPI_Comm_get_attr(user_comm, context_keyval_, &holder, &found), "MPI_Comm_get_attr");
+    return found ? *static_cast<std::shared_ptr<CommContext> *>(holder) : nullptr;
+  }
+
+  std::shared_ptr<CommContext> create(MPI_Comm user_comm) {
+    MPI_Comm private_comm = MPI_COMM_NULL, shared_comm = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(user_comm, &private_comm), "MPI_Comm_dup");
+    const int rc = MPI_Comm_dup(user_comm, &shared_comm);
+    if (rc != MPI_SUCCESS) MPI_Comm_free(&private_comm);
+    check_mpi(rc, "MPI_Comm_dup");
+    auto context = std::make_shared<CommContext>(user_comm, private_comm, shared_comm);
+    auto holder = std::make_unique<std::shared_ptr<CommContext>>(context);
+    check_mpi(MPI_Comm_set_attr(user_comm, context_keyval_, holder.get()), "MPI_Comm_set_attr");
+    holder.release();  // now owned by the attribute; deleted by on_user_comm_free
+    live_.push_back(context);
+    return context;
+  }
+
+ private:
+  // MPI calls this when the user frees the communicator, and when we delete the attribute.
+  static int on_user_comm_free(MPI_Comm, int, void *holder, void *) {
+    std::lock_guard<std::recursive_mutex> lock(library_mutex());
+    std::unique_ptr<std::shared_ptr<CommContext>> owned(
+        static_cast<std::shared_ptr<CommContext> *>(holder));
+    CommContext &context = **owned;
+    context.attached_ = false;
+    context.drop_in.clear();  // drop-in engines hold the context: break the cycle
+    return MPI_SUCCESS;
+  }
+
+  // Runs at the start of MPI_Finalize, while MPI is still fully usable.
+  static int on_finalize(MPI_Comm, int, void *, void *) {
+    std::lock_guard<std::recursive_mutex> lock(library_mutex());
+    ContextRegistry &self = instance();
+    for (const std::weak_ptr<CommContext> &weak : self.live_) {
+      std::shared_ptr<CommContext> context = weak.lock();
+      if (!context) continue;
+      if (context->attached_) MPI_Comm_delete_attr(context->user_comm_, self.context_keyval_);
+      context->release();
+    }
+    self.live_.clear();
+    MPI_Comm_free_keyval(&self.context_keyval_);
+    MPI_Comm_free_keyval(&self.finalize_keyval_);
+    if (self.owns_runtime_) kernels::finalize_runtime();
+    self.owns_runtime_ = false;
+    self.started_ = false;
+    return MPI_SUCCESS;
+  }
+
+  bool started_ = false;
+  bool owns_runtime_ = false;
+  int context_keyval_ = MPI_KEYVAL_INVALID;
+  int finalize_keyval_ = MPI_KEYVAL_INVALID;
+  std::vector<std::weak_ptr<CommContext>> live_;
+};
+
+void ensure_library_ready() {
+  std::lock_guard<std::recursive_mutex> lock(library_mutex());
+  require(mpi_running(), DCT_ERR_NOT_INITIALIZED,
+          "MPI is not initialized or already finalized: call dct between MPI_Init and "
+          "MPI_Finalize");
+  ContextRegistry::instance().start();
+}
+
+CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm)
+    : user_comm_(user_comm), comm_(private_comm), shared_comm_(shared_comm) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(shared_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+CommContext::~CommContext() {
+  release();
+}
+
+void CommContext::release() {
+  for (MPI_Comm *comm : {&comm_, &shared_comm_}) {
+    if (*comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(comm);
+    *comm = MPI_COMM_NULL;
+  }
+}
+
+static void require_intracommunicator(MPI_Comm user_comm) {
+  require(user_comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
+  int inter = 0;
+  check_mpi(MPI_Comm_test_inter(user_comm, &inter), "MPI_Comm_test_inter");
+  require(!inter, DCT_ERR_COMM, "inter-communicators are not supported");
+}
+
+std::shared_ptr<CommContext> find_comm_context(MPI_Comm user_comm) {
+  ensure_library_ready();
+  require_intracommunicator(user_comm);
+  std::lock_guard<std::recursive_mutex> lock(library_mutex());
+  return ContextRegistry::instance().find(user_comm);
+}
+
+std::shared_ptr<CommContext> comm_context(MPI_Comm user_comm) {
+  std::shared_ptr<CommContext> context = find_comm_context(user_comm);
+  if (context) return context;
+  std::lock_guard<std::recursive_mutex> lock(library_mutex());
+  return ContextRegistry::instance().create(user_comm);
+}
+
+}  // namespace dct::detail

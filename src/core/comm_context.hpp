@@ -1,0 +1,81 @@
+// Library lifetime and per-communicator state.
+//
+// dct starts lazily on the first call that needs it: it checks that MPI is running, hangs a
+// finalize hook on MPI_COMM_SELF (whose attributes MPI deletes first thing in MPI_Finalize)
+// and starts Kokkos unless the application already did. The hook frees every communicator
+// dct duplicated, releases the drop-in states and finalizes Kokkos if dct started it.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/drop_in_states.hpp"
+
+namespace dct::detail {
+
+struct Config;
+
+/// Throws DCT_ERR_NOT_INITIALIZED unless MPI is initialized and not finalized; on the first
+/// call installs the finalize hook and starts the backend runtime.
+void ensure_library_ready();
+
+/// Guards the library's shared tables (contexts, handles, drop-in states); never held while
+/// a collective is in progress.
+std::recursive_mutex &library_mutex();
+
+/// What dct keeps per user communicator: a private duplicate (its own tag space, errors
+/// returned rather than fatal) and the drop-in states of DCT_Allreduce.
+class CommContext {
+ public:
+  CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm);
+  ~CommContext();
+  CommContext(const CommContext &) = delete;
+  CommContext &operator=(const CommContext &) = delete;
+
+  MPI_Comm comm() const { return comm_; }
+  /// A second duplicate, for traffic that completes inside one dct call and so never meets a
+  /// call in flight: the agreements of the collective inits (agreement.hpp). MPI_COMM_NULL
+  /// once released.
+  MPI_Comm shared_comm() const { return shared_comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  DropInStates drop_in;
+
+  /// Default name of the next persistent request on this communicator ("allreduce.N"): the
+  /// same program creates the same names in every run, which is what checkpoints match.
+  /// `take_default_name` moves on to the next, once every rank created the request.
+  std::string default_name() const { return "allreduce." + std::to_string(persistent_created_); }
+  void take_default_name() { ++persistent_created_; }
+
+  /// The configuration of the drop-in states (DCT_* variables), read and agreed on by every
+  /// rank at the first compressed DCT_Allreduce on this communicator; nullptr until then.
+  std::shared_ptr<const Config> drop_in_config;
+
+  /// Frees the private communicators (at the user's MPI_Comm_free or at MPI_Finalize); later
+  /// collectives on this context fail with DCT_ERR_NOT_INITIALIZED.
+  void release();
+
+ private:
+  friend class ContextRegistry;
+  MPI_Comm user_comm_;
+  MPI_Comm comm_;
+  MPI_Comm shared_comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  bool attached_ = true;  // the user communicator still carries our attribute
+  int persistent_created_ = 0;
+};
+
+/// The context of `user_comm`, created (collectively: MPI_Comm_dup) on first use and cached
+/// as an attribute of `user_comm`. Throws DCT_ERR_COMM for MPI_COMM_NULL or an
+/// inter-communicator.
+std::shared_ptr<CommContext> comm_context(MPI_Comm user_comm);
+
+/// The context of `user_comm` if dct already has one, else nullptr (never communicates).
+std::shared_ptr<CommContext> find_comm_context(MPI_Comm user_comm);
+
+}  // namespace dct::detail

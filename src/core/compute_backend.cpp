@@ -1,0 +1,49 @@
+// Which backend runs the kernels of a call.
+#include <string>
+
+#include "core/compute_backend.hpp"
+#include "core/error.hpp"
+
+namespace dct::detail::kernels {
+namespace {
+
+Backend *compiled(DCT_Backend kind) {
+  switch (kind) {
+    case DCT_BACKEND_KOKKOS:
+      return kokkos_backend();
+    case DCT_BACKEND_CUDA:
+      return cuda_backend();
+    case DCT_BACKEND_HIP:
+      return hip_backend();
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Backend &backend_for(const void *buffer, DCT_Backend requested) {
+  Backend *gpu_owner = nullptr;
+  for (Backend *gpu : {cuda_backend(), hip_backend()})
+    if (gpu && gpu->available() && buffer && gpu->owns(buffer)) gpu_owner = gpu;
+  if (requested == DCT_BACKEND_AUTO) return gpu_owner ? *gpu_owner : *kokkos_backend();
+
+  Backend *backend = compiled(requested);
+  require(backend != nullptr, DCT_ERR_NOT_COMPILED,
+          std::string("dct_backend=") + DCT_Backend_name(requested) +
+              ": this build of dct does not include that backend");
+  require(backend->available(), DCT_ERR_NOT_COMPILED,
+          std::string("dct_backend=") + DCT_Backend_name(requested) +
+              ": compiled, but no usable device on this node");
+  if (backend->kind() == DCT_BACKEND_KOKKOS) {
+    require(gpu_owner == nullptr, DCT_ERR_BUFFER,
+            "dct_backend=kokkos runs on the host, but the buffer is device memory");
+  } else {
+    require(gpu_owner == backend, DCT_ERR_BUFFER,
+            std::string("dct_backend=") + DCT_Backend_name(requested) +
+                " needs buffers in that device's memory");
+  }
+  return *backend;
+}
+
+}  // namespace dct::detail::kernels

@@ -1,0 +1,304 @@
+// The compression kernel interface, and only it: what every backend implements and how a
+// call picks its backend. One implementation per backend directory:
+// backends/kokkos/ (Kokkos' default host execution space), backends/cuda/ (native CUDA + CUB)
+// and backends/hip/ (native HIP + rocPRIM), the last two compiled from one source tree
+// (backends/common/cuda_hip/). A backend that was not compiled is a stub whose accessor
+// returns nullptr; asking for it by name gives DCT_ERR_NOT_COMPILED.
+//
+// Keep rule, shared by every kernel and documented in dct.h: at a threshold tau an entry is
+// sent iff !(|acc| < tau) && acc != 0. Zeros carry nothing, and NaN/Inf are always sent so that
+// they reach the result as they would through MPI_Allreduce. An exact selection of the top k
+// (Backend::select and keep_top with a `limit`) breaks ties at tau by index: of the entries with
+// |acc| == tau the lowest indices are sent, as many as make k finite entries, so exactly k go
+// out whatever the values (constant tensors, small integers, 16-bit-rounded gradients).
+//
+// What the library decides with these kernels (when a sampled threshold pays, for instance)
+// lives with the callers: threshold.hpp, gradient_compressor.cpp. The exchanges, which work on
+// host buffers, run their kernels through the host backend handed to them (SparseInput::host).
+//
+// Private header of src/: include it from library sources only.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "core/float16.hpp"
+#include "core/internal_api.hpp"
+#include "dct/dct.h"
+
+namespace dct::detail {
+
+/// Index type on the wire; it bounds a compressed tensor to DCT_MAX_COUNT elements.
+using WireIndex = std::uint32_t;
+
+/// A backend's queue of work: cudaStream_t / hipStream_t, nullptr on the host. dct never uses
+/// the legacy default stream: a null stream on a GPU backend means the backend's own stream.
+using Stream = void *;
+
+// fabs, not a sign test: gradient signs are coin flips, and a branch on them mispredicts half
+// the time (measured: 8x slower filter).
+template <typename T>
+DCT_HOST_DEVICE inline bool keep_entry(T acc, T tau) {
+  return !(std::fabs(acc) < tau) && acc != T(0);
+}
+
+/// `limit` of a selection that keeps every entry at the threshold (Backend::select).
+inline constexpr std::size_t kEveryTie = ~std::size_t(0);
+
+/// What Backend::select found: entries selected (written or not) and how many are NaN or Inf.
+struct Selected {
+  std::size_t count = 0;
+  std::size_t nonfinite = 0;
+};
+
+/// Backend::rank_candidates: of a candidate list, the finite entries and two of their ranks.
+template <typename T>
+struct CandidateRanks {
+  std::size_t finite = 0;  ///< entries that are neither NaN nor +-Inf
+  T kth = T(0);            ///< the k-th largest finite |value| (0 if fewer than k are finite)
+  T aimth = T(0);          ///< the aim-th largest finite |value| (0 if fewer than aim are)
+};
+
+/// Backend::trim_candidates: what the candidates of a call held, and how many it kept.
+template <typename T>
+struct Trimmed {
+  std::size_t finite = 0;  ///< candidates neither NaN nor +-Inf
+  T kth = T(0);            ///< the k-th largest finite |value| (0 if fewer than k are finite)
+  T aimth = T(0);          ///< about the aim-th largest (0 if fewer than aim are finite)
+  std::size_t kept = 0;    ///< entries kept (k and every NaN/Inf); 0 unless finite > k
+};
+
+/// One sorted list of (index, value) entries, for Backend::sum_lists and the pending writes of
+/// Backend::select (there val may be nullptr: zeros).
+template <typename T>
+struct SparseList {
+  const WireIndex *idx = nullptr;
+  const T *val = nullptr;
+  std::size_t size = 0;
+};
+
+/// Position of sample j (0 <= j < m) among n elements: one uniformly random position in each of
+/// m equal strata (stratified sampling: no aliasing with periodic layouts such as the columns
+/// of a matrix, and monotone addresses). Identical on every backend for the same seed.
+DCT_HOST_DEVICE inline std::size_t sample_position(std::size_t j, std::size_t m, std::size_t n,
+                                                   std::uint64_t seed) {
+  // j * n / m without overflow (m <= 2^24, see dct_sample_size): j q + j r / m, n = q m + r.
+  const std::size_t q = n / m, r = n % m;
+  const std::size_t begin = j * q + j * r / m;
+  const std::size_t end = (j + 1) * q + (j + 1) * r / m;
+  // splitmix64 of (seed, j)
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (j + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return begin + static_cast<std::size_t>(z % (end - begin));
+}
+
+class Backend;
+/// Backend::rank_candidates composed of select (at tau = Inf it selects exactly NaN and +-Inf;
+/// with send == nullptr the list is only read) and kth_largest_abs.
+template <typename T>
+CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
+                                      std::size_t aim, Stream stream);
+
+/// Backend::trim_candidates from the candidates' ranks: keep_top at the k-th with limit k.
+template <typename T>
+Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
+                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
+                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream);
+
+/// The kernels and memory operations of one backend. Pointers passed to a backend live in
+/// its memory space (device memory for CUDA/HIP, host memory for Kokkos on the host), except
+/// where a parameter says host. Every call is complete when it returns (it synchronizes
+/// `stream`), so results can be read and buffers reused at once.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DCT_Backend kind() const = 0;
+  /// False when the backend was compiled but cannot run here (no GPU, or no driver).
+  virtual bool available() const = 0;
+
+  /// True iff `pointer` is memory of this backend's device (never true for Kokkos-host).
+  virtual bool owns(const void *pointer) const = 0;
+
+  /// Memory of the backend's space; throws DCT_ERR_NO_MEMORY.
+  virtual void *allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void *pointer) noexcept = 0;
+  /// Host memory for staging copies (pinned on GPU backends).
+  virtual void *allocate_host(std::size_t bytes) = 0;
+  virtual void deallocate_host(void *pointer) noexcept = 0;
+  /// Copies between any two of: this backend's memory, host memory.
+  virtual void copy(void *destination, const void *source, std::size_t bytes, Stream stream) = 0;
+
+  /// Whether MPI can read and write this backend's memory directly (GPU-aware MPI).
+  virtual bool mpi_accepts_device_memory() const = 0;
+
+#define DCT_BACKEND_KERNELS(T)                                                                     \
+  /** k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix selection. NaN */      \
+  /** ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr (zeros). */        \
+  virtual T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k,        \
+                            Stream stream) = 0;                                                    \
+  /** |send[p] + residual[p]| at the m positions sample_position(j, m, n, seed), into */           \
+  /** `host_out` (host memory, m values). */                                                       \
+  virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,   \
+                                 std::uint64_t seed, T *host_out, Stream stream) = 0;              \
+  /** The one pass over the tensor. First the previous call's `pending` writes: */                 \
+  /** residual[pending.idx[j]] = pending.val[j] (0 where val is nullptr; sorted, distinct). */     \
+  /** Then acc = send + residual is stored into the residual (with send == nullptr the */          \
+  /** residual holds acc already and is only read), and the entries that keep_entry(acc, tau, */   \
+  /** limit) selects are written in index order as (idx, acc), the first `capacity` of them. */    \
+  /** Returns how many it selected (possibly more than capacity) and how many of those are */      \
+  /** NaN or +-Inf. */                                                                             \
+  virtual Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,     \
+                          WireIndex *idx, T *val, std::size_t capacity,                            \
+                          const SparseList<T> &pending, Stream stream) = 0;                        \
+  /** Of the m candidates (idx, val = acc), in index order: the finite count, the k-th largest */  \
+  /** finite |val| and about the aim-th (exact, or from a sample: it only steers the next */       \
+  /** call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the */    \
+  /** top k finite (ties to the lowest indices) and every NaN/Inf; otherwise nothing is */         \
+  /** written and `kept` is 0. The default composes select, kth_largest_abs and keep_top. */       \
+  virtual Trimmed<T> trim_candidates(                                                              \
+      const WireIndex *idx, const T *val, std::size_t m, std::size_t k, std::size_t aim,           \
+      ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {          \
+    return trim_by_ranks(*this, ranks_by_selections(*this, val, m, k, aim, stream), idx, val, m,   \
+                         k, coding, out_idx, out_val, remainders, stream);                         \
+  }                                                                                                \
+  /** The candidates (idx, val = acc) that keep_entry(acc, tau, limit) selects, in index */        \
+  /** order, into out_idx / out_val as (idx, wire_value(acc)), and what the wire does not carry */ \
+  /** of each, wire_remainder(acc, wire_value(acc)), into `remainders` (the next call's */         \
+  /** pending writes; nullptr: not written, the caller knows them to be 0). Returns how many */    \
+  /** it kept (<= m). The outputs must not overlap the inputs. */                                  \
+  virtual std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,           \
+                               std::size_t limit, ValueCoding coding, WireIndex *out_idx,          \
+                               T *out_val, T *remainders, Stream stream) = 0;                      \
+  /** out[i] = the sum of the lists' values at i (in list order, from +0), for i in */             \
+  /** [begin, end); each list sorted, its indices distinct and in [begin, end) (the caller */      \
+  /** validated them). `lists` is host memory, their arrays the backend's. The default is */       \
+  /** fill_zero then scatter_add per list. */                                                      \
+  virtual void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin, \
+                         std::size_t end, Stream stream) {                                         \
+    if (end > begin) fill_zero(out + begin, end - begin, stream);                                  \
+    for (std::size_t l = 0; l < count; ++l) /* in list order: the Kokkos core's bits */            \
+      scatter_add(lists[l].idx, lists[l].val, lists[l].size, out, stream);                         \
+  }                                                                                                \
+  /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
+  virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
+                           Stream stream) = 0;                                                     \
+  /** out[i] = 0 for i < n. */                                                                     \
+  virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;                                \
+  /** Momentum correction (dct_momentum): out[i] = momentum * velocity[i] + send[i], i < n. */     \
+  virtual void momentum_update(const T *send, const T *velocity, T momentum, T *out,               \
+                               std::size_t n, Stream stream) = 0;                                  \
+  /** out[idx[j]] = 0 for j < m; indices validated by the caller (< n). */                         \
+  virtual void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) = 0;
+  DCT_BACKEND_KERNELS(float)
+  DCT_BACKEND_KERNELS(double)
+#undef DCT_BACKEND_KERNELS
+};
+
+template <typename T>
+CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
+                                      std::size_t aim, Stream stream) {
+  CandidateRanks<T> ranks;
+  if (m == 0) return ranks;
+  const std::size_t nonfinite = backend
+                                    .select(static_cast<const T *>(nullptr), const_cast<T *>(val),
+                                            m, std::numeric_limits<T>::infinity(), kEveryTie,
+                                            nullptr, nullptr, 0, SparseList<T>{}, stream)
+                                    .nonfinite;
+  ranks.finite = m - nonfinite;
+  const auto kth = [&](std::size_t rank) {
+    return rank >= 1 && rank <= ranks.finite
+               ? backend.kth_largest_abs(static_cast<const T *>(nullptr), val, m, rank + nonfinite,
+                                         stream)
+               : T(0);
+  };
+  ranks.kth = kth(k);
+  ranks.aimth = kth(aim);
+  return ranks;
+}
+
+template <typename T>
+Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
+                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
+                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {
+  Trimmed<T> trimmed{ranks.finite, ranks.kth, ranks.aimth, 0};
+  if (ranks.finite > k)
+    trimmed.kept =
+        backend.keep_top(idx, val, m, ranks.kth, k, coding, out_idx, out_val, remainders, stream);
+  return trimmed;
+}
+
+/// An array in a backend's memory (device memory on a GPU backend, or pinned host memory with
+/// `host` set), freed with it. Contents are uninitialized.
+template <typename T>
+class BackendArray {
+ public:
+  BackendArray() = default;
+  BackendArray(Backend &backend, std::size_t size, bool host = false)
+      : backend_(&backend), host_(host), size_(size) {
+    data_ = static_cast<T *>(host ? backend.allocate_host(size * sizeof(T))
+                                  : backend.allocate(size * sizeof(T)));
+  }
+  BackendArray(BackendArray &&other) noexcept { swap(other); }
+  BackendArray &operator=(BackendArray &&other) noexcept {
+    BackendArray(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~BackendArray() {
+    if (data_ == nullptr) return;
+    if (host_)
+      backend_->deallocate_host(data_);
+    else
+      backend_->deallocate(data_);
+  }
+
+  /// Grows to at least `size` elements, keeping the first `keep` ones.
+  void grow(std::size_t size, std::size_t keep) {
+    if (size <= size_) return;
+    BackendArray bigger(*backend_, size, host_);
+    if (keep > 0) backend_->copy(bigger.data_, data_, keep * sizeof(T), nullptr);
+    swap(bigger);
+  }
+
+  T *data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void swap(BackendArray &other) noexcept {
+    std::swap(backend_, other.backend_);
+    std::swap(host_, other.host_);
+    std::swap(size_, other.size_);
+    std::swap(data_, other.data_);
+  }
+
+  Backend *backend_ = nullptr;
+  bool host_ = false;
+  std::size_t size_ = 0;
+  T *data_ = nullptr;
+};
+
+namespace kernels {
+
+/// The compiled backends; nullptr when not compiled (the stubs in backends/*/*_stub.cpp).
+DCT_INTERNAL_API Backend *kokkos_backend();
+DCT_INTERNAL_API Backend *cuda_backend();
+DCT_INTERNAL_API Backend *hip_backend();
+
+/// The backend that runs the kernels for `buffer`: `requested` if not DCT_BACKEND_AUTO (throws
+/// DCT_ERR_NOT_COMPILED if it was not compiled), else the GPU backend that owns the pointer,
+/// else Kokkos on the host. Throws DCT_ERR_BUFFER if a forced host backend is given device
+/// memory or the reverse.
+Backend &backend_for(const void *buffer, DCT_Backend requested);
+
+/// Makes sure the host backend's runtime (Kokkos) is up; returns true if this call started it.
+DCT_INTERNAL_API bool initialize_runtime();
+/// Shuts down what initialize_runtime started; no-op if the application owns the runtime.
+DCT_INTERNAL_API void finalize_runtime();
+
+}  // namespace kernels
+}  // namespace dct::detail

@@ -1,0 +1,510 @@
+// The one table of knobs and a parser per knob. Over 400 lines because every key's checks and
+// message live next to its parser (about 40 keys); the table itself is at the end.
+#include "core/config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dct::detail {
+namespace {
+
+struct Knob {
+  const char *info_key;  // nullptr: environment only
+  const char *env_var;   // nullptr: no environment default
+  void (*apply)(Config &config, const std::string &value, const std::string &origin);
+  std::string (*show)(const Config &config);  // the value in force, as the key spells it
+  unsigned uses;                              // KnobUse bits: where the key has an effect
+};
+
+/// The shortest decimal that reads back as `x` (what the read-back shows).
+std::string number(double x) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, x);
+    if (std::strtod(text, nullptr) == x) break;
+  }
+  return text;
+}
+
+std::string numbers(const std::vector<double> &xs) {
+  std::string list;
+  for (double x : xs) list += (list.empty() ? "" : ",") + number(x);
+  return list;
+}
+
+[[noreturn]] void bad_value(const std::string &origin, const std::string &value,
+                            const char *expected) {
+  fail(DCT_ERR_INFO, origin + "='" + value + "' is invalid: expected " + expected);
+}
+
+void parse_density(Config &config, const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double density = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(density > 0.0 && density <= 1.0))
+    bad_value(origin, value, "a number in (0, 1]");
+  config.density = density;
+}
+
+long long parse_integer(const std::string &value, const std::string &origin, long long minimum,
+                        const char *expected) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const long long integer = std::strtoll(begin, &end, 10);
+  if (end == begin || *end != '\0' || errno != 0 || integer < minimum)
+    bad_value(origin, value, expected);
+  return integer;
+}
+
+void parse_interval(Config &config, const std::string &value, const std::string &origin) {
+  config.interval = parse_integer(value, origin, 1, "an integer >= 1");
+}
+
+void parse_tau_control(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "adaptive" && value != "fixed") bad_value(origin, value, "adaptive or fixed");
+  config.tau_control = value == "adaptive" ? TauControl::adaptive : TauControl::fixed;
+}
+
+void parse_momentum(Config &config, const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double momentum = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(momentum >= 0.0 && momentum < 1.0))
+    bad_value(origin, value, "a number in [0, 1)");
+  config.momentum = momentum;
+}
+
+void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
+  for (DCT_Algorithm a :
+       {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE, DCT_ALGORITHM_SPLIT,
+        DCT_ALGORITHM_RECURSIVE_DOUBLING, DCT_ALGORITHM_HIERARCHICAL}) {
+    if (value == algorithm_name(a)) {
+      config.algorithm = a;
+      return;
+    }
+  }
+  bad_value(origin, value,
+            "one of auto, allgather, split, hierarchical, recursive_doubling, dense");
+}
+
+void parse_group_size(Config &config, const std::string &value, const std::string &origin) {
+  config.group_size = static_cast<int>(
+      parse_integer(value, origin, 0, "an integer >= 0 (0: a node's ranks, or about sqrt(P))"));
+}
+
+void parse_backend(Config &config, const std::string &value, const std::string &origin) {
+  for (DCT_Backend b : {DCT_BACKEND_AUTO, DCT_BACKEND_KOKKOS, DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
+    if (value == backend_name(b)) {
+      config.backend = b;
+      return;
+    }
+  }
+  bad_value(origin, value, "one of auto, kokkos, cuda, hip");
+}
+
+void parse_values(Config &config, const std::string &value, const std::string &origin) {
+  for (ValueCoding coding :
+       {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16, ValueCoding::sign}) {
+    if (value == value_coding_name(coding)) {
+      config.values = coding;
+      return;
+    }
+  }
+  bad_value(origin, value, "one of native, fp16, bf16, sign");
+}
+
+void parse_threshold(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "exact" && value != "sampled") bad_value(origin, value, "exact or sampled");
+  config.sampled_threshold = value == "sampled";
+}
+
+void parse_sample_size(Config &config, const std::string &value, const std::string &origin) {
+  config.sample_size = parse_integer(value, origin, 1, "an integer in [1, 16777216]");
+  if (config.sample_size > (1 << 24)) bad_value(origin, value, "an integer in [1, 16777216]");
+}
+
+void parse_result_density(Config &config, const std::string &value, const std::string &origin) {
+  Config parsed;
+  parse_density(parsed, value, origin);
+  config.result_density = parsed.density;
+}
+
+double parse_positive(const std::string &value, const std::string &origin) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double number = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(number > 0.0) || !std::isfinite(number))
+    bad_value(origin, value, "a positive number");
+  return number;
+}
+
+void parse_alpha(Config &config, const std::string &value, const std::string &origin) {
+  config.network.alpha_us = parse_positive(value, origin);
+}
+
+void parse_beta(Config &config, const std::string &value, const std::string &origin) {
+  config.network.beta_gbps = parse_positive(value, origin);
+}
+
+void parse_name(Config &config, const std::string &value, const std::string &) {
+  config.name = value;
+}
+
+bool parse_flag(const std::string &value, const std::string &origin) {
+  if (value != "0" && value != "1") bad_value(origin, value, "0 or 1");
+  return value == "1";
+}
+
+void parse_pmpi(Config &config, const std::string &value, const std::string &origin) {
+  config.pmpi_enabled = parse_flag(value, origin);
+}
+
+void parse_pmpi_report(Config &config, const std::string &value, const std::string &origin) {
+  config.pmpi_report = parse_flag(value, origin);
+}
+
+void parse_pmpi_min_count(Config &config, const std::string &value, const std::string &origin) {
+  config.pmpi_min_count = parse_integer(value, origin, 0, "an integer >= 0");
+}
+
+void parse_drop_in_limit(Config &config, const std::string &value, const std::string &origin) {
+  config.drop_in_limit = parse_integer(value, origin, 1, "an integer >= 1");
+}
+
+void parse_restart(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "strict" && value != "redistribute")
+    bad_value(origin, value, "strict or redistribute");
+  config.redistribute_on_restart = value == "redistribute";
+}
+
+const char *mp_select_name(MpSelect select) {
+  return select == MpSelect::exact     ? "exact"
+         : select == MpSelect::laplace ? "laplace"
+                                       : "threshold";
+}
+
+const char *lossless_name(LosslessChoice choice) {
+  switch (choice) {
+    case LosslessChoice::none:
+      return "none";
+    case LosslessChoice::lz4:
+      return "lz4";
+    case LosslessChoice::zstd:
+      return "zstd";
+    default:
+      return "auto";
+  }
+}
+
+void parse_row_length(Config &config, const std::string &value, const std::string &origin) {
+  config.row_length = parse_integer(value, origin, 1, "an integer >= 1");
+}
+
+void parse_keep(Config &config, const std::string &value, const std::string &origin) {
+  Config parsed;
+  parse_density(parsed, value, origin);
+  config.keep = parsed.density;
+}
+
+void parse_mp_select(Config &config, const std::string &value, const std::string &origin) {
+  if (value == "exact")
+    config.mp_select = MpSelect::exact;
+  else if (value == "laplace")
+    config.mp_select = MpSelect::laplace;
+  else if (value == "threshold")
+    config.mp_select = MpSelect::threshold;
+  else
+    bad_value(origin, value, "exact, laplace or threshold");
+}
+
+void parse_mp_compressor(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "topk" && value != "error_bounded")
+    bad_value(origin, value, "topk or error_bounded");
+  config.mp_compressor = value == "topk" ? MpCompressor::topk : MpCompressor::error_bounded;
+}
+
+double parse_number(const std::string &value, const std::string &origin, double low, double high,
+                    const char *expected) {
+  const char *begin = value.c_str();
+  char *end = nullptr;
+  errno = 0;
+  const double number = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno != 0 || !(number >= low && number <= high))
+    bad_value(origin, value, expected);
+  return number;
+}
+
+/// A comma-separated list of relative bounds, each in [0, 1].
+std::vector<double> parse_bounds(const std::string &value, const std::string &origin) {
+  std::vector<double> bounds;
+  std::size_t begin = 0;
+  do {
+    const std::size_t end = std::min(value.find(',', begin), value.size());
+    bounds.push_back(parse_number(value.substr(begin, end - begin), origin, 0.0, 1.0,
+                                  "numbers in [0, 1], comma-separated, or auto[:LIST]"));
+    begin = end + 1;
+  } while (begin <= value.size());
+  return bounds;
+}
+
+void parse_error_bound(Config &config, const std::string &value, const std::string &origin) {
+  ErrorBoundConfig &eb = config.error_bound;
+  eb.automatic = value.rfind("auto", 0) == 0;
+  if (!eb.automatic) {
+    eb.bounds = parse_bounds(value, origin);
+    return;
+  }
+  if (value == "auto") return;
+  if (value.size() < 6 || value[4] != ':')
+    bad_value(origin, value, "numbers in [0, 1], comma-separated, or auto[:LIST]");
+  eb.classes = parse_bounds(value.substr(5), origin);
+  std::sort(eb.classes.begin(), eb.classes.end(), std::greater<double>());
+}
+
+void parse_error_bound_schedule(Config &config, const std::string &value,
+                                const std::string &origin) {
+  const char *expected = "START,CALLS: a factor in [1, 1000] and an integer >= 0";
+  const std::size_t comma = value.find(',');
+  if (comma == std::string::npos) bad_value(origin, value, expected);
+  config.error_bound.schedule_start =
+      parse_number(value.substr(0, comma), origin, 1.0, 1000.0, expected);
+  config.error_bound.schedule_calls = parse_integer(value.substr(comma + 1), origin, 0, expected);
+}
+
+void parse_table_columns(Config &config, const std::string &value, const std::string &origin) {
+  config.error_bound.table_columns = parse_integer(value, origin, 0, "an integer >= 0");
+}
+
+void parse_backward_bound(Config &config, const std::string &value, const std::string &origin) {
+  config.error_bound.backward_bound =
+      value == "none" ? -1.0 : parse_number(value, origin, 0.0, 1.0, "none or a number in [0, 1]");
+}
+
+void parse_lossless(Config &config, const std::string &value, const std::string &origin) {
+  const std::pair<const char *, LosslessChoice> names[] = {{"auto", LosslessChoice::automatic},
+                                                           {"none", LosslessChoice::none},
+                                                           {"lz4", LosslessChoice::lz4},
+                                                           {"zstd", LosslessChoice::zstd}};
+  for (const auto &[name, choice] : names)
+    if (value == name) {
+      config.error_bound.lossless = choice;
+      return;
+    }
+  bad_value(origin, value, "auto, none, lz4 or zstd");
+}
+
+// The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
+// docs/configuration.md documents the same table for users.
+constexpr unsigned kDp = KnobUse::allreduce | KnobUse::drop_in;  // every DCT-DP state
+constexpr unsigned kAll = kDp | KnobUse::alltoallv;
+
+// The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here,
+// with how DCT_Request_get_info shows its value and which collectives it acts on.
+// docs/configuration.md documents the same table for users.
+const Knob knobs[] = {
+    {"dct_density", "DCT_DENSITY", parse_density, [](const Config &c) { return number(c.density); },
+     kDp},
+    {"dct_interval", "DCT_INTERVAL", parse_interval,
+     [](const Config &c) { return std::to_string(c.interval); }, kAll},
+    {"dct_tau_control", "DCT_TAU_CONTROL", parse_tau_control,
+     [](const Config &c) {
+       return std::string(c.tau_control == TauControl::adaptive ? "adaptive" : "fixed");
+     },
+     kAll},
+    {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density,
+     [](const Config &c) { return number(c.result_density); }, kDp},
+    {"dct_momentum", "DCT_MOMENTUM", parse_momentum,
+     [](const Config &c) { return number(c.momentum); }, kDp},
+    {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm,
+     [](const Config &c) { return std::string(algorithm_name(c.algorithm)); }, kDp},
+    {"dct_group_size", "DCT_GROUP_SIZE", parse_group_size,
+     [](const Config &c) { return std::to_string(c.group_size); }, KnobUse::allreduce},
+    {"dct_backend", "DCT_BACKEND", parse_backend,
+     [](const Config &c) { return std::string(backend_name(c.backend)); }, kAll},
+    {"dct_values", "DCT_VALUES", parse_values,
+     [](const Config &c) { return std::string(value_coding_name(c.values)); }, kAll},
+    {"dct_threshold", "DCT_THRESHOLD", parse_threshold,
+     [](const Config &c) { return std::string(c.sampled_threshold ? "sampled" : "exact"); }, kDp},
+    {"dct_sample_size", "DCT_SAMPLE_SIZE", parse_sample_size,
+     [](const Config &c) { return std::to_string(c.sample_size); }, kDp},
+    {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha,
+     [](const Config &c) { return number(c.network.alpha_us); }, kDp},
+    {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta,
+     [](const Config &c) { return number(c.network.beta_gbps); }, kAll},
+    {"dct_name", nullptr, parse_name, [](const Config &c) { return c.name; },
+     KnobUse::allreduce | KnobUse::alltoallv},
+    // Persistent allreduces only: the drop-in states are not checkpointed.
+    {"dct_restart", "DCT_RESTART", parse_restart,
+     [](const Config &c) {
+       return std::string(c.redistribute_on_restart ? "redistribute" : "strict");
+     },
+     KnobUse::allreduce},
+    // DCT-MP (DCT_Alltoallv_init).
+    {"dct_row_length", "DCT_ROW_LENGTH", parse_row_length,
+     [](const Config &c) { return std::to_string(c.row_length); }, KnobUse::alltoallv},
+    {"dct_keep", "DCT_KEEP", parse_keep, [](const Config &c) { return number(c.keep); },
+     KnobUse::alltoallv},
+    {"dct_mp_select", "DCT_MP_SELECT", parse_mp_select,
+     [](const Config &c) { return std::string(mp_select_name(c.mp_select)); }, KnobUse::alltoallv},
+    {"dct_mp_compressor", "DCT_MP_COMPRESSOR", parse_mp_compressor,
+     [](const Config &c) {
+       return std::string(c.mp_compressor == MpCompressor::topk ? "topk" : "error_bounded");
+     },
+     KnobUse::alltoallv},
+    {"dct_error_bound", "DCT_ERROR_BOUND", parse_error_bound,
+     [](const Config &c) {
+       const ErrorBoundConfig &eb = c.error_bound;
+       return eb.automatic ? "auto:" + numbers(eb.classes) : numbers(eb.bounds);
+     },
+     KnobUse::alltoallv},
+    {"dct_error_bound_schedule", "DCT_ERROR_BOUND_SCHEDULE", parse_error_bound_schedule,
+     [](const Config &c) {
+       return number(c.error_bound.schedule_start) + "," +
+              std::to_string(c.error_bound.schedule_calls);
+     },
+     KnobUse::alltoallv},
+    {"dct_table_columns", "DCT_TABLE_COLUMNS", parse_table_columns,
+     [](const Config &c) { return std::to_string(c.error_bound.table_columns); },
+     KnobUse::alltoallv},
+    {"dct_backward_error_bound", "DCT_BACKWARD_ERROR_BOUND", parse_backward_bound,
+     [](const Config &c) {
+       const double bound = c.error_bound.backward_bound;
+       return bound < 0 ? std::string("none") : number(bound);
+     },
+     KnobUse::alltoallv},
+    {"dct_lossless", "DCT_LOSSLESS", parse_lossless,
+     [](const Config &c) { return std::string(lossless_name(c.error_bound.lossless)); },
+     KnobUse::alltoallv},
+    // DCT_Allreduce (the drop-in), environment only (nullptr: no MPI_Info key): the states
+    // kept per communicator.
+    {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit, nullptr, 0},
+    // Read by libdct_pmpi from the environment only.
+    {nullptr, "DCT_PMPI", parse_pmpi, nullptr, 0},
+    {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, 0},
+    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, 0},
+};
+
+void check_no_unknown_dct_keys(MPI_Info info) {
+  int nkeys = 0;
+  check_mpi(MPI_Info_get_nkeys(info, &nkeys), "MPI_Info_get_nkeys");
+  for (int i = 0; i < nkeys; ++i) {
+    char key[MPI_MAX_INFO_KEY + 1] = {};
+    check_mpi(MPI_Info_get_nthkey(info, i, key), "MPI_Info_get_nthkey");
+    if (std::strncmp(key, "dct_", 4) != 0) continue;
+    bool known = false;
+    for (const Knob &knob : knobs)
+      known = known || (knob.info_key && std::strcmp(key, knob.info_key) == 0);
+    require(known, DCT_ERR_INFO, std::string("unknown MPI_Info key '") + key + "'");
+  }
+}
+
+}  // namespace
+
+const char *algorithm_name(int algorithm) {
+  switch (algorithm) {
+    case DCT_ALGORITHM_AUTO:
+      return "auto";
+    case DCT_ALGORITHM_ALLGATHER:
+      return "allgather";
+    case DCT_ALGORITHM_DENSE:
+      return "dense";
+    case DCT_ALGORITHM_PASSTHROUGH:
+      return "passthrough";
+    case DCT_ALGORITHM_SPLIT:
+      return "split";
+    case DCT_ALGORITHM_RECURSIVE_DOUBLING:
+      return "recursive_doubling";
+    case DCT_ALGORITHM_HIERARCHICAL:
+      return "hierarchical";
+  }
+  return "unknown";
+}
+
+const char *backend_name(int backend) {
+  switch (backend) {
+    case DCT_BACKEND_AUTO:
+      return "auto";
+    case DCT_BACKEND_KOKKOS:
+      return "kokkos";
+    case DCT_BACKEND_CUDA:
+      return "cuda";
+    case DCT_BACKEND_HIP:
+      return "hip";
+  }
+  return "unknown";
+}
+
+const char *value_coding_name(ValueCoding coding) {
+  switch (coding) {
+    case ValueCoding::fp16:
+      return "fp16";
+    case ValueCoding::bf16:
+      return "bf16";
+    case ValueCoding::sign:
+      return "sign";
+    default:
+      return "native";
+  }
+}
+
+std::vector<KnobDescription> knob_descriptions() {
+  std::vector<KnobDescription> rows;
+  const Config defaults;
+  for (const Knob &knob : knobs)
+    rows.push_back({knob.info_key, knob.env_var, knob.show ? knob.show(defaults) : std::string()});
+  return rows;
+}
+
+std::vector<std::pair<std::string, std::string>> Config::in_force(unsigned use) const {
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const Knob &knob : knobs)
+    if (knob.info_key != nullptr && (knob.uses & use) != 0)
+      keys.emplace_back(knob.info_key, knob.show(*this));
+  return keys;
+}
+
+Config Config::from(MPI_Info info) {
+  Config config;
+  for (const Knob &knob : knobs) {
+    if (knob.env_var == nullptr) continue;
+    if (const char *value = std::getenv(knob.env_var))
+      knob.apply(config, value, std::string("environment variable ") + knob.env_var);
+  }
+  if (info != MPI_INFO_NULL) {
+    check_no_unknown_dct_keys(info);
+    for (const Knob &knob : knobs) {
+      if (knob.info_key == nullptr) continue;
+      int length = 0, present = 0;
+      check_mpi(MPI_Info_get_valuelen(info, knob.info_key, &length, &present),
+                "MPI_Info_get_valuelen");
+      if (!present) continue;
+      std::vector<char> value(static_cast<std::size_t>(length) + 1, '\0');
+      check_mpi(MPI_Info_get(info, knob.info_key, length, value.data(), &present), "MPI_Info_get");
+      knob.apply(config, value.data(), std::string("MPI_Info key ") + knob.info_key);
+    }
+  }
+  // Only split and hierarchical can drop summed entries (into the owners' residuals).
+  const bool splits = config.algorithm == DCT_ALGORITHM_SPLIT ||
+                      config.algorithm == DCT_ALGORITHM_HIERARCHICAL ||
+                      config.algorithm == DCT_ALGORITHM_AUTO;
+  require(config.result_density >= 1.0 || splits, DCT_ERR_INFO,
+          std::string("dct_result_density < 1 needs dct_algorithm split, hierarchical or auto, "
+                      "not ") +
+              algorithm_name(config.algorithm));
+  return config;
+}
+
+}  // namespace dct::detail

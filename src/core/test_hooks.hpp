@@ -1,0 +1,46 @@
+// Every test-only hook of the library, in one place. They exist only in the test build of the
+// library (target dct_testing, compile definition DCT_TESTING, linked by tests/ only): the
+// installed libdct and libdct_pmpi contain none of them, and a test that needs one does not
+// compile against the release objects.
+//
+// - tamper_allreduce_indices, tamper_forward_message: damage outgoing messages on their way
+//   (the receivers' validation must reject them; the sender's own state stays intact).
+// - max_mpi_count: lowers the int-count limit past which DCT-MP's exchanges go point to point;
+//   point_to_point_exchanges counts those exchanges.
+// - DCT_TEST_CRASH_IN_CHECKPOINT_SAVE=<rank> (environment): that rank ends with std::_Exit(42)
+//   in the middle of a checkpoint save, the file half-written (crash safety).
+//
+// Private header of src/: include it from library sources and tests only.
+#pragma once
+
+#ifdef DCT_TESTING
+
+#include <cstddef>
+
+#include "core/compute_backend.hpp"
+
+namespace dct::detail::testing {
+
+/// When set, every compressed allreduce call hands it a copy of this rank's outgoing entry
+/// indices, and the exchange sends that copy.
+extern void (*tamper_allreduce_indices)(WireIndex *idx, std::size_t entries);
+
+/// When set, called on every DCT-MP forward message (both compressors) this rank is about to
+/// send, after encoding.
+extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
+
+/// When positive, replaces INT_MAX as the largest count or displacement DCT-MP passes to one
+/// MPI call (alltoallv_exchange.hpp): past it, the exchanges go point to point in pieces of at
+/// most this many items. Read at the inits (and at an uncompressed backward's first call): a
+/// test runs the large-count path at small sizes, without 16 GiB.
+extern std::size_t max_mpi_count;
+
+/// Exchanges DCT-MP made point to point on this rank (what a test of that path checks ran).
+extern std::size_t point_to_point_exchanges;
+
+/// Ends the process if DCT_TEST_CRASH_IN_CHECKPOINT_SAVE names `rank`.
+void crash_in_checkpoint_save(int rank);
+
+}  // namespace dct::detail::testing
+
+#endif  // DCT_TESTING

@@ -1,0 +1,158 @@
+// allgather: every rank receives every rank's list and adds them up in rank order.
+// Bytes received per rank: the other ranks' blocks, ~(K - k) (s + 4) (less with 16-bit values
+// or bitmaps: see wire::BlockFormat).
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "dp/exchange/exchange.hpp"
+
+namespace dct::detail {
+namespace {
+
+template <typename T>
+class AllgatherExchange final : public SparseExchange<T> {
+  using Base = SparseExchange<T>;
+  using Base::in_;
+  using Base::pending_;
+  using Base::traffic_;
+
+ private:
+  bool run_stage(int stage) override {
+    switch (stage) {
+      case 0:
+        post_gather();
+        return true;
+      case 1:
+        decode();
+        return true;
+    }
+    return false;
+  }
+
+  wire::BlockFormat format(int r) const {
+    return wire::block_format<T>(static_cast<std::size_t>(in_.kept[r]), in_.count, in_.values);
+  }
+
+  void post_gather() {
+    const std::size_t ranks = static_cast<std::size_t>(in_.ranks);
+    units_.resize(ranks);
+    offsets_.resize(ranks);
+    std::size_t total = 0, entries = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      offsets_[r] = wire::mpi_units(total);
+      units_[r] = wire::mpi_units(format(static_cast<int>(r)).units());
+      total += static_cast<std::size_t>(units_[r]);
+      entries += static_cast<std::size_t>(in_.kept[r]);
+    }
+    wire::mpi_units(total);
+    wire::resize_growing(idx_, entries);
+    wire::resize_growing(val_, entries);
+    const MPI_Count others = static_cast<MPI_Count>(total) - units_[in_.rank];
+    traffic_.bytes_sent = static_cast<MPI_Count>(in_.ranks - 1) * units_[in_.rank] *
+                          static_cast<MPI_Count>(wire::kUnitBytes);
+    traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
+    if (in_.gathered != nullptr) return;  // came with the headers, my own block encoded
+    wire::size_buffer(gathered_, total);
+    // My block is encoded in its place in the gathered buffer (MPI_IN_PLACE: no copy), and
+    // only where someone reads it: another rank, or my own decode (own_list_usable()).
+    if (in_.ranks > 1 || !own_list_usable())
+      wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
+                         gathered_.data() + block_offset(in_.rank));
+    // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
+    // sending float arrays in place do.
+    if (in_.ranks > 1) {
+      pending_.emplace_back();
+      check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered_.data(), units_.data(),
+                                offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
+                "MPI_Iallgatherv");
+    }
+  }
+
+  // My own entries go into the sum as they are where decoding them would give them back bit
+  // for bit: values already rounded to the wire's (wire_value; not `sign`, whose magnitude is
+  // the block's), in host memory where the sum reads them (no device).
+  bool own_list_usable() const { return in_.device == nullptr && in_.values != ValueCoding::sign; }
+
+  // Every other block is decoded and validated before the result is touched: every rank reads
+  // the same bytes, so every rank accepts or rejects the call alike, and a rejected call leaves
+  // the result as it was.
+  void decode() {
+    // A list that is not what a block may hold is decoded from its bytes, as the peers do, so
+    // that every rank decides alike on it (only a test's tampering makes one).
+    own_direct_ =
+        own_list_usable() &&
+        wire::indices_valid(in_.idx, static_cast<std::size_t>(in_.kept[in_.rank]), 0, in_.count);
+    if (!own_direct_ && own_list_usable() && in_.ranks == 1 && in_.gathered == nullptr)
+      wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,  // not encoded by post_gather
+                         gathered_.data() + block_offset(in_.rank));
+    std::size_t first = 0;
+    for (int r = 0; r < in_.ranks; ++r) {
+      const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
+      if (r == in_.rank && own_direct_) {
+        first += entries;
+        continue;
+      }
+      if (!wire::decode_block(format(r), block(r), block_bytes(r), 0, idx_.data() + first,
+                              val_.data() + first))
+        this->peer_error(r, "indices out of range or out of order");
+      else if (r != in_.rank)
+        traffic_.nnz_received += static_cast<MPI_Count>(entries);
+      first += entries;
+    }
+    this->finish();
+    Backend &sum = in_.device != nullptr ? *in_.device : *in_.host;
+    const WireIndex *idx = idx_.data();
+    const T *val = val_.data();
+    if (in_.device != nullptr && first > 0) {
+      if (device_idx_.size() < first) {
+        device_idx_ = BackendArray<WireIndex>(*in_.device, first + first / 4);
+        device_val_ = BackendArray<T>(*in_.device, device_idx_.size());
+      }
+      in_.device->copy(device_idx_.data(), idx, first * sizeof(WireIndex), nullptr);
+      in_.device->copy(device_val_.data(), val, first * sizeof(T), nullptr);
+      idx = device_idx_.data();
+      val = device_val_.data();
+    }
+    // Every rank's list, summed in rank order into the result in one pass over it.
+    lists_.resize(static_cast<std::size_t>(in_.ranks));
+    first = 0;
+    for (int r = 0; r < in_.ranks; ++r) {
+      const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
+      lists_[static_cast<std::size_t>(r)] = r == in_.rank && own_direct_
+                                                ? SparseList<T>{in_.idx, in_.val, entries}
+                                                : SparseList<T>{idx + first, val + first, entries};
+      first += entries;
+    }
+    sum.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count, nullptr);
+  }
+
+  std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }
+  std::size_t block_offset(int r) const {
+    return static_cast<std::size_t>(offsets_[r]) * wire::kUnitBytes;
+  }
+  const std::byte *block(int r) const {
+    return in_.gathered != nullptr ? in_.gathered + std::size_t(r) * in_.gathered_stride
+                                   : gathered_.data() + block_offset(r);
+  }
+
+  std::vector<int> units_, offsets_;
+  std::vector<std::byte> gathered_;
+  bool own_direct_ = false;     // this call sums my entries as they are, undecoded
+  std::vector<WireIndex> idx_;  // every rank's entries, decoded
+  std::vector<T> val_;
+  BackendArray<WireIndex> device_idx_;  // their copies on the device (in_.device only)
+  BackendArray<T> device_val_;
+  std::vector<SparseList<T>> lists_;  // every rank's decoded list, for sum_lists
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_allgather_exchange() {
+  return std::make_unique<AllgatherExchange<T>>();
+}
+template std::unique_ptr<SparseExchange<float>> make_allgather_exchange();
+template std::unique_ptr<SparseExchange<double>> make_allgather_exchange();
+
+}  // namespace dct::detail

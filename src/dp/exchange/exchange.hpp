@@ -1,0 +1,182 @@
+// The sparse exchanges of a compressed allreduce: how the kept (index, value) entries of every
+// rank become their sum on every rank. One class per algorithm (allgather.cpp, split.cpp,
+// recursive_doubling.cpp, dense.cpp), all written as resumable schedules of nonblocking MPI
+// calls so that a started allreduce progresses while the application computes.
+//
+// Private header of src/: include it from library sources only.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/compute_backend.hpp"
+#include "core/wire.hpp"
+#include "dct/dct.h"
+
+namespace dct::detail {
+
+/// A sequence of stages; each does local work and posts nonblocking MPI calls, and the next
+/// starts once those completed.
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+
+  /// Runs every stage whose requests completed; with `block`, waits for them. Returns true
+  /// once the last stage ran. Throws dct::Error; a schedule that threw must be dropped.
+  bool advance(bool block);
+  /// No MPI operation of this schedule (or of one it runs inside it) is pending: its buffers
+  /// may be freed.
+  bool idle() const { return pending_.empty() && (nested_ == nullptr || nested_->idle()); }
+  /// Makes the schedule runnable again from its first stage (it must be idle).
+  void restart() {
+    next_stage_ = 0;
+    done_ = false;
+  }
+
+ protected:
+  /// Runs stage `stage` (0, 1, ...): local work, then requests posted into `pending_`.
+  /// Returns false when there was no such stage (the schedule is complete).
+  virtual bool run_stage(int stage) = 0;
+
+  std::vector<MPI_Request> pending_;
+
+  /// Runs `schedule` (restarted by the caller) to its end before this schedule's next stage,
+  /// as part of this one (the hierarchical exchange runs a split inside its owners' stage).
+  /// What it throws is kept, not thrown: take_nested_error() hands it to the next stage, which
+  /// decides whether every rank must learn of it first.
+  void run_nested(Schedule *schedule) { nested_ = schedule; }
+  std::exception_ptr take_nested_error() { return std::exchange(nested_error_, nullptr); }
+  /// Runs the current stage again once its requests (or its nested schedule) completed.
+  void repeat_stage() { --next_stage_; }
+
+ private:
+  int next_stage_ = 0;
+  bool done_ = false;
+  Schedule *nested_ = nullptr;
+  std::exception_ptr nested_error_;
+};
+
+/// What one call hands to an exchange: the shape every rank agreed on and this rank's entries.
+/// Entries are sorted by index, indices < count, values nonzero (the keep rule).
+template <typename T>
+struct SparseInput {
+  MPI_Comm comm;  ///< the request's own communicator (no other traffic on it)
+  int rank;
+  int ranks;
+  std::size_t count;  ///< n, the tensor length
+  /// Entries sent by every rank (`ranks` of them, validated); the caller's, unchanged until
+  /// the call completes (a pointer: no copy per call).
+  const std::int64_t *kept;
+  const WireIndex *idx;  ///< this rank's entries
+  const T *val;          ///< already rounded to `values` (wire_value)
+  T *result;             ///< n elements: the sum, on every rank
+  /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
+  Backend *host = nullptr;
+  /// allgather only, GPU requests staged through the host: `result` is the user's device
+  /// buffer and this its backend. The decoded entries (every rank's list, O(k P)) go to the
+  /// device and are summed there, in rank order as on the host: the n-element result never
+  /// passes through host memory.
+  Backend *device = nullptr;
+  ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
+  /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
+  /// added to its `residual` (n elements), so error feedback still conserves every input.
+  std::size_t result_budget = 0;
+  T *residual = nullptr;
+  /// split only: recompute the segment boundaries first (decided by all ranks together).
+  bool rebalance = false;
+  /// allgather only: every rank's block, already gathered with the call's headers
+  /// (call_message.hpp), rank r's at gathered + r * gathered_stride; null: the exchange
+  /// gathers them itself.
+  const std::byte *gathered = nullptr;
+  std::size_t gathered_stride = 0;
+};
+
+/// Traffic of one exchange, as this rank sees it (DCT_Status fields).
+struct ExchangeTraffic {
+  MPI_Count bytes_sent = 0;
+  MPI_Count bytes_received = 0;
+  MPI_Count nnz_received = 0;
+  /// Nonzeros of the sum, when the algorithm learns it on every rank identically; else -1.
+  MPI_Count result_nnz = -1;
+};
+
+/// A sparse allreduce algorithm, one call at a time. Messages from peers are validated before
+/// anything is written; a bad one is skipped (so that no rank is left waiting) and reported as
+/// DCT_ERR_PEER when the exchange ends. An exchange object is reused from call to call, so its
+/// buffers are allocated (and their pages faulted in) once, not on every call.
+template <typename T>
+class SparseExchange : public Schedule {
+ public:
+  /// Starts a call (the previous one must be complete); advance() then runs it.
+  void begin(SparseInput<T> input) {
+    in_ = std::move(input);
+    traffic_ = ExchangeTraffic{};
+    peer_error_.clear();
+    restart();
+    prepare();
+  }
+  const ExchangeTraffic &traffic() const { return traffic_; }
+
+ protected:
+  /// Per-call setup, after in_ is set.
+  virtual void prepare() {}
+  /// Records the first bad message; thrown by finish().
+  void peer_error(int peer, const std::string &what);
+  /// Throws DCT_ERR_PEER if a peer's message was rejected.
+  void finish() const;
+  /// Whether a peer's message was rejected in this call.
+  bool failed() const { return !peer_error_.empty(); }
+
+  SparseInput<T> in_;
+  ExchangeTraffic traffic_;
+
+ private:
+  std::string peer_error_;
+};
+
+/// Where split's segment boundaries live between calls (one per request, identical on all
+/// ranks): boundaries[r] .. boundaries[r+1] is rank r's segment of the index space.
+struct SplitLayout {
+  std::vector<std::uint64_t> boundaries;  ///< empty: not balanced yet
+};
+
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_allgather_exchange();
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_dense_exchange(MPI_Datatype datatype);
+/// `layout`: the request's segment boundaries, kept between calls.
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SplitLayout &layout);
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_recursive_doubling_exchange();
+
+/// The communicators of the hierarchical exchange, made once per request (collectively, by
+/// make_hierarchy): the ranks split into groups of equal size, `group` those of this rank's
+/// group and `cross` the ranks at this rank's position in every group. Freed by its owner.
+struct Hierarchy {
+  MPI_Comm group = MPI_COMM_NULL;
+  MPI_Comm cross = MPI_COMM_NULL;
+  int group_size = 0;  ///< G; 0: no hierarchy (fewer than 4 ranks, or a prime number)
+  void free();
+};
+
+/// Splits `comm` (collective) into the groups of hierarchy_group_size (cost_model.hpp); no
+/// communicator is made where that is 0.
+Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size);
+
+/// `layouts`: the segment boundaries of the group stage and of the cross stage, kept between
+/// calls; `hierarchy` must have a group size.
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_hierarchical_exchange(const Hierarchy &hierarchy,
+                                                              SplitLayout &group_layout,
+                                                              SplitLayout &cross_layout);
+
+}  // namespace dct::detail

@@ -1,0 +1,309 @@
+#include "dp/exchange/split.hpp"
+
+namespace dct::detail {
+
+template <typename T>
+void SplitExchange<T>::commit_dropped_sums() {
+  for (std::size_t j = 0; j < dropped_idx_.size(); ++j)
+    in_.residual[dropped_idx_[j]] += dropped_val_[j];
+  dropped_idx_.clear();
+  dropped_val_.clear();
+}
+
+template <typename T>
+bool SplitExchange<T>::run_stage(int stage) {
+  switch (stage) {
+    case 0:
+      if (rebalance_) post_histogram();
+      return true;
+    case 1:
+      if (rebalance_) balance_boundaries();
+      post_counts();
+      return true;
+    case 2:
+      post_entries();
+      return true;
+    case 3:
+      reduce_owned_segment();
+      return true;
+    case 4:
+      if (!combine_owned()) this->repeat_stage();
+      return true;
+    case 5:
+      announce_owned_segment();
+      return true;
+    case 6:
+      post_segments();
+      return true;
+    case 7:
+      decode_segments();
+      return true;
+  }
+  return false;
+}
+
+template <typename T>
+void SplitExchange<T>::post_histogram() {
+  const std::size_t n = in_.count;
+  int balance_ranks = 0;
+  check_mpi(MPI_Comm_size(balance_comm(), &balance_ranks), "MPI_Comm_size");
+  // 32 buckets per segment: boundaries land within ~3% of a segment's share of the entries,
+  // and the histogram costs 256 bytes per rank, not per element.
+  buckets_ = std::min<std::size_t>(
+      std::max<std::size_t>(n, 1),
+      std::min<std::size_t>(1 << 20, std::max<std::size_t>(256, 32 * ranks())));
+  histogram_.assign(buckets_, 0);
+  const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
+  for (std::size_t j = 0; j < mine; ++j)
+    histogram_[static_cast<std::uint64_t>(in_.idx[j]) * buckets_ / n] += 1;
+  pending_.emplace_back();
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, histogram_.data(), wire::mpi_units(buckets_), MPI_INT64_T,
+                           MPI_SUM, balance_comm(), &pending_.back()),
+            "MPI_Iallreduce");
+  const MPI_Count ring = wire::ring_bytes(static_cast<MPI_Count>(buckets_ * 8), balance_ranks);
+  count_traffic(ring, ring);
+}
+
+template <typename T>
+void SplitExchange<T>::balance_boundaries() {
+  const std::uint64_t n = in_.count;
+  std::vector<std::uint64_t> &b = layout_.boundaries;
+  b.assign(ranks() + 1, n);
+  b[0] = 0;
+  std::int64_t total = 0;
+  for (std::int64_t h : histogram_) total += h;
+  if (total == 0) {  // nothing sent anywhere: even segments
+    for (std::size_t r = 1; r < ranks(); ++r) b[r] = n * r / ranks();
+    return;
+  }
+  // Boundary r sits at the first bucket edge with at least r/P of the entries before it.
+  std::int64_t before = 0;
+  std::size_t bucket = 0;
+  for (std::size_t r = 1; r < ranks(); ++r) {
+    const std::int64_t target = total * static_cast<std::int64_t>(r) / in_.ranks;
+    while (bucket < buckets_ && before < target) before += histogram_[bucket++];
+    b[r] = (static_cast<std::uint64_t>(bucket) * n + buckets_ - 1) / buckets_;
+  }
+}
+
+template <typename T>
+void SplitExchange<T>::post_counts() {
+  const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
+  first_.resize(ranks() + 1);
+  send_counts_.resize(ranks());
+  recv_counts_.assign(ranks(), 0);
+  for (std::size_t r = 0; r <= ranks(); ++r)
+    first_[r] = static_cast<std::size_t>(
+        std::lower_bound(in_.idx, in_.idx + mine, layout_.boundaries[r]) - in_.idx);
+  first_[ranks()] = mine;
+  for (std::size_t r = 0; r < ranks(); ++r)
+    send_counts_[r] = static_cast<std::int64_t>(first_[r + 1] - first_[r]);
+  pending_.emplace_back();
+  check_mpi(MPI_Ialltoall(send_counts_.data(), 1, MPI_INT64_T, recv_counts_.data(), 1, MPI_INT64_T,
+                          in_.comm, &pending_.back()),
+            "MPI_Ialltoall");
+  count_traffic(others(8), others(8));
+}
+
+template <typename T>
+void SplitExchange<T>::post_entries() {
+  send_units_.resize(ranks());
+  send_offsets_.resize(ranks());
+  recv_units_.resize(ranks());
+  recv_offsets_.resize(ranks());
+  std::size_t send_total = 0, recv_total = 0;
+  for (std::size_t r = 0; r < ranks(); ++r) {
+    // A count we cannot bound would make us allocate or receive blindly: give up now.
+    peer::announced_entries(recv_counts_[r], in_.count, int(r), "entries for a tensor of");
+    send_offsets_[r] = wire::mpi_units(send_total);
+    send_units_[r] = wire::mpi_units(entry_format(send_counts_[r], r).units());
+    send_total += static_cast<std::size_t>(send_units_[r]);
+    recv_offsets_[r] = wire::mpi_units(recv_total);
+    recv_units_[r] = wire::mpi_units(entry_format(recv_counts_[r], in_.rank).units());
+    recv_total += static_cast<std::size_t>(recv_units_[r]);
+  }
+  wire::mpi_units(send_total);
+  wire::mpi_units(recv_total);
+  wire::size_buffer(outgoing_, send_total);
+  wire::size_buffer(incoming_, recv_total);
+  for (int r = 0; r < in_.ranks; ++r)
+    wire::encode_block(entry_format(send_counts_[r], r), in_.idx + first_[r], in_.val + first_[r],
+                       begin(r),
+                       outgoing_.data() + std::size_t(send_offsets_[r]) * wire::kUnitBytes);
+  pending_.emplace_back();
+  check_mpi(MPI_Ialltoallv(outgoing_.data(), send_units_.data(), send_offsets_.data(), MPI_UINT64_T,
+                           incoming_.data(), recv_units_.data(), recv_offsets_.data(), MPI_UINT64_T,
+                           in_.comm, &pending_.back()),
+            "MPI_Ialltoallv");
+  const std::size_t me = static_cast<std::size_t>(in_.rank);
+  count_traffic(static_cast<MPI_Count>((send_total - std::size_t(send_units_[me])) * 8),
+                static_cast<MPI_Count>((recv_total - std::size_t(recv_units_[me])) * 8));
+}
+
+template <typename T>
+void SplitExchange<T>::reduce_owned_segment() {
+  const std::uint64_t first = begin(in_.rank);
+  wire::assign_growing(owned_, length(in_.rank), T(0));
+  received_entries_ = 0;
+  for (int r = 0; r < in_.ranks; ++r) {
+    const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
+    const std::byte *block = incoming_.data() + std::size_t(recv_offsets_[r]) * wire::kUnitBytes;
+    wire::resize_growing(decoded_idx_, entries);
+    wire::resize_growing(decoded_val_, entries);
+    if (!wire::decode_block(entry_format(recv_counts_[r], in_.rank), block,
+                            std::size_t(recv_units_[r]) * wire::kUnitBytes, first,
+                            decoded_idx_.data(), decoded_val_.data())) {
+      this->peer_error(r, "entries outside the segment it owes this rank, or out of order");
+      continue;
+    }
+    for (std::size_t j = 0; j < entries; ++j) owned_[decoded_idx_[j] - first] += decoded_val_[j];
+    received_entries_ += recv_counts_[r];
+    if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
+  }
+}
+
+template <typename T>
+void SplitExchange<T>::announce_owned_segment() {
+  const std::uint64_t first = begin(in_.rank);
+  std::size_t nonzeros = 0;
+  for (T v : owned_) nonzeros += v != T(0);
+  dropped_idx_.clear();
+  dropped_val_.clear();
+  if (this->failed()) {
+    // A rejected block: announce kRejected instead of a count, so that every rank stops at
+    // post_segments together and none writes its result or moves sums into a residual.
+    owned_nnz_ = kRejected;
+    wire::size_buffer(segment_, 0);
+  } else {
+    if (in_.result_budget > 0) nonzeros = drop_small_sums(first, nonzeros);
+    owned_nnz_ = static_cast<std::int64_t>(nonzeros);
+    encode_owned_segment(first, nonzeros);
+  }
+  owned_nnz_all_.assign(ranks(), 0);
+  pending_.emplace_back();
+  check_mpi(MPI_Iallgather(&owned_nnz_, 1, MPI_INT64_T, owned_nnz_all_.data(), 1, MPI_INT64_T,
+                           in_.comm, &pending_.back()),
+            "MPI_Iallgather");
+  count_traffic(others(8), others(8));
+}
+
+template <typename T>
+void SplitExchange<T>::encode_owned_segment(std::uint64_t first, std::size_t nonzeros) {
+  if (wire::sparse_is_smaller<T>(nonzeros, owned_.size())) {
+    sparse_idx_.clear();
+    sparse_val_.clear();
+    for (std::size_t i = 0; i < owned_.size(); ++i) {
+      if (owned_[i] == T(0)) continue;
+      sparse_idx_.push_back(static_cast<WireIndex>(first + i));
+      sparse_val_.push_back(owned_[i]);
+    }
+    const wire::BlockFormat format = segment_format(in_.rank, nonzeros);
+    wire::size_buffer(segment_, format.units());
+    wire::encode_block(format, sparse_idx_.data(), sparse_val_.data(), first, segment_.data());
+  } else {
+    wire::size_buffer(segment_, wire::dense_units<T>(owned_.size()));
+    std::fill(segment_.begin(), segment_.end(), std::byte{0});
+    if (!owned_.empty()) std::memcpy(segment_.data(), owned_.data(), owned_.size() * sizeof(T));
+  }
+}
+
+template <typename T>
+std::size_t SplitExchange<T>::drop_small_sums(std::uint64_t first, std::size_t nonzeros) {
+  std::int64_t total = 0;
+  for (int r = 0; r < in_.ranks; ++r) total += in_.kept[r];
+  if (total == 0 || owned_.empty()) return nonzeros;
+  const double share = double(in_.result_budget) * double(received_entries_) / double(total);
+  const std::size_t budget = static_cast<std::size_t>(std::ceil(share));
+  if (nonzeros <= budget) return nonzeros;
+  const T tau = budget == 0
+                    ? std::numeric_limits<T>::infinity()
+                    : in_.host->kth_largest_abs(static_cast<const T *>(nullptr), owned_.data(),
+                                                owned_.size(), budget, nullptr);
+  for (std::size_t i = 0; i < owned_.size(); ++i) {
+    if (owned_[i] == T(0) || keep_entry(owned_[i], tau)) continue;
+    dropped_idx_.push_back(static_cast<WireIndex>(first + i));
+    dropped_val_.push_back(owned_[i]);
+    owned_[i] = T(0);
+    --nonzeros;
+  }
+  return nonzeros;
+}
+
+template <typename T>
+void SplitExchange<T>::post_segments() {
+  gather_units_.resize(ranks());
+  gather_offsets_.resize(ranks());
+  std::size_t total = 0;
+  traffic_.result_nnz = 0;
+  for (int r = 0; r < in_.ranks; ++r) {
+    // Every rank sees the same announcements, so every rank stops here together.
+    require(owned_nnz_all_[r] != kRejected, DCT_ERR_PEER, [&] {
+      return "rank " + std::to_string(r) + " rejected a message sent to it in this call";
+    });
+    const std::size_t nnz =
+        peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
+    gather_offsets_[r] = wire::mpi_units(total);
+    gather_units_[r] = wire::mpi_units(segment_sparse(r) ? segment_format(r, nnz).units()
+                                                         : wire::dense_units<T>(length(r)));
+    total += static_cast<std::size_t>(gather_units_[r]);
+    traffic_.result_nnz += owned_nnz_all_[r];
+  }
+  wire::mpi_units(total);
+  wire::size_buffer(gathered_, total);
+  pending_.emplace_back();
+  check_mpi(MPI_Iallgatherv(segment_.data(), gather_units_[in_.rank], MPI_UINT64_T,
+                            gathered_.data(), gather_units_.data(), gather_offsets_.data(),
+                            MPI_UINT64_T, in_.comm, &pending_.back()),
+            "MPI_Iallgatherv");
+  const MPI_Count mine = gather_units_[in_.rank];
+  count_traffic(others(mine * 8), (static_cast<MPI_Count>(total) - mine) * 8);
+}
+
+template <typename T>
+void SplitExchange<T>::decode_segments() {
+  std::size_t total = 0;
+  for (int r = 0; r < in_.ranks; ++r)
+    if (segment_sparse(r)) total += static_cast<std::size_t>(owned_nnz_all_[r]);
+  wire::resize_growing(decoded_idx_, total);
+  wire::resize_growing(decoded_val_, total);
+  std::size_t first = 0;
+  for (int r = 0; r < in_.ranks; ++r) {
+    if (!segment_sparse(r)) continue;
+    const std::size_t nnz =
+        peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
+    if (!wire::decode_block(segment_format(r, nnz), segment(r),
+                            std::size_t(gather_units_[r]) * wire::kUnitBytes, begin(r),
+                            decoded_idx_.data() + first, decoded_val_.data() + first))
+      this->peer_error(r, "a reduced segment with indices outside it, or out of order");
+    first += nnz;
+  }
+  this->finish();
+  first = 0;
+  for (int r = 0; r < in_.ranks; ++r) {
+    T *out = in_.result + begin(r);
+    if (!segment_sparse(r)) {
+      if (length(r) > 0) std::memcpy(out, segment(r), length(r) * sizeof(T));
+      if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(length(r));
+      continue;
+    }
+    const std::size_t nnz =
+        peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
+    const SparseList<T> sum{decoded_idx_.data() + first, decoded_val_.data() + first, nnz};
+    in_.host->sum_lists(&sum, 1, in_.result, begin(r), begin(r) + length(r), nullptr);
+    if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
+    first += nnz;
+  }
+  succeeded();
+}
+
+template class SplitExchange<float>;
+template class SplitExchange<double>;
+
+template <typename T>
+std::unique_ptr<SparseExchange<T>> make_split_exchange(SplitLayout &layout) {
+  return std::make_unique<SplitExchange<T>>(layout);
+}
+template std::unique_ptr<SparseExchange<float>> make_split_exchange(SplitLayout &);
+template std::unique_ptr<SparseExchange<double>> make_split_exchange(SplitLayout &);
+
+}  // namespace dct::detail

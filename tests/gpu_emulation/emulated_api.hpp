@@ -1,0 +1,180 @@
+// A host emulation of the CUDA/HIP kernel language and runtime, just enough to run
+// backends/common/cuda_hip/cuda_hip_backend.hpp on a machine without a GPU: it plays the role of
+// backends/cuda/cuda_api.hpp. Each kernel launch runs its blocks one after the other, the threads
+// of a block as std::threads with a barrier for __syncthreads (so __shared__ can be a static:
+// one block at a time uses it). The launch shrinks the grid and the block (the kernels loop
+// grid-stride and block-stride, so their result does not depend on the sizes), which keeps the
+// number of threads small while still running several blocks and several threads per block.
+//
+// This checks the common code's logic (radix selection, scan compaction, capacity, sampling,
+// scatter-add), not the GPU: memory is host memory, and races that need real GPU timing are
+// not reproduced. Test code only.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dct/dct.h"
+
+#define DCT_GPU_NAMESPACE emulation
+#define DCT_GPU_NAME "emulation"
+#define DCT_GPU_KIND DCT_BACKEND_CUDA
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+
+struct dim3 {
+  unsigned int x = 1, y = 1, z = 1;
+};
+inline thread_local dim3 threadIdx;
+inline thread_local dim3 blockIdx;
+inline dim3 blockDim;
+inline dim3 gridDim;
+
+namespace dct::detail::emulation {
+
+/// The threads of one block meet here at __syncthreads.
+class Barrier {
+ public:
+  void reset(unsigned int count) {
+    count_ = count;
+    waiting_ = 0;
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const unsigned long long generation = generation_;
+    if (++waiting_ == count_) {
+      waiting_ = 0;
+      ++generation_;
+      all_.notify_all();
+    } else {
+      all_.wait(lock, [&] { return generation != generation_; });
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable all_;
+  unsigned int count_ = 1, waiting_ = 0;
+  unsigned long long generation_ = 0;
+};
+inline Barrier block_barrier;
+
+constexpr unsigned int kEmulatedGrid = 3, kEmulatedBlock = 4;
+
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, unsigned int grid, unsigned int block, Args... args) {
+  gridDim.x = std::min(grid, kEmulatedGrid);
+  blockDim.x = std::min(block, kEmulatedBlock);
+  block_barrier.reset(blockDim.x);
+  for (unsigned int b = 0; b < gridDim.x; ++b) {
+    std::vector<std::thread> threads;
+    for (unsigned int t = 0; t < blockDim.x; ++t)
+      threads.emplace_back([=] {
+        blockIdx.x = b;
+        threadIdx.x = t;
+        kernel(args...);
+      });
+    for (auto &thread : threads) thread.join();
+  }
+}
+
+}  // namespace dct::detail::emulation
+
+#define DCT_GPU_LAUNCH(kernel, grid, block, stream, ...) \
+  (static_cast<void>(stream),                            \
+   ::dct::detail::emulation::launch(kernel, (grid), (block), __VA_ARGS__))
+
+inline void __syncthreads() {
+  dct::detail::emulation::block_barrier.wait();
+}
+inline unsigned int atomicAdd(unsigned int *address, unsigned int value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+
+namespace dct::detail::emulation::api {
+
+enum error_t { success = 0, out_of_memory = 2 };
+using stream_t = void *;
+
+inline const char *error_name(error_t error) {
+  return error == out_of_memory ? "out_of_memory" : "error";
+}
+inline const char *error_string(error_t) {
+  return "emulated error";
+}
+inline error_t get_last_error() {
+  return success;
+}
+inline bool is_out_of_memory(error_t error) {
+  return error == out_of_memory;
+}
+inline bool is_sticky(error_t) {
+  return false;
+}
+
+inline error_t device_count(int *count) {
+  *count = 1;
+  return success;
+}
+inline error_t malloc_device(void **pointer, std::size_t bytes) {
+  *pointer = std::malloc(bytes);
+  return *pointer ? success : out_of_memory;
+}
+inline error_t free_device(void *pointer) {
+  std::free(pointer);
+  return success;
+}
+inline error_t malloc_host(void **pointer, std::size_t bytes) {
+  return malloc_device(pointer, bytes);
+}
+inline error_t free_host(void *pointer) {
+  return free_device(pointer);
+}
+inline error_t copy_async(void *destination, const void *source, std::size_t bytes, stream_t) {
+  std::memcpy(destination, source, bytes);
+  return success;
+}
+inline error_t zero_async(void *destination, std::size_t bytes, stream_t) {
+  std::memset(destination, 0, bytes);
+  return success;
+}
+inline error_t stream_create(stream_t *stream) {
+  static int own;
+  *stream = &own;
+  return success;
+}
+inline error_t stream_synchronize(stream_t) {
+  return success;
+}
+inline error_t is_device_pointer(const void *, bool *device) {
+  *device = false;
+  return success;
+}
+template <typename Flag>
+error_t inclusive_sum_of(void *temporary, std::size_t &temporary_bytes, Flag flag, std::size_t n,
+                         unsigned int *out, stream_t) {
+  if (temporary == nullptr) {
+    temporary_bytes = 64;  // something, as the libraries ask for
+    return success;
+  }
+  unsigned int sum = 0;
+  for (std::size_t i = 0; i < n; ++i) out[i] = sum += flag(i);
+  return success;
+}
+inline bool mpi_accepts_device_memory() {
+  return false;
+}
+
+}  // namespace dct::detail::emulation::api
