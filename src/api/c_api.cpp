@@ -1,5 +1,5 @@
-// The C ABI: argument checks, handle table, and the exception-to-code boundary. Over 400
-// lines because every exported function (about 25) is a few lines of the same pattern.
+// The C ABI: argument checks and the handle table, every entry point inside guarded()
+// (guarded.hpp); DCT-MP's inits and the checkpoints are in c_api_mp.cpp.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 
+#include "api/guarded.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/agreement.hpp"
 #include "core/comm_context.hpp"
@@ -19,57 +20,10 @@
 #include "core/status.hpp"
 #include "dct/dct.h"
 #include "dp/allreduce.hpp"
-#include "mp/alltoallv_init.hpp"
-#include "mp/alltoallv_validate.hpp"
+#include "mp/alltoallv.hpp"
 
 namespace dct::detail {
 namespace {
-
-thread_local std::string last_error;
-
-/// Held by the thread inside dct (dct.h: calls must not overlap); recursive, for DCT_Waitall's
-/// calls of DCT_Wait. Taken without waiting: a second thread is refused, never blocked, so it
-/// cannot deadlock against a thread that waits inside dct for other ranks.
-class EntryLock {
- public:
-  explicit EntryLock(const char *function) : lock_(mutex(), std::try_to_lock) {
-    if (!lock_.owns_lock())
-      last_error = std::string(function) +
-                   ": another thread is inside dct; dct calls must not overlap (dct.h, Threads)";
-  }
-  bool entered() const { return lock_.owns_lock(); }
-
- private:
-  static std::recursive_mutex &mutex() {
-    static std::recursive_mutex entry;
-    return entry;
-  }
-  std::unique_lock<std::recursive_mutex> lock_;
-};
-
-/// Runs `body`, turning every exception into a return code and the thread's last error.
-template <typename Body>
-int guarded(const char *function, Body &&body) noexcept {
-  const EntryLock entry(function);
-  if (!entry.entered()) return DCT_ERR_THREAD;
-  try {
-    last_error.clear();
-    body();
-    return DCT_SUCCESS;
-  } catch (const Error &e) {
-    last_error = std::string(function) + ": " + e.what();
-    return e.code();
-  } catch (const std::bad_alloc &) {
-    last_error = std::string(function) + ": out of memory";
-    return DCT_ERR_NO_MEMORY;
-  } catch (const std::exception &e) {
-    last_error = std::string(function) + ": internal error: " + e.what();
-    return DCT_ERR_INTERNAL;
-  } catch (...) {
-    last_error = std::string(function) + ": internal error: unknown exception";
-    return DCT_ERR_INTERNAL;
-  }
-}
 
 const char *const error_strings[] = {
     "success",
@@ -100,15 +54,6 @@ const char *const error_strings[] = {
 };
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
-
-/// Whether `request` is a live request that was started and not completed yet.
-bool started(DCT_Request request) noexcept {
-  try {
-    return RequestTable::instance().find(&request).engine->active();
-  } catch (...) {
-    return true;  // let DCT_Wait report the bad handle
-  }
-}
 
 /// Checks that dct can run and that the arguments are valid; reads no buffer.
 void admit(const AllreduceArgs &args) {
@@ -396,68 +341,6 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
                                  [&] { return make_allreduce_engine(args, *config); });
     engine.start(sendbuf, recvbuf);
     engine.wait(DCT_STATUS_IGNORE);
-  });
-}
-
-// DCT-MP's inits: one path, the large-count one; the int forms widen their arrays into it.
-int DCT_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
-                         const MPI_Aint sdispls[], void *recvbuf, const MPI_Count recvcounts[],
-                         const MPI_Aint rdispls[], MPI_Datatype datatype, MPI_Comm comm,
-                         MPI_Info info, DCT_Request *request) {
-  return guarded(__func__, [&] {
-    ensure_library_ready();
-    alltoallv_init({sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, comm},
-                   info, request, __func__);
-  });
-}
-
-int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                       void *recvbuf, const int recvcounts[], const int rdispls[],
-                       MPI_Datatype datatype, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
-  return guarded(__func__, [&] {
-    ensure_library_ready();
-    const WidenedArrays wide(sendcounts, sdispls, recvcounts, rdispls, alltoallv_comm_size(comm));
-    alltoallv_init(wide.args(sendbuf, recvbuf, datatype, comm), info, request, __func__);
-  });
-}
-
-int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *sendbuf,
-                                  const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                                  void *recvbuf, const MPI_Count recvcounts[],
-                                  const MPI_Aint rdispls[], DCT_Request *request) {
-  return guarded(__func__, [&] {
-    ensure_library_ready();
-    alltoallv_backward_init(forward,
-                            {sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
-                             MPI_DATATYPE_NULL, MPI_COMM_NULL},
-                            request);
-  });
-}
-
-int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const int sendcounts[],
-                                const int sdispls[], void *recvbuf, const int recvcounts[],
-                                const int rdispls[], DCT_Request *request) {
-  return guarded(__func__, [&] {
-    require(request != nullptr, DCT_ERR_ARG, "request is NULL");
-    ensure_library_ready();
-    const WidenedArrays wide(sendcounts, sdispls, recvcounts, rdispls,
-                             alltoallv_forward_size(forward));
-    alltoallv_backward_init(forward, wide.args(sendbuf, recvbuf, MPI_DATATYPE_NULL, MPI_COMM_NULL),
-                            request);
-  });
-}
-
-int DCT_Checkpoint_save(MPI_Comm comm, const char *path) {
-  return guarded(__func__, [&] {
-    require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
-    checkpoint_save(comm, path);
-  });
-}
-
-int DCT_Checkpoint_load(MPI_Comm comm, const char *path) {
-  return guarded(__func__, [&] {
-    require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
-    checkpoint_load(comm, path);
   });
 }
 
