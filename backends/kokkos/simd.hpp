@@ -12,6 +12,7 @@
 // Private header of backends/kokkos/.
 #pragma once
 
+#include "core/host_simd.hpp"
 #include "portable.hpp"
 
 #if defined(DCT_KOKKOS_HOST_SSE2) && defined(__x86_64__) && \
@@ -22,15 +23,12 @@
 
 namespace dct::detail::kernels::kokkos {
 
-/// The host tiers of the selection pass, lowest first.
-enum class HostSimd { portable, avx512 };
-
-/// The best tier this CPU runs.
+/// The best tier this CPU runs for the selection pass and the trim (core/host_simd.hpp).
 inline HostSimd detect_host_simd() {
 #if defined(DCT_KOKKOS_HOST_AVX512)
-  return __builtin_cpu_supports("avx512f") ? HostSimd::avx512 : HostSimd::portable;
+  return best_host_simd(true);
 #else
-  return HostSimd::portable;
+  return best_host_simd(false);
 #endif
 }
 

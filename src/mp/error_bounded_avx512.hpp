@@ -19,10 +19,6 @@
 
 namespace dct::detail::eb::avx512 {
 
-inline bool supported() {
-  return __builtin_cpu_supports("avx512f");
-}
-
 // Intrinsics whose plain forms start from an undefined vector (GCC 12 warns of it with
 // -Wmaybe-uninitialized) are taken in their zero-masked forms, every lane on.
 constexpr __mmask8 kAll8 = 0xff;

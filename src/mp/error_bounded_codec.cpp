@@ -20,14 +20,14 @@
 
 namespace dct::detail::eb {
 
-Simd best_simd() {
+HostSimd best_simd() {
 #if defined(DCT_EB_AVX512)
-  return avx512::supported() ? Simd::avx512 : Simd::portable;
+  return best_host_simd(true);
 #else
-  return Simd::portable;
+  return best_host_simd(false);
 #endif
 }
-Simd simd = best_simd();
+HostSimd simd = best_simd();
 
 namespace {
 
@@ -107,7 +107,7 @@ bool put_codes(const T *rows, std::size_t nrows, std::size_t d, std::size_t firs
     std::size_t c = 0;
 #if defined(DCT_EB_AVX512)
     if constexpr (std::is_same_v<T, float>) {
-      if (simd == Simd::avx512) {
+      if (simd == HostSimd::avx512) {
         c = avx512::codes<Code>({h.offset, h.step, inverse, top, bound}, row, columns, mark, codes,
                                 outliers.data(), outlier_count, worst);
         codes += c * sizeof(Code);
@@ -155,7 +155,7 @@ void finite_range(const T *rows, std::size_t nrows, std::size_t d, std::size_t f
     std::size_t c = 0;
 #if defined(DCT_EB_AVX512)
     if constexpr (std::is_same_v<T, float>) {
-      if (simd == Simd::avx512) c = avx512::finite_range(row, columns, low, high);
+      if (simd == HostSimd::avx512) c = avx512::finite_range(row, columns, low, high);
     }
 #endif
     for (; c < columns; ++c) {

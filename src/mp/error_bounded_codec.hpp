@@ -28,17 +28,16 @@
 #include <string>
 #include <vector>
 
+#include "core/host_simd.hpp"
 #include "core/internal_api.hpp"
 
 namespace dct::detail::eb {
 
-/// The host tiers of the quantiser's passes, lowest first: portable C++, and AVX-512F for float
-/// tables (the same bits).
-enum class Simd { portable, avx512 };
-/// The best tier this CPU runs.
-DCT_INTERNAL_API Simd best_simd();
+/// The best tier (core/host_simd.hpp) this CPU runs for the quantiser's passes: AVX-512F for
+/// float tables (the same bits).
+DCT_INTERNAL_API HostSimd best_simd();
 /// The tier the quantiser runs: the best, unless lowered (tests run every tier this CPU has).
-DCT_INTERNAL_API extern Simd simd;
+DCT_INTERNAL_API extern HostSimd simd;
 
 /// The lossless stage of one message.
 enum class Coder : std::uint8_t { none = 0, lz4 = 1, zstd = 2 };

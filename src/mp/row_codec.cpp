@@ -91,7 +91,7 @@ void gather_values(const T *rows, const RowMasks &masks, const RowFormat &format
   // The entries' places in `rows`, then 16 values at a time; the last rows' in the loop below.
   if constexpr (std::is_same_v<T, float>) {
     const std::size_t entries = masks.kept();
-    if (row_simd == RowSimd::avx512 && entries >= 16 && masks.rows() * format.d <= INT32_MAX) {
+    if (row_simd == HostSimd::avx512 && entries >= 16 && masks.rows() * format.d <= INT32_MAX) {
       static thread_local std::vector<std::int32_t> at;
       if (at.size() < entries) at.resize(entries + entries / 4);
       for (std::size_t row = 0; row < masks.rows(); ++row)
@@ -311,14 +311,14 @@ void select_rows_avx512(const float *rows, std::size_t nrows, std::size_t d, std
 }
 #endif
 
-RowSimd best_row_simd() {
+HostSimd best_row_simd() {
 #if defined(DCT_ROW_CODEC_AVX512)
-  return avx512::supported() ? RowSimd::avx512 : RowSimd::portable;
+  return best_host_simd(true);
 #else
-  return RowSimd::portable;
+  return best_host_simd(false);
 #endif
 }
-RowSimd row_simd = best_row_simd();
+HostSimd row_simd = best_row_simd();
 
 // Rows of one block are alike (activations of one layer, lookups of one table): the floor
 // that let about 2k of one row's entries through is the next row's, so each row costs one
@@ -343,7 +343,7 @@ void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k
   }
 #if defined(DCT_ROW_CODEC_AVX512)
   if constexpr (std::is_same_v<T, float>) {
-    if (row_simd == RowSimd::avx512) {
+    if (row_simd == HostSimd::avx512) {
       select_rows_avx512(rows, nrows, d, k, out);
       return;
     }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/float16.hpp"
+#include "core/host_simd.hpp"
 #include "core/internal_api.hpp"
 
 namespace dct::detail::mp {
@@ -98,12 +99,10 @@ DCT_INTERNAL_API void scatter_values(const std::byte *values, const RowMasks &ma
 
 // --- Selection ----------------------------------------------------------------------------
 
-/// The host tiers of select_top_k, lowest first: portable C++, and AVX-512F for float rows.
-enum class RowSimd { portable, avx512 };
-/// The best tier this CPU runs.
-DCT_INTERNAL_API RowSimd best_row_simd();
+/// The best tier (core/host_simd.hpp) this CPU runs for select_top_k: AVX-512F for float rows.
+DCT_INTERNAL_API HostSimd best_row_simd();
 /// The tier select_top_k runs: the best, unless lowered (tests run every tier this CPU has).
-DCT_INTERNAL_API extern RowSimd row_simd;
+DCT_INTERNAL_API extern HostSimd row_simd;
 
 /// Appends to `masks` the k columns of largest |x| of each of `nrows` rows; on equal |x| the
 /// lower column wins; NaN counts as larger than every number.

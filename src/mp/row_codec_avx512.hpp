@@ -23,11 +23,6 @@
 
 namespace dct::detail::mp::avx512 {
 
-/// Does this CPU run the functions below.
-inline bool supported() {
-  return __builtin_cpu_supports("avx512f");
-}
-
 // The intrinsics whose plain forms start from an undefined vector (GCC 12 warns of it with
 // -Wmaybe-uninitialized) are taken in their zero-masked forms, every lane on.
 constexpr __mmask16 kAll = 0xffff;

@@ -38,11 +38,11 @@ Backend *kokkos_space_backend(const char *name) {
 }
 
 int host_simd_tiers() {
-  return kernels::kokkos::detect_host_simd() == kernels::kokkos::HostSimd::avx512 ? 2 : 1;
+  return kernels::kokkos::detect_host_simd() == HostSimd::avx512 ? 2 : 1;
 }
 
 void set_host_simd_tier(int tier) {
-  kernels::kokkos::host_simd = static_cast<kernels::kokkos::HostSimd>(tier);
+  kernels::kokkos::host_simd = static_cast<HostSimd>(tier);
 }
 
 }  // namespace dct::detail::test

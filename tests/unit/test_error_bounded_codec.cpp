@@ -190,7 +190,7 @@ TYPED_TEST(ErrorBoundedCodec, EveryTierWritesTheSameMessage) {
       bounds[0] = bound / 3;
       std::vector<std::vector<std::byte>> messages;
       std::vector<QuantizeReport> reports;
-      for (Simd tier : {Simd::portable, Simd::avx512}) {
+      for (HostSimd tier : {HostSimd::portable, HostSimd::avx512}) {
         if (tier > best_simd()) continue;
         simd = tier;
         Workspace ws;

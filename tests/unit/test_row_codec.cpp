@@ -70,9 +70,9 @@ TEST(RowCodec, TopKOfNone) {
 /// Runs `body` under every host tier of the row codec this CPU has, restoring the best.
 template <typename Body>
 void for_each_tier(Body &&body) {
-  for (RowSimd tier : {RowSimd::portable, RowSimd::avx512}) {
+  for (HostSimd tier : {HostSimd::portable, HostSimd::avx512}) {
     if (tier > best_row_simd()) continue;
-    SCOPED_TRACE(tier == RowSimd::avx512 ? "avx512" : "portable");
+    SCOPED_TRACE(tier == HostSimd::avx512 ? "avx512" : "portable");
     row_simd = tier;
     body();
   }
