@@ -13,8 +13,8 @@ enum class HostSimd { portable, avx512 };
 
 /// The best tier this CPU runs for a loop whose AVX-512F code is `compiled` in this build.
 inline HostSimd best_host_simd(bool compiled) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__)
   if (compiled && __builtin_cpu_supports("avx512f")) return HostSimd::avx512;
 #endif
   static_cast<void>(compiled);
