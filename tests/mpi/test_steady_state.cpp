@@ -42,6 +42,13 @@ class Pool {
   std::vector<double> values_;
 };
 
+bool mpi_is_mpich() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  return std::string(version, static_cast<std::size_t>(length)).find("MPICH") != std::string::npos;
+}
+
 /// One request of these settings for kWarmup + kCounted calls; with `check`, the counted calls
 /// must neither allocate nor fault a page.
 template <typename T>
@@ -82,7 +89,14 @@ void run(const char *algorithm, const char *values, const char *control, bool ch
   std::string where;
   for (const std::string &caller : count.where) where += "\n  " + caller;
   EXPECT_EQ(count.allocations, 0) << "allocations in " << kCounted << " calls, first:" << where;
-  EXPECT_EQ(count.page_faults, 0) << "page faults in " << kCounted << " calls";
+  // The process's page faults are MPI's too, and only the allocations can be told apart.
+  // Open MPI's shared memory is warm after the first pass; MPICH 4.0.2 over UCX touches fresh
+  // pages of its own shared-memory segments in calls long after (perf record -e page-faults in
+  // the counted calls: uct_sm_ep_put_bcopy, ucp_eager_only_handler and their copies; 35-39 faults
+  // for a request run alone, 1 after the first pass), so under MPICH they are not asserted.
+  if (!mpi_is_mpich()) {
+    EXPECT_EQ(count.page_faults, 0) << "page faults in " << kCounted << " calls";
+  }
 }
 
 const char *const kAlgorithms[] = {"allgather",          "split", "hierarchical",
