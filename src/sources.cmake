@@ -42,7 +42,7 @@ if(DCT_ENABLE_HDF5)
   # The writer holds a test hook (a crash halfway through a save); the rest has none.
   set(DCT_CHECKPOINT_SOURCES src/checkpoint/checkpoint_collective.cpp
       src/checkpoint/checkpoint_format.cpp src/checkpoint/checkpoint_load.cpp
-      src/checkpoint/checkpoint_reader.cpp)
+      src/checkpoint/checkpoint_reader.cpp src/checkpoint/checkpoint_seal.cpp)
   set(DCT_CHECKPOINT_HOOKED_SOURCES src/checkpoint/checkpoint_save.cpp)
 else()
   set(DCT_CHECKPOINT_SOURCES src/checkpoint/checkpoint_disabled.cpp)

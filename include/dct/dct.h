@@ -25,16 +25,18 @@
  *   partial sums depended on it (docs/reliability.md).
  * - No C++ exception crosses this interface.
  *
- * Threads: dct follows `MPI_THREAD_SERIALIZED`. Any thread may call dct (MPI must provide at
- * least `MPI_THREAD_SERIALIZED` when more than one does), but no two calls may overlap in
- * time, on the same request or on different ones, because every completion call progresses
- * every call in flight. dct enforces it: a call that enters while another thread is inside
- * dct returns `DCT_ERR_THREAD` at once and changes nothing, so the caller may retry; the
- * thread inside is unaffected. `DCT_Get_last_error`, `DCT_Error_string`, `DCT_Get_version`,
- * `DCT_Algorithm_name`, `DCT_Backend_name` and `DCT_Backend_compiled` may be called at any
- * time from any thread. A `DCT_Wait` holds dct until its call completes: threads that share
- * dct should poll with `DCT_Test`, which never waits for other ranks on compressed calls
- * (see `DCT_Test` for density 1).
+ * Threads: per communicator, as NCCL. Under `MPI_THREAD_MULTIPLE`, threads may call dct at
+ * the same time on different communicators (the communicator a request was created on, or the
+ * one a call names): each waits inside dct for its own peers while the others go on. Calls on
+ * one communicator must not overlap in time (MPI needs `MPI_THREAD_SERIALIZED` for that much):
+ * dct enforces it, a call that enters while another thread is inside dct on the same
+ * communicator returns `DCT_ERR_THREAD` at once and changes nothing, so the caller may retry;
+ * the thread inside is unaffected. Every completion call also progresses the calls in flight
+ * on other communicators that no other thread is inside. `DCT_Get_last_error`,
+ * `DCT_Error_string`, `DCT_Get_version`, `DCT_Algorithm_name`, `DCT_Backend_name` and
+ * `DCT_Backend_compiled` may be called at any time from any thread. A `DCT_Wait` holds its
+ * communicator until its call completes: threads that share one should poll with `DCT_Test`,
+ * which never waits for other ranks on compressed calls (see `DCT_Test` for density 1).
  */
 #ifndef DCT_H
 #define DCT_H
@@ -385,9 +387,11 @@ DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count 
  * any order: each talks on its own communicator. Density-1 and passed-through requests must
  * be started in the same order on every rank, as MPI requires of `MPI_Start` on persistent
  * collectives; like MPI, dct does not detect another order (requests of equal count and
- * datatype then deliver each other's sums; docs/reliability.md says why). At density 1 the call is
- * `MPI_Allreduce` itself (for its exact result bits) and runs, blocking, in the first completion
- * call after every call started before it is complete.
+ * datatype then deliver each other's sums; docs/reliability.md says why). Their order
+ * relative to compressed requests is free. At density 1 the call is `MPI_Allreduce` itself
+ * (for its exact result bits): it runs, blocking, in the first completion call after every
+ * rank has started it (a barrier posted at the start says so) and every density-1 or
+ * passed-through call started before it on the communicator is complete.
  *
  * Between `DCT_Start` and completion the buffers belong to dct: do not touch them. dct calls
  * must not overlap across threads (`DCT_ERR_THREAD`, see the top of this file).
@@ -461,7 +465,8 @@ DCT_EXPORT int DCT_Request_free(DCT_Request *request);
  * elements of the request's datatype, zeros for a request that keeps none (density 1, or not
  * compressed). For diagnostics and for checking error feedback: the sum over ranks of the
  * residuals plus every result delivered equals every input. The request must not be active.
- * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL `residual` of a request whose count is positive),
+ * `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
  */
 DCT_EXPORT int DCT_Request_get_residual(DCT_Request request, void *residual);
 
@@ -517,11 +522,14 @@ DCT_EXPORT int DCT_Request_set_stream(DCT_Request request, void *stream);
  * `DCT_Allreduce_init`, at the first compressed `DCT_Allreduce` on `comm`; later changes to
  * them do not reach that communicator's states. Drop-in states are created on each rank
  * alone (a rank may meet a new `recvbuf` where another reuses one) and share one private
- * communicator per `comm`; a `count` or datatype that differs between ranks fails the call
- * with `DCT_ERR_MISMATCH` on every rank. At most `DCT_DROP_IN_LIMIT` (default 16384) states
- * are kept per `comm`: beyond, the least recently used is evicted and its residual discarded
- * (docs/configuration.md). A code that reduces into a new buffer every step should
- * use a persistent request instead, or its residuals would never be sent.
+ * communicator per `comm`. Every call, compressed or handed to MPI, first agrees with the
+ * other ranks (one small `MPI_Allreduce`) on whether each accepted its arguments, whether it is
+ * compressed, the count and the datatype's size: a rank that errs, or whose call differs
+ * (`MPI_FLOAT` on one rank, `MPI_INT` on another), fails the call on every rank with the same
+ * code (`DCT_ERR_MISMATCH` for a difference) before any rank blocks, buffers untouched. At most
+ * `DCT_DROP_IN_LIMIT` (default 16384) states are kept per `comm`: beyond, the least recently used
+ * is evicted and its residual discarded (docs/configuration.md). A code that reduces into a new
+ * buffer every step should use a persistent request instead, or its residuals would never be sent.
  * @return The codes of `DCT_Allreduce_init`, `DCT_Start` and `DCT_Wait`.
  */
 DCT_EXPORT int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count,

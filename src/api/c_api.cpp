@@ -1,5 +1,6 @@
 // The C ABI: argument checks and the handle table, every entry point inside guarded()
-// (guarded.hpp); DCT-MP's inits and the checkpoints are in c_api_mp.cpp.
+// (guarded.hpp); DCT-MP's inits and the checkpoints are in c_api_mp.cpp. Just over 400 lines:
+// every DCT-DP entry point, each a few lines, and the fingerprints their agreements share.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "api/guarded.hpp"
@@ -16,6 +18,7 @@
 #include "core/compute_backend.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/request_table.hpp"
 #include "core/status.hpp"
 #include "dct/dct.h"
@@ -55,12 +58,6 @@ const char *const error_strings[] = {
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
 
-/// Checks that dct can run and that the arguments are valid; reads no buffer.
-void admit(const AllreduceArgs &args) {
-  ensure_library_ready();
-  args.validate();
-}
-
 /// What the ranks of one allreduce must share (docs/reliability.md): the settings that change
 /// what travels or how the ranks decide it. Densities of compressed requests may differ.
 Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &config) {
@@ -84,6 +81,20 @@ Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &confi
   return fingerprint;
 }
 
+/// What the ranks of one DCT_Allreduce call must share before any of them blocks: the path
+/// (compressed or MPI's), the count and the datatype's size. Agreed on every call (one small
+/// MPI_Allreduce), since drop-in states are made and evicted on each rank alone.
+Fingerprint drop_in_call_fingerprint(const AllreduceArgs &args, bool valid) {
+  int type_bytes = valid ? args.compressed_element_size() : 0;
+  if (valid && type_bytes == 0)
+    check_mpi(MPI_Type_size(args.datatype, &type_bytes), "MPI_Type_size");
+  Fingerprint fingerprint;
+  fingerprint.add("compressed datatype and op", std::uint64_t(valid && args.compressed()));
+  fingerprint.add("count", static_cast<std::uint64_t>(valid ? args.count : 0));
+  fingerprint.add("datatype size", static_cast<std::uint64_t>(type_bytes));
+  return fingerprint;
+}
+
 /// The drop-in states' configuration on `context`: at the first compressed DCT_Allreduce on
 /// it (a call every rank makes) read from the environment and agreed on by every rank.
 std::shared_ptr<const Config> drop_in_config(CommContext &context, const AllreduceArgs &args) {
@@ -95,7 +106,7 @@ std::shared_ptr<const Config> drop_in_config(CommContext &context, const Allredu
   std::exception_ptr local_error;
   Fingerprint fingerprint;
   try {
-    *config = Config::from(MPI_INFO_NULL);
+    *config = Config::from(MPI_INFO_NULL, KnobUse::drop_in);
     fingerprint = allreduce_fingerprint(args, *config);
   } catch (...) {
     local_error = std::current_exception();
@@ -181,6 +192,7 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
     ensure_library_ready();
     // A bad communicator leaves no peers to agree with; every other refusal is agreed on.
     std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
     Fingerprint fingerprint;
     std::exception_ptr local_error;
@@ -189,7 +201,7 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
     try {
       require(request != nullptr, DCT_ERR_ARG, "request is NULL");
       args.validate();
-      Config config = Config::from(info);
+      Config config = Config::from(info, KnobUse::allreduce);
       fingerprint = allreduce_fingerprint(args, config);
       unnamed = config.name.empty();
       if (unnamed) config.name = context->default_name();
@@ -199,7 +211,7 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
       // The same fields as every other rank's; their values do not matter once one failed.
       fingerprint = allreduce_fingerprint({nullptr, nullptr, 0, MPI_FLOAT, MPI_SUM, comm}, {});
     }
-    agree(context->shared_comm(), context->rank(), local_error, fingerprint, __func__);
+    agree(context->shared_comm(), context->rank(), local_error, fingerprint, nullptr);
     persistent->engine->connect(true);
     if (unnamed) context->take_default_name();
     persistent->sendbuf = sendbuf;
@@ -210,7 +222,10 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
 
 int DCT_Start(DCT_Request *request) {
   return guarded(__func__, [&] {
-    PersistentRequest &r = RequestTable::instance().find(request);
+    ensure_library_ready();  // after MPI_Finalize: a code, not MPI's abort
+    const RequestEntry entry(request);
+    PersistentRequest &r = entry.request();
+    const std::lock_guard<std::mutex> kernels(kernel_mutex());
     r.engine->start(r.sendbuf, r.recvbuf);
   });
 }
@@ -218,8 +233,10 @@ int DCT_Start(DCT_Request *request) {
 int DCT_Wait(DCT_Request *request, DCT_Status *status) {
   return guarded(__func__, [&] {
     if (status) check_status(status, "status");
+    ensure_library_ready();
+    const RequestEntry entry(request);
     DCT_Status full;
-    RequestTable::instance().find(request).engine->wait(status ? &full : nullptr);
+    entry.engine().wait(status ? &full : nullptr);
     if (status) deliver_status(full, status);
   });
 }
@@ -227,9 +244,11 @@ int DCT_Wait(DCT_Request *request, DCT_Status *status) {
 int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
   return guarded(__func__, [&] {
     require(flag != nullptr, DCT_ERR_ARG, "flag is NULL");
-    if (status) check_status(status, "status");
-    RequestEngine &engine = *RequestTable::instance().find(request).engine;
     *flag = 0;
+    if (status) check_status(status, "status");
+    ensure_library_ready();
+    const RequestEntry entry(request);
+    RequestEngine &engine = entry.engine();
     const bool started = engine.active();
     DCT_Status full;
     try {
@@ -243,8 +262,6 @@ int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
 }
 
 int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
-  const EntryLock entry(__func__);  // the whole call, not each of its DCT_Wait calls
-  if (!entry.entered()) return DCT_ERR_THREAD;
   int first_error = DCT_SUCCESS;
   std::string first_message;
   // The caller's layout gives the array's stride (dct.h: DCT_Status is versioned).
@@ -276,6 +293,7 @@ int DCT_Waitall(int count, DCT_Request requests[], DCT_Status statuses[]) {
 int DCT_Request_free(DCT_Request *request) {
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
+    const RequestEntry entry(request);
     RequestTable::instance().erase(*request);
     *request = DCT_REQUEST_NULL;
   });
@@ -283,10 +301,14 @@ int DCT_Request_free(DCT_Request *request) {
 
 int DCT_Request_get_residual(DCT_Request request, void *residual) {
   return guarded(__func__, [&] {
-    require(residual != nullptr, DCT_ERR_ARG, "residual is NULL");
-    const RequestEngine &engine = *RequestTable::instance().find(&request).engine;
+    const RequestEntry entry(&request);
+    const RequestEngine &engine = entry.engine();
+    // NULL with nothing to write, as MPI takes buffers of count 0 (the property test's find).
+    require(residual != nullptr || engine.count() == 0, DCT_ERR_ARG, "residual is NULL");
+    const std::lock_guard<std::mutex> kernels(kernel_mutex());
     require(!engine.active(), DCT_ERR_ACTIVE, "request is started: complete it first");
     const std::size_t bytes = static_cast<std::size_t>(engine.count()) * engine.element_size();
+    if (bytes == 0) return;
     if (engine.residual() != nullptr)
       std::memcpy(residual, engine.residual(), bytes);
     else
@@ -298,7 +320,8 @@ int DCT_Request_get_info(DCT_Request request, MPI_Info *info_used) {
   return guarded(__func__, [&] {
     require(info_used != nullptr, DCT_ERR_ARG, "info_used is NULL");
     ensure_library_ready();
-    const RequestEngine &engine = *RequestTable::instance().find(&request).engine;
+    const RequestEntry entry(&request);
+    const RequestEngine &engine = entry.engine();
     const unsigned use = is_alltoallv(engine) ? KnobUse::alltoallv : KnobUse::allreduce;
     *info_used = info_of(engine.config().in_force(use));
   });
@@ -308,38 +331,59 @@ int DCT_Comm_get_info(MPI_Comm comm, MPI_Info *info_used) {
   return guarded(__func__, [&] {
     require(info_used != nullptr, DCT_ERR_ARG, "info_used is NULL");
     const std::shared_ptr<CommContext> context = find_comm_context(comm);
+    std::optional<ContextEntry> entry;
+    if (context) entry.emplace(*context);
     std::shared_ptr<const Config> config;
     {
       std::lock_guard<std::recursive_mutex> lock(library_mutex());
       if (context) config = context->drop_in_config;
     }
     // Before the first compressed DCT_Allreduce on comm: what it would read now.
-    if (!config) config = std::make_shared<const Config>(Config::from(MPI_INFO_NULL));
+    if (!config)
+      config = std::make_shared<const Config>(Config::from(MPI_INFO_NULL, KnobUse::drop_in));
     *info_used = info_of(config->in_force(KnobUse::drop_in));
   });
 }
 
 int DCT_Request_set_stream(DCT_Request request, void *stream) {
-  return guarded(__func__,
-                 [&] { RequestTable::instance().find(&request).engine->set_stream(stream); });
+  return guarded(__func__, [&] {
+    const RequestEntry entry(&request);
+    entry.engine().set_stream(stream);
+  });
 }
 
 int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm) {
   return guarded(__func__, [&] {
     const AllreduceArgs args{sendbuf, recvbuf, count, datatype, op, comm};
-    admit(args);
-    if (!args.compressed()) {  // no state to keep: exactly MPI's call
-      check_mpi(MPI_Allreduce(sendbuf, recvbuf, static_cast<int>(count), datatype, op, comm),
+    // A bad communicator leaves no peers to agree with; every other refusal is agreed on, and
+    // so is which path the call takes: a rank in MPI's call while another is in dct's
+    // compressed exchange would wait for ever (issue 35).
+    ensure_library_ready();
+    std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
+    std::exception_ptr local_error;
+    try {
+      args.validate();
+    } catch (...) {
+      local_error = std::current_exception();
+    }
+    agree(context->shared_comm(), context->rank(), local_error,
+          drop_in_call_fingerprint(args, local_error == nullptr), nullptr);
+    if (!args.compressed()) {  // no state to keep: exactly MPI's call (aliased: in place)
+      const void *send = sendbuf == recvbuf && count > 0 ? MPI_IN_PLACE : sendbuf;
+      check_mpi(MPI_Allreduce(send, recvbuf, static_cast<int>(count), datatype, op, comm),
                 "MPI_Allreduce");
       return;
     }
-    std::shared_ptr<CommContext> context = comm_context(comm);
     const std::shared_ptr<const Config> config = drop_in_config(*context, args);
     RequestEngine &engine =
         context->drop_in.acquire({args.recvbuf, args.count, args.datatype}, config->drop_in_limit,
                                  [&] { return make_allreduce_engine(args, *config); });
-    engine.start(sendbuf, recvbuf);
+    {
+      const std::lock_guard<std::mutex> kernels(kernel_mutex());
+      engine.start(sendbuf, recvbuf);
+    }
     engine.wait(DCT_STATUS_IGNORE);
   });
 }
@@ -350,6 +394,8 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
     require(status != nullptr, DCT_ERR_ARG, "status is NULL");
     check_status(status, "status");
     std::shared_ptr<CommContext> context = find_comm_context(comm);
+    std::optional<ContextEntry> entry;
+    if (context) entry.emplace(*context);
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
     const DropInKey key{recvbuf, count, datatype};
     const RequestEngine *engine = context ? context->drop_in.find(key) : nullptr;

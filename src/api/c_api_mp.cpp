@@ -18,8 +18,10 @@ int DCT_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
                          MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
     ensure_library_ready();
+    const std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
     alltoallv_init({sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype, comm},
-                   info, request, __func__);
+                   info, request, nullptr);
   });
 }
 
@@ -28,8 +30,10 @@ int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sd
                        MPI_Datatype datatype, MPI_Comm comm, MPI_Info info, DCT_Request *request) {
   return guarded(__func__, [&] {
     ensure_library_ready();
+    const std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
     const WidenedArrays wide(sendcounts, sdispls, recvcounts, rdispls, alltoallv_comm_size(comm));
-    alltoallv_init(wide.args(sendbuf, recvbuf, datatype, comm), info, request, __func__);
+    alltoallv_init(wide.args(sendbuf, recvbuf, datatype, comm), info, request, nullptr);
   });
 }
 
@@ -39,6 +43,7 @@ int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *sendbuf,
                                   const MPI_Aint rdispls[], DCT_Request *request) {
   return guarded(__func__, [&] {
     ensure_library_ready();
+    const RequestEntry entry(&forward);
     alltoallv_backward_init(forward,
                             {sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
                              MPI_DATATYPE_NULL, MPI_COMM_NULL},
@@ -52,6 +57,7 @@ int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const 
   return guarded(__func__, [&] {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     ensure_library_ready();
+    const RequestEntry entry(&forward);
     const WidenedArrays wide(sendcounts, sdispls, recvcounts, rdispls,
                              alltoallv_forward_size(forward));
     alltoallv_backward_init(forward, wide.args(sendbuf, recvbuf, MPI_DATATYPE_NULL, MPI_COMM_NULL),
@@ -62,6 +68,9 @@ int DCT_Alltoallv_backward_init(DCT_Request forward, const void *sendbuf, const 
 int DCT_Checkpoint_save(MPI_Comm comm, const char *path) {
   return guarded(__func__, [&] {
     require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
+    ensure_library_ready();
+    const std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
     checkpoint_save(comm, path);
   });
 }
@@ -69,6 +78,9 @@ int DCT_Checkpoint_save(MPI_Comm comm, const char *path) {
 int DCT_Checkpoint_load(MPI_Comm comm, const char *path) {
   return guarded(__func__, [&] {
     require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
+    ensure_library_ready();
+    const std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
     checkpoint_load(comm, path);
   });
 }

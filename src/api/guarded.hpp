@@ -1,12 +1,16 @@
-// The boundary of every C entry point: calls must not overlap (a try-lock, never a wait), and
-// every exception becomes a return code and the thread's last error. Private header of
+// The boundary of every C entry point: calls on one communicator must not overlap (a try-lock
+// per communicator, never a wait), and every exception becomes a return code and the
+// thread's last error. Private header of
 // src/api/ (c_api.cpp, c_api_mp.cpp).
 #pragma once
 
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
+#include <utility>
 
+#include "core/comm_context.hpp"
 #include "core/error.hpp"
 #include "core/request_table.hpp"
 #include "dct/dct.h"
@@ -16,31 +20,57 @@ namespace dct::detail {
 /// The detailed message of the last failure on this thread (DCT_Get_last_error).
 inline thread_local std::string last_error;
 
-/// Held by the thread inside dct (dct.h: calls must not overlap); recursive, for DCT_Waitall's
-/// calls of DCT_Wait. Taken without waiting: a second thread is refused, never blocked, so it
-/// cannot deadlock against a thread that waits inside dct for other ranks.
-class EntryLock {
+/// A call's entry into `context` (dct.h, Threads): held by the thread inside dct on that
+/// communicator; recursive, for DCT_Waitall's calls of DCT_Wait and for progress passes that
+/// reach the thread's own calls. Taken without waiting: a second thread on the same
+/// communicator is refused with DCT_ERR_THREAD, never blocked, so it cannot deadlock against a
+/// thread that waits inside dct for other ranks. Threads on different communicators enter
+/// together (issue 35: one global lock let two ranks' threads hold it inside different
+/// communicators' collectives, each waiting for the other).
+class ContextEntry {
  public:
-  explicit EntryLock(const char *function) : lock_(mutex(), std::try_to_lock) {
-    if (!lock_.owns_lock())
-      last_error = std::string(function) +
-                   ": another thread is inside dct; dct calls must not overlap (dct.h, Threads)";
+  explicit ContextEntry(const CommContext &context)
+      : lock_(context.entry_mutex(), std::defer_lock), outer_(entered_context()) {
+    // Another thread's progress pass holds it only for a moment: wait for that one.
+    while (!lock_.try_lock()) {
+      require(context.passes().load() > 0, DCT_ERR_THREAD, [] {
+        return "another thread is inside dct on this communicator; calls on one communicator "
+               "must not overlap (dct.h, Threads)";
+      });
+      std::this_thread::yield();
+    }
+    entered_context() = &context;
   }
-  bool entered() const { return lock_.owns_lock(); }
+  ~ContextEntry() { entered_context() = outer_; }
+  ContextEntry(const ContextEntry &) = delete;
+  ContextEntry &operator=(const ContextEntry &) = delete;
 
  private:
-  static std::recursive_mutex &mutex() {
-    static std::recursive_mutex entry;
-    return entry;
-  }
   std::unique_lock<std::recursive_mutex> lock_;
+  const CommContext *outer_;
 };
 
-/// Runs `body`, turning every exception into a return code and the thread's last error.
+/// A call on a persistent request: enters the request's communicator, then finds the request
+/// again inside it (another thread may have freed it meanwhile).
+class RequestEntry {
+ public:
+  explicit RequestEntry(const DCT_Request *handle)
+      : context_(RequestTable::instance().context_of(handle)),
+        entry_(*context_),
+        request_(RequestTable::instance().find(handle)) {}
+  PersistentRequest &request() const { return request_; }
+  RequestEngine &engine() const { return *request_.engine; }
+
+ private:
+  std::shared_ptr<CommContext> context_;
+  ContextEntry entry_;
+  PersistentRequest &request_;
+};
+
+/// Runs `body`, turning every exception into a return code and the thread's last error. The
+/// body enters the communicator it works on (ContextEntry) before it changes anything.
 template <typename Body>
 int guarded(const char *function, Body &&body) noexcept {
-  const EntryLock entry(function);
-  if (!entry.entered()) return DCT_ERR_THREAD;
   try {
     last_error.clear();
     body();

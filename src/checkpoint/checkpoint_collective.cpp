@@ -126,8 +126,12 @@ void avoid_lockedfile_overflow(const std::string &name, int ranks) {
   // MPI_T shows the value it took, which is what counts.
   if (std::getenv("OMPI_MCA_sharedfp") == nullptr) ::setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
   std::string selection = std::getenv("OMPI_MCA_sharedfp");
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+  // At the application's own thread level: Open MPI 4.1's MPI_T_init_thread sets the level of
+  // the whole library, so MPI_THREAD_SINGLE here turned an MPI_THREAD_MULTIPLE program's MPI
+  // single-threaded (MPI_Query_thread answered SINGLE afterwards; found in issue 35).
+  int level = MPI_THREAD_SINGLE, provided = 0;
+  MPI_Query_thread(&level);
+  if (MPI_T_init_thread(level, &provided) == MPI_SUCCESS) {
     int index = -1;
     MPI_T_cvar_handle handle;
     int count = 0;

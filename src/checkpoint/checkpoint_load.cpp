@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_collective.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/request_engine.hpp"
 
 namespace dct::detail {
@@ -150,6 +152,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     if (failure) std::rethrow_exception(failure);
   });
   // Everything is validated on every rank: now, and only now, the state changes.
+  const std::lock_guard<std::mutex> kernels(kernel_mutex());
   for (const PendingState &state : pending)
     state.engine->restore(state.residual ? state.residual->data() : nullptr, state.tau,
                           state.saved->calls);

@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_format.hpp"
+#include "checkpoint/checkpoint_seal.hpp"
 #include "core/error.hpp"
 
 namespace dct::detail {
@@ -22,6 +23,10 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
           "no checkpoint at " + path + ": " + std::strerror(error));
   // Opening a FIFO or a device would block or read endlessly.
   require(S_ISREG(info.st_mode), DCT_ERR_CKPT_FORMAT, path + " is not a regular file");
+  // Alone (dct-ckpt, and rank 0's look before a load), every byte is checked against the seal
+  // before HDF5 reads any: HDF5 trusts its metadata (checkpoint_seal.hpp).
+  const bool alone = comm == MPI_COMM_SELF;
+  const Seal seal = alone ? check_seal(path) : Seal::sealed;
   require(H5Fis_hdf5(path.c_str()) > 0, DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
   h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   collective_ = comm != MPI_COMM_SELF;
@@ -44,6 +49,8 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
                 "; this dct reads versions " + std::to_string(kCheckpointOldestReadableVersion) +
                 " to " + std::to_string(kCheckpointFormatVersion));
     format_version_ = static_cast<int>(version);
+    require(version < 3 || seal == Seal::sealed, DCT_ERR_CKPT_CHECKSUM,
+            path + " has format version " + std::to_string(version) + " but no seal");
     dct_version_ = h5::read_string(file_, "dct_version");
     const std::int64_t ranks = h5::read_int(file_, "ranks");
     require(ranks >= 1 && ranks <= std::numeric_limits<int>::max(), DCT_ERR_CKPT_FORMAT,

@@ -1,17 +1,24 @@
 // The checkpoint writer: DCT_Checkpoint_save, one collective parallel-HDF5 file written under a
 // temporary name and renamed only when complete (docs/checkpoint-format.md).
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_collective.hpp"
 #include "checkpoint/checkpoint_format.hpp"
+#include "checkpoint/checkpoint_seal.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/request_engine.hpp"
 #include "core/test_hooks.hpp"
 
@@ -38,7 +45,11 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
   h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   h5::check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
                "H5Pset_fapl_mpio failed");
-  h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose,
+  // The user block holds the seal (checkpoint_seal.hpp), written once HDF5 is done.
+  h5::Handle creation(H5Pcreate(H5P_FILE_CREATE), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  h5::check_h5(H5Pset_userblock(creation.get(), kSealBytes), DCT_ERR_CKPT_IO,
+               "H5Pset_userblock failed");
+  h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), H5Fclose,
                   DCT_ERR_CKPT_IO, "cannot create " + path);
   h5::write_attribute(file.get(), "format", std::string(kCheckpointFormatName));
   h5::write_attribute(file.get(), "format_version", kCheckpointFormatVersion);
@@ -70,15 +81,18 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     h5::write_attribute(group.get(), "algorithm", std::string(algorithm_name(config.algorithm)));
     h5::write_attribute(group.get(), "has_residual", static_cast<std::int64_t>(residual));
     const double tau = engine->tau();
+    const void *data = nullptr;
+    if (residual) {  // may run kernels (pending writes, a device copy)
+      const std::lock_guard<std::mutex> kernels(kernel_mutex());
+      data = engine->residual();
+    }
     const std::uint32_t crc = row_checksum(
-        residual ? engine->residual() : nullptr,
-        residual ? static_cast<std::size_t>(engine->count()) * engine->element_size() : 0, tau,
-        static_cast<std::int64_t>(engine->calls()));
+        data, residual ? static_cast<std::size_t>(engine->count()) * engine->element_size() : 0,
+        tau, static_cast<std::int64_t>(engine->calls()));
     if (residual) {
       h5::write_rank_row(group.get(), "residual", h5::file_type(engine->element_size()),
                          h5::memory_type(engine->element_size()), ranks, rank,
-                         static_cast<hsize_t>(engine->count()), true, engine->residual(),
-                         transfer.get());
+                         static_cast<hsize_t>(engine->count()), true, data, transfer.get());
     }
     h5::write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
                        &tau, transfer.get());
@@ -90,6 +104,56 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
 #endif
   requests.close(DCT_ERR_CKPT_IO, "closing group requests failed");
   file.close(DCT_ERR_CKPT_IO, "closing " + path + " failed");
+}
+
+/// About what the file will hold: every residual row, tau and checksum, and HDF5's metadata
+/// (measured: under 4 KiB per request and 2 KiB per file; counted 4x over).
+std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines, int ranks) {
+  std::uint64_t bytes = kSealBytes + 8192;
+  for (const RequestEngine *engine : engines) {
+    bytes += 16384 + 12 * std::uint64_t(ranks);
+    if (has_residual(*engine))
+      bytes += std::uint64_t(engine->count()) * std::uint64_t(engine->element_size()) *
+               std::uint64_t(ranks);
+  }
+  return bytes;
+}
+
+/// Rank 0, before any collective HDF5 call: room for the file, asked of the file system
+/// (fallocate), so that a full one ends in DCT_ERR_CKPT_IO on every rank instead of a
+/// write failing on some ranks inside HDF5's collective calls (issue 35: every rank hung, the
+/// temporary file stayed). File systems that cannot reserve space are not asked.
+void require_room(const std::string &temporary, std::uint64_t bytes) {
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int open_error = errno;
+  require(fd >= 0, DCT_ERR_CKPT_IO,
+          "cannot create " + temporary + ": " + std::strerror(open_error));
+  // fallocate, not posix_fallocate: glibc emulates the latter by writing every block.
+  const int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+  ::close(fd);
+  std::remove(temporary.c_str());
+  require(rc != ENOSPC && rc != EFBIG && rc != EDQUOT, DCT_ERR_CKPT_IO,
+          "not enough room for the checkpoint in " + directory_of(temporary) + ": it needs about " +
+              std::to_string(bytes) + " bytes (" + std::strerror(rc) + ")");
+}
+
+/// Rank 0: temporaries of saves to `path` whose process is gone (killed during a save) are
+/// removed; a live process's (another save in progress on this node) is left alone.
+void remove_stale_temporaries(const std::string &path) {
+  const std::string directory = directory_of(path);
+  const std::string prefix = path.substr(path.find_last_of('/') + 1) + ".tmp.";
+  DIR *listing = ::opendir(directory.c_str());
+  if (listing == nullptr) return;
+  while (const dirent *entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long number = std::strtol(pid.c_str(), nullptr, 10);
+    if (number <= 0 || (::kill(static_cast<pid_t>(number), 0) != 0 && errno == ESRCH))
+      std::remove((directory + "/" + name).c_str());
+  }
+  ::closedir(listing);
 }
 
 }  // namespace
@@ -114,7 +178,13 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
 
   try {
     run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
+    run_agreed(comm, [&] {
+      if (rank != 0) return;
+      remove_stale_temporaries(path);
+      require_room(temporary, estimated_file_bytes(engines, ranks));
+    });
     run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines); });
+    run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks); });
     // Only a complete, closed file takes the checkpoint's name.
     run_agreed(comm, [&] {
       if (rank != 0) return;

@@ -1,10 +1,12 @@
 #include "core/comm_context.hpp"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/compute_backend.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/request_engine.hpp"
 
 namespace dct::detail {
@@ -54,12 +56,30 @@ class ContextRegistry {
   }
 
   std::shared_ptr<CommContext> create(MPI_Comm user_comm) {
-    MPI_Comm private_comm = MPI_COMM_NULL, shared_comm = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_dup(user_comm, &private_comm), "MPI_Comm_dup");
-    const int rc = MPI_Comm_dup(user_comm, &shared_comm);
-    if (rc != MPI_SUCCESS) MPI_Comm_free(&private_comm);
-    check_mpi(rc, "MPI_Comm_dup");
-    auto context = std::make_shared<CommContext>(user_comm, private_comm, shared_comm);
+    MPI_Comm comms[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+    for (MPI_Comm &comm : comms) {
+      // With calls in flight, nonblocking and progressing them meanwhile: a peer may be
+      // waiting for this rank's part of a call started before (issue 35). Without, blocking
+      // (SimGrid's SMPI has no MPI_Comm_idup).
+      MPI_Request request = MPI_REQUEST_NULL;
+      const bool progressing = calls_in_flight();
+      int rc =
+          progressing ? MPI_Comm_idup(user_comm, &comm, &request) : MPI_Comm_dup(user_comm, &comm);
+      if (rc == MPI_SUCCESS && progressing) {
+        try {
+          complete_progressing(request);
+        } catch (const Error &) {
+          rc = MPI_ERR_OTHER;
+        }
+      }
+      if (rc != MPI_SUCCESS)
+        for (MPI_Comm &made : comms)
+          if (made != MPI_COMM_NULL) MPI_Comm_free(&made);
+      check_mpi(rc, "MPI_Comm_dup");
+    }
+    auto context = std::make_shared<CommContext>(user_comm, comms[0], comms[1], comms[2]);
+    // The duplicates are made without the mutex: other threads' calls go on meanwhile.
+    std::lock_guard<std::recursive_mutex> lock(library_mutex());
     auto holder = std::make_unique<std::shared_ptr<CommContext>>(context);
     check_mpi(MPI_Comm_set_attr(user_comm, context_keyval_, holder.get()), "MPI_Comm_set_attr");
     holder.release();  // now owned by the attribute; deleted by on_user_comm_free
@@ -113,10 +133,16 @@ void ensure_library_ready() {
   ContextRegistry::instance().start();
 }
 
-CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm)
-    : user_comm_(user_comm), comm_(private_comm), shared_comm_(shared_comm) {
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(shared_comm_, MPI_ERRORS_RETURN);
+CommContext::CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm,
+                         MPI_Comm order_comm)
+    : user_comm_(user_comm),
+      comm_(private_comm),
+      shared_comm_(shared_comm),
+      order_comm_(order_comm) {
+  for (MPI_Comm comm : {comm_, shared_comm_, order_comm_}) {
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    mark_private(comm);
+  }
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -126,10 +152,22 @@ CommContext::~CommContext() {
 }
 
 void CommContext::release() {
-  for (MPI_Comm *comm : {&comm_, &shared_comm_}) {
+  for (MPI_Comm *comm : {&comm_, &shared_comm_, &order_comm_}) {
     if (*comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(comm);
     *comm = MPI_COMM_NULL;
   }
+}
+
+void mark_private(MPI_Comm comm) {
+  char name[] = "dct:private";  // MPI_Comm_set_name takes a char * in MPI-3.0's binding
+  MPI_Comm_set_name(comm, name);
+}
+
+bool is_private(MPI_Comm comm) {
+  char name[MPI_MAX_OBJECT_NAME] = {};
+  int length = 0;
+  return PMPI_Comm_get_name(comm, name, &length) == MPI_SUCCESS &&
+         std::strncmp(name, "dct:", 4) == 0;
 }
 
 static void require_intracommunicator(MPI_Comm user_comm) {
@@ -149,7 +187,6 @@ std::shared_ptr<CommContext> find_comm_context(MPI_Comm user_comm) {
 std::shared_ptr<CommContext> comm_context(MPI_Comm user_comm) {
   std::shared_ptr<CommContext> context = find_comm_context(user_comm);
   if (context) return context;
-  std::lock_guard<std::recursive_mutex> lock(library_mutex());
   return ContextRegistry::instance().create(user_comm);
 }
 

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,7 +31,7 @@ std::recursive_mutex &library_mutex();
 /// returned rather than fatal) and the drop-in states of DCT_Allreduce.
 class CommContext {
  public:
-  CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm);
+  CommContext(MPI_Comm user_comm, MPI_Comm private_comm, MPI_Comm shared_comm, MPI_Comm order_comm);
   ~CommContext();
   CommContext(const CommContext &) = delete;
   CommContext &operator=(const CommContext &) = delete;
@@ -40,6 +41,15 @@ class CommContext {
   /// call in flight: the agreements of the collective inits (agreement.hpp). MPI_COMM_NULL
   /// once released.
   MPI_Comm shared_comm() const { return shared_comm_; }
+  /// A third duplicate, for the barriers that tell a blocking call (density 1, passthrough)
+  /// that every rank started it (progress.hpp), posted in the start order of those calls.
+  MPI_Comm order_comm() const { return order_comm_; }
+  /// Held by the thread inside dct on this communicator (api/guarded.hpp: ContextEntry) and by
+  /// another thread's progress pass while it advances a call of this communicator.
+  std::recursive_mutex &entry_mutex() const { return entry_mutex_; }
+  /// Progress passes of other threads trying or holding entry_mutex now: a call that finds
+  /// the mutex taken by one waits for it instead of being refused.
+  std::atomic<int> &passes() const { return passes_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -64,11 +74,29 @@ class CommContext {
   MPI_Comm user_comm_;
   MPI_Comm comm_;
   MPI_Comm shared_comm_;
+  MPI_Comm order_comm_;
+  mutable std::recursive_mutex entry_mutex_;
+  mutable std::atomic<int> passes_{0};
   int rank_ = 0;
   int size_ = 1;
   bool attached_ = true;  // the user communicator still carries our attribute
   int persistent_created_ = 0;
 };
+
+/// Names a communicator dct made for its own traffic ("dct:private"): libdct_pmpi, which may
+/// be preloaded into a program that calls dct too, then leaves dct's own MPI_Allreduce calls
+/// alone (a density-1 request is exactly MPI_Allreduce; issue 35 found it compressed twice).
+/// The name lives in MPI, so it holds across the two copies of dct's code in such a process.
+void mark_private(MPI_Comm comm);
+/// Whether `comm` is one dct made for its own traffic (mark_private).
+bool is_private(MPI_Comm comm);
+
+/// The context the calling thread's dct call entered (api/guarded.hpp), or nullptr: its own
+/// progress passes hold that one already.
+inline const CommContext *&entered_context() {
+  static thread_local const CommContext *context = nullptr;
+  return context;
+}
 
 /// The context of `user_comm`, created (collectively: MPI_Comm_dup) on first use and cached
 /// as an attribute of `user_comm`. Throws DCT_ERR_COMM for MPI_COMM_NULL or an

@@ -3,7 +3,9 @@
 #include "core/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +43,12 @@ std::string numbers(const std::vector<double> &xs) {
   return list;
 }
 
+/// strtod and strtoll skip leading white space; dct reads every number one way, so " 0.5" is
+/// refused as "0.5 " is (issue 35).
+bool leading_space(const char *text) {
+  return std::isspace(static_cast<unsigned char>(*text)) != 0;
+}
+
 [[noreturn]] void bad_value(const std::string &origin, const std::string &value,
                             const char *expected) {
   fail(DCT_ERR_INFO, origin + "='" + value + "' is invalid: expected " + expected);
@@ -51,18 +59,20 @@ void parse_density(Config &config, const std::string &value, const std::string &
   char *end = nullptr;
   errno = 0;
   const double density = std::strtod(begin, &end);
-  if (end == begin || *end != '\0' || errno != 0 || !(density > 0.0 && density <= 1.0))
+  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 ||
+      !(density > 0.0 && density <= 1.0))
     bad_value(origin, value, "a number in (0, 1]");
   config.density = density;
 }
 
 long long parse_integer(const std::string &value, const std::string &origin, long long minimum,
-                        const char *expected) {
+                        const char *expected, long long maximum = LLONG_MAX) {
   const char *begin = value.c_str();
   char *end = nullptr;
   errno = 0;
   const long long integer = std::strtoll(begin, &end, 10);
-  if (end == begin || *end != '\0' || errno != 0 || integer < minimum)
+  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 || integer < minimum ||
+      integer > maximum)
     bad_value(origin, value, expected);
   return integer;
 }
@@ -81,7 +91,8 @@ void parse_momentum(Config &config, const std::string &value, const std::string 
   char *end = nullptr;
   errno = 0;
   const double momentum = std::strtod(begin, &end);
-  if (end == begin || *end != '\0' || errno != 0 || !(momentum >= 0.0 && momentum < 1.0))
+  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 ||
+      !(momentum >= 0.0 && momentum < 1.0))
     bad_value(origin, value, "a number in [0, 1)");
   config.momentum = momentum;
 }
@@ -100,8 +111,9 @@ void parse_algorithm(Config &config, const std::string &value, const std::string
 }
 
 void parse_group_size(Config &config, const std::string &value, const std::string &origin) {
-  config.group_size = static_cast<int>(
-      parse_integer(value, origin, 0, "an integer >= 0 (0: a node's ranks, or about sqrt(P))"));
+  config.group_size = static_cast<int>(parse_integer(
+      value, origin, 0, "an integer in [0, 2147483647] (0: a node's ranks, or about sqrt(P))",
+      INT_MAX));
 }
 
 void parse_backend(Config &config, const std::string &value, const std::string &origin) {
@@ -146,7 +158,8 @@ double parse_positive(const std::string &value, const std::string &origin) {
   char *end = nullptr;
   errno = 0;
   const double number = std::strtod(begin, &end);
-  if (end == begin || *end != '\0' || errno != 0 || !(number > 0.0) || !std::isfinite(number))
+  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 || !(number > 0.0) ||
+      !std::isfinite(number))
     bad_value(origin, value, "a positive number");
   return number;
 }
@@ -242,7 +255,8 @@ double parse_number(const std::string &value, const std::string &origin, double 
   char *end = nullptr;
   errno = 0;
   const double number = std::strtod(begin, &end);
-  if (end == begin || *end != '\0' || errno != 0 || !(number >= low && number <= high))
+  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 ||
+      !(number >= low && number <= high))
     bad_value(origin, value, expected);
   return number;
 }
@@ -390,11 +404,11 @@ const Knob knobs[] = {
      KnobUse::alltoallv},
     // DCT_Allreduce (the drop-in), environment only (nullptr: no MPI_Info key): the states
     // kept per communicator.
-    {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit, nullptr, 0},
+    {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit, nullptr, KnobUse::drop_in},
     // Read by libdct_pmpi from the environment only.
-    {nullptr, "DCT_PMPI", parse_pmpi, nullptr, 0},
-    {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, 0},
-    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, 0},
+    {nullptr, "DCT_PMPI", parse_pmpi, nullptr, KnobUse::pmpi},
+    {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, KnobUse::pmpi},
+    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, KnobUse::pmpi},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {
@@ -476,25 +490,25 @@ std::vector<std::pair<std::string, std::string>> Config::in_force(unsigned use) 
   return keys;
 }
 
-Config Config::from(MPI_Info info) {
+Config Config::from(MPI_Info info, unsigned use) {
   Config config;
+  if (info != MPI_INFO_NULL) check_no_unknown_dct_keys(info);
   for (const Knob &knob : knobs) {
-    if (knob.env_var == nullptr) continue;
-    if (const char *value = std::getenv(knob.env_var))
-      knob.apply(config, value, std::string("environment variable ") + knob.env_var);
-  }
-  if (info != MPI_INFO_NULL) {
-    check_no_unknown_dct_keys(info);
-    for (const Knob &knob : knobs) {
-      if (knob.info_key == nullptr) continue;
-      int length = 0, present = 0;
+    int length = 0, present = 0;
+    if (info != MPI_INFO_NULL && knob.info_key != nullptr)
       check_mpi(MPI_Info_get_valuelen(info, knob.info_key, &length, &present),
                 "MPI_Info_get_valuelen");
-      if (!present) continue;
+    if (present) {
       std::vector<char> value(static_cast<std::size_t>(length) + 1, '\0');
       check_mpi(MPI_Info_get(info, knob.info_key, length, value.data(), &present), "MPI_Info_get");
       knob.apply(config, value.data(), std::string("MPI_Info key ") + knob.info_key);
+      continue;
     }
+    // The variable is only the default of an absent key, and only of a knob acting here: a
+    // bad DCT_KEEP is DCT_Alltoallv_init's error, not DCT_Allreduce_init's.
+    if (knob.env_var == nullptr || (knob.uses & use) == 0) continue;
+    if (const char *value = std::getenv(knob.env_var))
+      knob.apply(config, value, std::string("environment variable ") + knob.env_var);
   }
   // Only split and hierarchical can drop summed entries (into the owners' residuals).
   const bool splits = config.algorithm == DCT_ALGORITHM_SPLIT ||

@@ -60,7 +60,8 @@ enum class TauControl {
 /// Where a configuration key acts (bits): persistent allreduces, the drop-in DCT_Allreduce
 /// states of a communicator, DCT-MP alltoallv requests.
 struct KnobUse {
-  static constexpr unsigned allreduce = 1, drop_in = 2, alltoallv = 4;
+  static constexpr unsigned allreduce = 1, drop_in = 2, alltoallv = 4, pmpi = 8;
+  static constexpr unsigned every = allreduce | drop_in | alltoallv | pmpi;
 };
 
 struct Config {
@@ -101,9 +102,11 @@ struct Config {
   long long pmpi_min_count = 4096;
   bool pmpi_report = false;
 
-  /// Defaults, overridden by DCT_* environment variables, overridden by `info` (may be
-  /// MPI_INFO_NULL). Throws DCT_ERR_INFO naming the key or variable and the bad value.
-  DCT_INTERNAL_API static Config from(MPI_Info info);
+  /// Each knob from its `info` key (info may be MPI_INFO_NULL), else from its DCT_* variable
+  /// when the knob acts where `use` (KnobUse bits) says, else its default: a variable is read
+  /// only as the default of an absent key, and only by the collectives it acts on. Throws
+  /// DCT_ERR_INFO naming the key or variable and the bad value.
+  DCT_INTERNAL_API static Config from(MPI_Info info, unsigned use = KnobUse::every);
   /// Every MPI_Info key acting where `use` (KnobUse bits) says, with its value in force,
   /// spelt so that Config::from reads it back to the same value.
   std::vector<std::pair<std::string, std::string>> in_force(unsigned use) const;

@@ -31,6 +31,10 @@ RequestEngine::~RequestEngine() {
 }
 
 void RequestEngine::launch() {
+  if (blocking()) {
+    static_cast<void>(RequestEngine::comm());  // throws once MPI_Finalize released it
+    check_mpi(MPI_Ibarrier(context_->order_comm(), &everyone_started_), "MPI_Ibarrier");
+  }
   active_ = true;
   complete_ = false;
   error_ = nullptr;
@@ -39,7 +43,17 @@ void RequestEngine::launch() {
 
 bool RequestEngine::progress(bool block) noexcept {
   if (complete_) return true;
+  // A blocking call waits for its peers inside MPI: it holds no kernels meanwhile.
+  std::unique_lock<std::mutex> kernels(kernel_mutex(), std::defer_lock);
+  if (!blocking()) kernels.lock();
   try {
+    if (everyone_started_ != MPI_REQUEST_NULL) {
+      int done = 0;
+      check_mpi(block ? MPI_Wait(&everyone_started_, MPI_STATUS_IGNORE)
+                      : MPI_Test(&everyone_started_, &done, MPI_STATUS_IGNORE),
+                "MPI_Ibarrier");
+      if (everyone_started_ != MPI_REQUEST_NULL) return false;
+    }
     complete_ = advance(block);
   } catch (...) {
     error_ = std::current_exception();

@@ -70,6 +70,7 @@ class RequestEngine {
   int element_size() const { return element_size_; }
   MPI_Count calls() const { return totals_.calls; }
   const CommContext *context() const { return context_.get(); }
+  std::shared_ptr<CommContext> shared_context() const { return context_; }
 
  protected:
   RequestEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,
@@ -96,6 +97,8 @@ class RequestEngine {
   Stream stream_ = nullptr;
   bool active_ = false;
   bool complete_ = false;
+  /// A blocking call's barrier on the context's order_comm (progress.hpp), until it completes.
+  MPI_Request everyone_started_ = MPI_REQUEST_NULL;
   std::exception_ptr error_;
   DCT_Status status_{};
   DCT_Status totals_{};

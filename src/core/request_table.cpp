@@ -28,6 +28,11 @@ PersistentRequest &RequestTable::find(const DCT_Request *handle) {
   return *found->second;
 }
 
+std::shared_ptr<CommContext> RequestTable::context_of(const DCT_Request *handle) {
+  std::lock_guard<std::recursive_mutex> lock(library_mutex());
+  return find(handle).engine->shared_context();
+}
+
 void RequestTable::erase(DCT_Request handle) {
   PersistentRequest &request = find(&handle);
   require(!request.engine->active(), DCT_ERR_ACTIVE,

@@ -25,6 +25,9 @@ class RequestTable {
   DCT_Request insert(std::unique_ptr<PersistentRequest> request);
   /// Throws DCT_ERR_ARG for a NULL pointer, DCT_ERR_REQUEST for a null or unknown handle.
   PersistentRequest &find(const DCT_Request *handle);
+  /// The communicator context `handle` works on (kept alive by the caller's copy), for the
+  /// call to enter it before it finds the request again; throws as find.
+  std::shared_ptr<CommContext> context_of(const DCT_Request *handle);
   /// Throws as find, and DCT_ERR_ACTIVE if the request is started and not completed.
   void erase(DCT_Request handle);
   /// The live requests whose engine works on `context`, in creation order.

@@ -75,7 +75,10 @@ class PassthroughEngine final : public RequestEngine {
 
  private:
   bool advance(bool) override {
-    check_mpi(MPI_Allreduce(send_, recv_, static_cast<int>(count_), datatype_, op_, comm()),
+    // sendbuf == recvbuf reduces in place, as the compressed path does (MPI itself calls the
+    // aliasing erroneous, and Open MPI's check aborted through the communicator's handler).
+    const void *send = send_ == recv_ && count_ > 0 ? MPI_IN_PLACE : send_;
+    check_mpi(MPI_Allreduce(send, recv_, static_cast<int>(count_), datatype_, op_, comm()),
               "MPI_Allreduce");
     status_.algorithm = DCT_ALGORITHM_PASSTHROUGH;
     status_.nnz_sent = status_.nnz_received = count_;
@@ -131,6 +134,7 @@ class CompressedEngine final : public RequestEngine {
     // Calls in flight progress independently, so each request talks on its own communicator.
     check_mpi(MPI_Comm_dup(RequestEngine::comm(), &own_comm_), "MPI_Comm_dup");
     owns_comm_ = true;
+    mark_private(own_comm_);
     // One message per call (call_message.hpp) needs slots of one size on every rank: count,
     // type and configuration were agreed on at init (c_api.cpp), the densities may differ.
     // Drop-in states, made by each rank alone, never take it.

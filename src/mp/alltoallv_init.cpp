@@ -65,7 +65,7 @@ void alltoallv_init(const AlltoallvArgs &args, MPI_Info info, DCT_Request *reque
   bool needs_point_to_point = false;
   try {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
-    config = Config::from(info);
+    config = Config::from(info, KnobUse::alltoallv);
     validate_alltoallv(args, config);
     persistent->engine = make_alltoallv_engine(args, config, plan);
     needs_point_to_point = may_pass_int_counts(AlltoallvLayout(args, context->size()), config,

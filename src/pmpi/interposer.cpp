@@ -23,6 +23,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/comm_context.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "dct/dct.h"
@@ -38,10 +39,16 @@ void pmpi_allreduce_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fin
     __attribute__((weak));
 void pmpi_allreduce_f08_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *)
     __attribute__((weak));
+void pmpi_init_(MPI_Fint *) __attribute__((weak));
+void pmpi_init_f08_(MPI_Fint *) __attribute__((weak));
+void pmpi_init_thread_(MPI_Fint *, MPI_Fint *, MPI_Fint *) __attribute__((weak));
+void pmpi_init_thread_f08_(MPI_Fint *, MPI_Fint *, MPI_Fint *) __attribute__((weak));
 }
 
 namespace dct::detail {
 namespace {
+
+void arm_report();
 
 /// Set while dct itself runs: its own MPI calls must reach MPI, not this interposer.
 thread_local bool inside_dct = false;
@@ -51,18 +58,25 @@ struct Tally {
 };
 Tally tally;
 
-/// The DCT_* environment, read once; a bad value disables the interposer with a message
-/// rather than failing the application's MPI calls.
-const Config &settings() {
-  static const Config config = [] {
-    try {
-      return Config::from(MPI_INFO_NULL);
-    } catch (const Error &e) {
-      std::fprintf(stderr, "dct-pmpi: disabled: %s\n", e.what());
-      return Config{};  // the defaults: interposer off
-    }
-  }();
+/// This rank's DCT_PMPI* variables; a bad value disables the interposer with a message rather
+/// than failing the application's MPI calls.
+Config read_settings() {
+  try {
+    return Config::from(MPI_INFO_NULL, KnobUse::pmpi);
+  } catch (const Error &e) {
+    std::fprintf(stderr, "dct-pmpi: disabled: %s\n", e.what());
+    return Config{};  // the defaults: interposer off
+  }
+}
+
+/// The settings in force: agreed by every rank at MPI_Init (agree_at_init), else read on this
+/// rank at its first call (an MPI started without passing through the hooks below).
+Config &current_settings() {
+  static Config config = read_settings();
   return config;
+}
+const Config &settings() {
+  return current_settings();
 }
 
 int report_at_finalize(MPI_Comm, int, void *, void *) {
@@ -80,6 +94,33 @@ int report_at_finalize(MPI_Comm, int, void *, void *) {
                  all[0], all[1], all[2], all[3], all[2] > 0 ? double(all[3]) / all[2] : 0.0,
                  all[5] > 0 ? double(all[4]) / all[5] : 0.0);
   return MPI_SUCCESS;
+}
+
+/// Right after MPI_Init: every rank of MPI_COMM_WORLD takes the same settings, or the
+/// interposer stays off on every rank (a rank compressing where another calls MPI would wait
+/// for ever; issue 35), and the report is armed on every rank, so that its reduction at
+/// MPI_Finalize finds every rank in it.
+void agree_at_init() {
+  static bool agreed = false;
+  if (agreed) return;
+  agreed = true;
+  Config &config = current_settings();
+  const long long mine[3] = {config.pmpi_enabled, config.pmpi_report, config.pmpi_min_count};
+  long long words[6] = {mine[0], mine[1], mine[2], -mine[0], -mine[1], -mine[2]};
+  if (PMPI_Allreduce(MPI_IN_PLACE, words, 6, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    return;
+  const bool same = words[0] == -words[3] && words[1] == -words[4] && words[2] == -words[5];
+  if (!same) {
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0 && words[0] > 0)
+      std::fprintf(stderr,
+                   "dct-pmpi: disabled: DCT_PMPI, DCT_PMPI_REPORT or DCT_PMPI_MIN_COUNT differ "
+                   "between ranks (or are invalid on some); every rank must set the same\n");
+    config = Config{};
+    return;
+  }
+  if (config.pmpi_enabled) arm_report();
 }
 
 /// The report hook, hung on MPI_COMM_SELF (deleted first thing in MPI_Finalize) once.
@@ -100,7 +141,8 @@ bool should_compress(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
       sendbuf == nullptr || recvbuf == nullptr || recvbuf == MPI_IN_PLACE || comm == MPI_COMM_NULL)
     return false;
   int inter = 1;
-  return PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
+  // dct's own calls (a density-1 request of a program that also calls dct) are MPI's.
+  return PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter && !is_private(comm);
 }
 
 /// The compressed call; MPI error semantics for its failures (the communicator's handler).
@@ -187,6 +229,18 @@ void fortran_allreduce(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *
 
 using namespace dct::detail;
 
+DCT_PMPI_EXPORT int MPI_Init(int *argc, char ***argv) {
+  const int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) agree_at_init();
+  return rc;
+}
+
+DCT_PMPI_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) agree_at_init();
+  return rc;
+}
+
 DCT_PMPI_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   if (should_compress(sendbuf, recvbuf, count, datatype, op, comm))
@@ -203,6 +257,38 @@ DCT_PMPI_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count
   count_passed();
   return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
+
+// Fortran's MPI_INIT: Open MPI's binding calls PMPI_Init, past the C hook above.
+#define DCT_FORTRAN_INIT(name, forward)                               \
+  DCT_PMPI_EXPORT void name(MPI_Fint *ierror) {                       \
+    if (forward == nullptr) {                                         \
+      if (ierror) *ierror = MPI_ERR_OTHER;                            \
+      return;                                                         \
+    }                                                                 \
+    forward(ierror);                                                  \
+    if (ierror == nullptr || *ierror == MPI_SUCCESS) agree_at_init(); \
+  }
+#define DCT_FORTRAN_INIT_THREAD(name, forward)                                          \
+  DCT_PMPI_EXPORT void name(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierror) { \
+    if (forward == nullptr) {                                                           \
+      if (ierror) *ierror = MPI_ERR_OTHER;                                              \
+      return;                                                                           \
+    }                                                                                   \
+    forward(required, provided, ierror);                                                \
+    if (ierror == nullptr || *ierror == MPI_SUCCESS) agree_at_init();                   \
+  }
+DCT_FORTRAN_INIT(mpi_init_, pmpi_init_)
+DCT_FORTRAN_INIT(mpi_init__, pmpi_init_)
+DCT_FORTRAN_INIT(mpi_init, pmpi_init_)
+DCT_FORTRAN_INIT(MPI_INIT, pmpi_init_)
+DCT_FORTRAN_INIT(mpi_init_f08_, pmpi_init_f08_)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread_, pmpi_init_thread_)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread__, pmpi_init_thread_)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread, pmpi_init_thread_)
+DCT_FORTRAN_INIT_THREAD(MPI_INIT_THREAD, pmpi_init_thread_)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread_f08_, pmpi_init_thread_f08_)
+#undef DCT_FORTRAN_INIT
+#undef DCT_FORTRAN_INIT_THREAD
 
 #define DCT_FORTRAN_ALLREDUCE(name, forward)                                                   \
   DCT_PMPI_EXPORT void name(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *datatype, \

@@ -11,8 +11,8 @@
 // count >= 0, element_size 4 or 8, calls >= 0, one finite tau >= 0 and one checksum per rank);
 // a residual row read into a buffer of exactly count * element_size bytes (ASan) that does
 // not match its checksum; an accepted value other than the one written (for the attributes
-// written in a type HDF5 converts exactly); a fully valid file (the writer's types, format 2,
-// consistent ranks and shapes, correct checksums) refused or read back different; an HDF5
+// written in a type HDF5 converts exactly); a fully valid file (the writer's types, format 3 and
+// sealed, consistent ranks and shapes, correct checksums) refused or read back different; an HDF5
 // identifier (file, group, dataset, attribute, dataspace, type, property list) left open.
 //
 // Input (bytes that run out read as zero: an empty input is a valid 1-rank checkpoint):
@@ -49,6 +49,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_format.hpp"
+#include "checkpoint/checkpoint_seal.hpp"
 #include "core/error.hpp"
 #include "fuzz_input.hpp"
 
@@ -542,7 +543,11 @@ Checkpoint write_checkpoint(Input &in, const std::string &path) {
   // The core driver writes the file in one piece when it is closed.
   Id access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   check(access.ok() && H5Pset_fapl_core(access.get(), 1 << 16, 1) >= 0, "H5Pset_fapl_core");
-  Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
+  // With the user block of the seal, written once the file is closed (the caller).
+  Id creation(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  check(creation.ok() && H5Pset_userblock(creation.get(), dct::detail::kSealBytes) >= 0,
+        "H5Pset_userblock");
+  Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), H5Fclose);
   check(file.ok(), "cannot create the temporary file");
   const hid_t f = file.get();
   written.format = put_text(in, f, "format", dct::detail::kCheckpointFormatName);
@@ -712,6 +717,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     h5::QuietHdf5 quiet_writes;
     written = write_checkpoint(in, path);
   }
+  // The seal is not what this harness fuzzes (tests/mpi/test_checkpoint_faults.cpp flips the
+  // file's bits): every file is sealed, so that the reader's checks behind it are reached.
+  dct::detail::seal_file(path);
   try {
     dct::detail::CheckpointReader reader(path, MPI_COMM_SELF);
     check_accepted(reader, written);

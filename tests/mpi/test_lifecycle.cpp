@@ -33,10 +33,16 @@ int main(int argc, char **argv) {
             DCT_SUCCESS,
         "DCT_Allreduce");
   check(Kokkos::is_initialized(), "Kokkos is running while dct is in use");
-  DCT_Request leftover;
+  DCT_Request leftover, started;
   check(DCT_Allreduce_init(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                            MPI_INFO_NULL, &leftover) == DCT_SUCCESS,
         "DCT_Allreduce_init");
+  // Started before MPI_Finalize and never completed (issue 35: DCT_Wait then aborted in MPI).
+  check(DCT_Allreduce_init(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           MPI_INFO_NULL, &started) == DCT_SUCCESS &&
+            DCT_Start(&started) == DCT_SUCCESS,
+        "DCT_Start of a request left in flight");
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank started it: MPI_Finalize may complete its traffic
 
   MPI_Finalize();
 
@@ -47,6 +53,14 @@ int main(int argc, char **argv) {
   check(DCT_Allreduce(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) ==
             DCT_ERR_NOT_INITIALIZED,
         "DCT_Allreduce after MPI_Finalize");
+  check(DCT_Wait(&started, DCT_STATUS_IGNORE) == DCT_ERR_NOT_INITIALIZED,
+        "DCT_Wait after MPI_Finalize");
+  int flag = 1;
+  check(DCT_Test(&started, &flag, DCT_STATUS_IGNORE) == DCT_ERR_NOT_INITIALIZED && flag == 0,
+        "DCT_Test after MPI_Finalize");
+  DCT_Request both[] = {started, leftover};
+  check(DCT_Waitall(2, both, DCT_STATUSES_IGNORE) == DCT_ERR_NOT_INITIALIZED,
+        "DCT_Waitall after MPI_Finalize");
   check(DCT_Request_free(&leftover) == DCT_SUCCESS, "DCT_Request_free after MPI_Finalize");
   if (application_owns_kokkos) Kokkos::finalize();
   std::printf("%s: %d failure(s)\n", application_owns_kokkos ? "application" : "library", failures);

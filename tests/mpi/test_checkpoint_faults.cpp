@@ -1,0 +1,175 @@
+// Checkpoint fault injection (issue 35): every bit of a saved file flipped in turn and every
+// truncation is refused with a checkpoint code or loads the saved state exactly, never
+// crashes; a save that finds no room fails alike on every rank, keeps the previous checkpoint
+// and leaves no temporary file; temporaries of a killed save are removed by the next one.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "common.hpp"
+
+namespace dct::test {
+namespace {
+
+/// A fresh directory every rank sees, per rank count (ctest runs the counts concurrently).
+std::string scratch_directory(const char *base) {
+  const std::string directory = std::string(base) + ".np" + std::to_string(size());
+  if (rank() == 0) ::mkdir(directory.c_str(), 0755);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return directory;
+}
+
+std::vector<char> read_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes(const std::string &path, const std::vector<char> &bytes, std::size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(size));
+}
+
+/// A request with history, and its state as bits.
+struct Trained {
+  std::vector<float> send = gradient<float>(777, 0), recv = std::vector<float>(777);
+  DCT_Request request = DCT_REQUEST_NULL;
+  Trained() {
+    MPI_Info info = make_info({{"dct_name", "faults"}, {"dct_density", "0.05"}});
+    EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), send.size(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    for (int call = 0; call < 3; ++call) step(call);
+  }
+  ~Trained() { DCT_Request_free(&request); }
+  void step(int call) {
+    overwrite(send, gradient<float>(send.size(), call));
+    EXPECT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  }
+  std::vector<float> residual() const { return residual_of<float>(request, send.size()); }
+};
+
+bool is_checkpoint_code(int code) {
+  return code >= DCT_ERR_CKPT_NOT_FOUND && code <= DCT_ERR_CKPT_IO;
+}
+
+TEST(CheckpointFaults, EveryFlippedBitAndTruncationIsRefusedOrHarmless) {
+  const std::string directory = scratch_directory("dct_checkpoint_faults");
+  const std::string good = directory + "/good.h5", bad = directory + "/bad.h5";
+  Trained model;
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  const std::vector<float> saved = model.residual();
+  model.step(7);  // the live state now differs from the file's
+  const std::vector<float> live = model.residual();
+  std::vector<char> bytes = read_bytes(good);
+  long long size = static_cast<long long>(bytes.size());
+  MPI_Bcast(&size, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  int refused = 0, harmless = 0, truncations = 0;
+  // Every byte, one bit of it (the bit moves with the byte), then every 61st length.
+  for (long long at = 0; at < size + size / 61 + 1; ++at) {
+    const bool flip = at < size;
+    if (rank() == 0) {
+      std::vector<char> copy = bytes;
+      if (flip) copy[std::size_t(at)] = char(copy[std::size_t(at)] ^ (1 << (at % 8)));
+      write_bytes(bad, copy, flip ? copy.size() : std::size_t((at - size) * 61));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int code = DCT_Checkpoint_load(MPI_COMM_WORLD, bad.c_str());
+    const std::vector<float> now = model.residual();
+    if (code == DCT_SUCCESS) {
+      // Loaded: the saved state exactly (a flip in bytes nothing reads), then back to live.
+      ASSERT_TRUE(same_bits(now, saved)) << "byte " << at;
+      ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+      ++harmless;
+      model.step(7);
+      ASSERT_TRUE(same_bits(model.residual(), live));
+    } else {
+      ASSERT_TRUE(is_checkpoint_code(code))
+          << "byte " << at << ": " << code << " " << DCT_Get_last_error();
+      ASSERT_TRUE(same_bits(now, live)) << "byte " << at << ": the live state changed";
+      ++(flip ? refused : truncations);
+    }
+    ASSERT_TRUE(all_ranks(true));
+  }
+  if (rank() == 0)
+    std::printf("[faults] %lld bytes: %d flips refused, %d harmless; %d truncations refused\n",
+                size, refused, harmless, truncations);
+  EXPECT_EQ(refused + harmless, size);
+  EXPECT_EQ(truncations, size / 61 + 1);
+}
+
+/// Runs in a directory with little room (DCT_TEST_SMALL_FS, set by checkpoint_faults.sh on a
+/// small tmpfs), else skipped.
+TEST(CheckpointFaults, NoRoomFailsAlikeAndKeepsThePreviousCheckpoint) {
+  const char *small = std::getenv("DCT_TEST_SMALL_FS");
+  if (small == nullptr) GTEST_SKIP() << "DCT_TEST_SMALL_FS is not set (checkpoint_faults.sh)";
+  const std::string directory = std::string(small) + "/np" + std::to_string(size());
+  if (rank() == 0) ::mkdir(directory.c_str(), 0755);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string path = directory + "/model.h5";
+  // A small request fits, a large one cannot: the first save succeeds, the second must not
+  // hang, must fail on every rank and must leave the first in place.
+  Trained small_model;
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+  const std::vector<char> first = rank() == 0 ? read_bytes(path) : std::vector<char>();
+  std::vector<float> big_send = gradient<float>(1 << 20, 0), big_recv(1 << 20);
+  MPI_Info info = make_info({{"dct_name", "big"}});
+  DCT_Request big;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(big_send.data(), big_recv.data(), big_send.size(),
+                                         MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info, &big),
+                      DCT_SUCCESS);
+  MPI_Info_free(&info);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&big), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&big, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  const int code = DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str());
+  EXPECT_EQ(code, DCT_ERR_CKPT_IO) << DCT_Get_last_error();
+  EXPECT_TRUE(all_ranks(code == DCT_ERR_CKPT_IO));
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("room"), std::string::npos)
+      << DCT_Get_last_error();
+  if (rank() == 0) {
+    EXPECT_TRUE(read_bytes(path) == first) << "the previous checkpoint changed";
+    DIR *listing = ::opendir(directory.c_str());
+    ASSERT_NE(listing, nullptr);
+    while (const dirent *entry = ::readdir(listing))
+      EXPECT_EQ(std::string(entry->d_name).find(".tmp."), std::string::npos)
+          << "left behind: " << entry->d_name;
+    ::closedir(listing);
+  }
+  DCT_Request_free(&big);
+  // The first checkpoint still loads.
+  EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+}
+
+/// A save killed halfway leaves its temporary file; the next save removes it.
+TEST(CheckpointFaults, TemporaryOfAKilledSaveIsRemovedByTheNext) {
+  const std::string directory = scratch_directory("dct_checkpoint_faults");
+  const std::string path = directory + "/killed.h5";
+  pid_t dead = 0;
+  if (rank() == 0) {
+    dead = ::fork();
+    if (dead == 0) _exit(0);  // a process that existed and is gone: its pid is free
+    ::waitpid(dead, nullptr, 0);
+    std::ofstream(path + ".tmp." + std::to_string(dead)) << "half a checkpoint";
+    std::ofstream(path + ".tmp.1") << "pid 1 is alive: not ours to remove";
+  }
+  Trained model;
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+  if (rank() == 0) {
+    struct stat info {};
+    EXPECT_NE(::stat((path + ".tmp." + std::to_string(dead)).c_str(), &info), 0);
+    EXPECT_EQ(::stat((path + ".tmp.1").c_str(), &info), 0);
+    std::remove((path + ".tmp.1").c_str());
+  }
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  EXPECT_EQ(provided, MPI_THREAD_MULTIPLE) << "a save changed MPI's thread level";
+}
+
+}  // namespace
+}  // namespace dct::test
