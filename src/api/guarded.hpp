@@ -12,6 +12,7 @@
 
 #include "core/comm_context.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/request_table.hpp"
 #include "dct/dct.h"
 
@@ -31,12 +32,15 @@ class ContextEntry {
  public:
   explicit ContextEntry(const CommContext &context)
       : lock_(context.entry_mutex(), std::defer_lock), outer_(entered_context()) {
-    // Another thread's progress pass holds it only for a moment: wait for that one.
+    // Another thread's progress pass holds it: wait for that one, progressing the calls in
+    // flight meanwhile (the pass may be inside a density-1 call's MPI_Allreduce whose peers
+    // first need this rank's part of another blocking call).
     while (!lock_.try_lock()) {
       require(context.passes().load() > 0, DCT_ERR_THREAD, [] {
         return "another thread is inside dct on this communicator; calls on one communicator "
                "must not overlap (dct.h, Threads)";
       });
+      progress_in_flight(nullptr, false);
       std::this_thread::yield();
     }
     entered_context() = &context;

@@ -39,36 +39,52 @@ bool contains(RequestEngine *engine) {
 /// when no blocking call started before it on its communicator is still in flight.
 void progress_once(bool block) {
   InFlight &list = in_flight();
-  // This thread's copy of the list: the others may start and complete calls meanwhile.
-  static thread_local std::vector<RequestEngine *> pass;
+  // This thread's copy of the list, each call with its context kept alive: other threads may
+  // start, complete and free calls meanwhile.
+  static thread_local std::vector<std::pair<RequestEngine *, std::shared_ptr<CommContext>>> pass;
   static thread_local std::vector<const CommContext *> blocked;  // contexts with such a call
   {
     const std::lock_guard<std::mutex> lock(list.mutex);
-    pass.assign(list.engines.begin(), list.engines.end());
+    for (RequestEngine *engine : list.engines) pass.emplace_back(engine, engine->shared_context());
     // Alone in flight, a call may block inside MPI instead of polling: not where other threads
     // may be in dct (blocking there could hold a peer's progress behind this rank's lock).
     block = block && pass.size() == 1 && !threads_share_dct();
   }
   blocked.clear();
-  for (RequestEngine *engine : pass) {
-    const CommContext *context = engine->context();
-    const bool blocking = engine->blocking();
-    if (blocking && std::find(blocked.begin(), blocked.end(), context) != blocked.end()) continue;
+  for (const auto &[engine, shared] : pass) {
+    const CommContext *context = shared.get();
     // Another thread's call in this context is left to that thread; one that enters while this
     // pass holds it waits for the pass (passes()).
     const bool own = context == entered_context();
     if (!own) context->passes().fetch_add(1);
     std::unique_lock<std::recursive_mutex> entry(context->entry_mutex(), std::try_to_lock);
     bool complete = false;
-    if (entry.owns_lock()) complete = engine->progress(block);
+    if (entry.owns_lock()) {
+      // Inside the context no other thread can complete and free the call; before, one may
+      // have: it is progressed only if it is still in flight, on this context.
+      bool alive = false, blocking = false;
+      {
+        const std::lock_guard<std::mutex> lock(list.mutex);
+        alive = std::find(list.engines.begin(), list.engines.end(), engine) != list.engines.end() &&
+                engine->context() == context;
+        blocking = alive && engine->blocking();
+      }
+      const bool queued = std::find(blocked.begin(), blocked.end(), context) != blocked.end();
+      if (alive && !(blocking && queued)) {
+        complete = engine->progress(block);
+        if (blocking && !complete) blocked.push_back(context);
+      }
+    } else {
+      blocked.push_back(context);  // its calls' order is unknown here: none runs after them
+    }
     entry = std::unique_lock<std::recursive_mutex>();
     if (!own) context->passes().fetch_sub(1);
-    if (blocking && !complete) blocked.push_back(context);
     if (!complete) continue;
     const std::lock_guard<std::mutex> lock(list.mutex);
     list.engines.erase(std::remove(list.engines.begin(), list.engines.end(), engine),
                        list.engines.end());
   }
+  pass.clear();  // the contexts are not kept past the pass
 }
 
 }  // namespace

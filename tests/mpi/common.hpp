@@ -139,7 +139,9 @@ std::vector<T> mpi_sum(const std::vector<T> &mine, MPI_Comm comm = MPI_COMM_WORL
 
 template <typename T>
 bool same_bits(const std::vector<T> &a, const std::vector<T> &b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  // memcmp's pointers must not be NULL even for 0 bytes (an empty vector's data() may be).
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 /// The residual a persistent request of `n` elements holds (zeros when it keeps none).
