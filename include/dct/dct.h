@@ -36,7 +36,9 @@
  * `DCT_Error_string`, `DCT_Get_version`, `DCT_Algorithm_name`, `DCT_Backend_name` and
  * `DCT_Backend_compiled` may be called at any time from any thread. A `DCT_Wait` holds its
  * communicator until its call completes: threads that share one should poll with `DCT_Test`,
- * which never waits for other ranks on compressed calls (see `DCT_Test` for density 1).
+ * which never waits for other ranks on compressed calls (see `DCT_Test` for density 1), and
+ * pause between polls and retries: the entry is a try-lock, not a fair one, so a thread that
+ * polls without pause can keep the other from starting the call its own waits for.
  */
 #ifndef DCT_H
 #define DCT_H
