@@ -94,7 +94,7 @@ typedef enum {
   DCT_ERR_CKPT_CHECKSUM = 21,   /**< A rank's saved data does not match its checksum. */
   DCT_ERR_CKPT_TRUNCATED = 22,  /**< The file is HDF5 but cut short or damaged. */
   DCT_ERR_CKPT_IO = 23,         /**< Creating, writing or renaming the checkpoint failed. */
-  DCT_ERR_THREAD = 24,          /**< Another thread is inside dct (calls must not overlap). */
+  DCT_ERR_THREAD = 24,          /**< Another thread is inside dct on this communicator. */
   DCT_ERR_LASTCODE = 24         /**< Largest code, for range checks. */
 } DCT_Error;
 /** @} */
@@ -396,7 +396,8 @@ DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count 
  * passed-through call started before it on the communicator is complete.
  *
  * Between `DCT_Start` and completion the buffers belong to dct: do not touch them. dct calls
- * must not overlap across threads (`DCT_ERR_THREAD`, see the top of this file).
+ * on one communicator must not overlap across threads (`DCT_ERR_THREAD`, see the top of
+ * this file).
  * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (already started),
  *         `DCT_ERR_MPI`, `DCT_ERR_NOT_INITIALIZED`.
  */

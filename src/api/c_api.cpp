@@ -53,7 +53,7 @@ const char *const error_strings[] = {
     "checkpoint checksum mismatch",
     "checkpoint file truncated or damaged",
     "checkpoint I/O failed",
-    "another thread is inside dct (calls must not overlap)",
+    "another thread is inside dct on this communicator (calls on one must not overlap)",
 };
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
