@@ -58,11 +58,17 @@ class ContextRegistry {
   std::shared_ptr<CommContext> create(MPI_Comm user_comm) {
     MPI_Comm comms[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
     for (MPI_Comm &comm : comms) {
-      // With calls in flight, nonblocking and progressing them meanwhile: a peer may be
-      // waiting for this rank's part of a call started before (issue 35). Without, blocking
-      // (SimGrid's SMPI has no MPI_Comm_idup).
+      // Nonblocking, progressing the calls in flight meanwhile: a peer may be waiting for this
+      // rank's part of a call started before (issue 35). On every rank alike: MPI does not
+      // match MPI_Comm_idup with MPI_Comm_dup (MPICH hangs; Open MPI happened to match them).
+      // SimGrid's SMPI has no MPI_Comm_idup: its simulated programs are single-threaded and
+      // dup before they start calls.
       MPI_Request request = MPI_REQUEST_NULL;
-      const bool progressing = calls_in_flight();
+#ifdef SMPI_H
+      constexpr bool progressing = false;
+#else
+      constexpr bool progressing = true;
+#endif
       int rc =
           progressing ? MPI_Comm_idup(user_comm, &comm, &request) : MPI_Comm_dup(user_comm, &comm);
       if (rc == MPI_SUCCESS && progressing) {

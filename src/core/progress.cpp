@@ -89,12 +89,6 @@ void progress_once(bool block) {
 
 }  // namespace
 
-bool calls_in_flight() {
-  InFlight &list = in_flight();
-  const std::lock_guard<std::mutex> lock(list.mutex);
-  return !list.engines.empty();
-}
-
 bool threads_share_dct() {
   static const bool multiple = [] {
     int provided = MPI_THREAD_SINGLE;

@@ -32,9 +32,6 @@ void remove_in_flight(RequestEngine *engine);
 /// Returns whether `target` is complete.
 bool progress_in_flight(RequestEngine *target, bool wait);
 
-/// Whether this rank has calls in flight (started and not complete).
-bool calls_in_flight();
-
 /// Whether several threads may be inside dct at once (MPI_THREAD_MULTIPLE, on different
 /// communicators): a call then never blocks inside MPI while it holds what another thread's
 /// progress may need.
