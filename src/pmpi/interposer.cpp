@@ -16,6 +16,7 @@
 // binding calls MPI_Allreduce: the call must not be compressed or counted twice). A call whose
 // sentinel is unknown is forwarded as it is: MPICH's binding then reaches MPI_Allreduce here, with
 // MPI_IN_PLACE already translated. MPICH's mpi_f08 binding (mpi_allreduce_f08ts_) always does.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -39,16 +40,17 @@ void pmpi_allreduce_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fin
     __attribute__((weak));
 void pmpi_allreduce_f08_(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *)
     __attribute__((weak));
-void pmpi_init_(MPI_Fint *) __attribute__((weak));
-void pmpi_init_f08_(MPI_Fint *) __attribute__((weak));
-void pmpi_init_thread_(MPI_Fint *, MPI_Fint *, MPI_Fint *) __attribute__((weak));
-void pmpi_init_thread_f08_(MPI_Fint *, MPI_Fint *, MPI_Fint *) __attribute__((weak));
 }
 
 namespace dct::detail {
 namespace {
 
 void arm_report();
+
+/// The next definition of `name` after this library (the MPI's own), or nullptr.
+void *next_symbol(const char *name) {
+  return dlsym(RTLD_NEXT, name);
+}
 
 /// Set while dct itself runs: its own MPI calls must reach MPI, not this interposer.
 thread_local bool inside_dct = false;
@@ -258,35 +260,41 @@ DCT_PMPI_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count
   return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
-// Fortran's MPI_INIT: Open MPI's binding calls PMPI_Init, past the C hook above.
-#define DCT_FORTRAN_INIT(name, forward)                               \
-  DCT_PMPI_EXPORT void name(MPI_Fint *ierror) {                       \
-    if (forward == nullptr) {                                         \
-      if (ierror) *ierror = MPI_ERR_OTHER;                            \
-      return;                                                         \
-    }                                                                 \
-    forward(ierror);                                                  \
-    if (ierror == nullptr || *ierror == MPI_SUCCESS) agree_at_init(); \
+// Fortran's MPI_INIT: Open MPI's binding calls PMPI_Init, past the C hook above. Each hook
+// forwards to the MPI's own entry point of the same name (the next definition after this
+// library: RTLD_NEXT), which exists wherever the program could link against the name; MPICH
+// has mpi_init_f08_ but no pmpi_init_f08_.
+#define DCT_FORTRAN_INIT(name)                                                              \
+  DCT_PMPI_EXPORT void name(MPI_Fint *ierror) {                                             \
+    static const auto forward = reinterpret_cast<void (*)(MPI_Fint *)>(next_symbol(#name)); \
+    if (forward == nullptr) {                                                               \
+      if (ierror) *ierror = MPI_ERR_OTHER;                                                  \
+      return;                                                                               \
+    }                                                                                       \
+    forward(ierror);                                                                        \
+    if (ierror == nullptr || *ierror == MPI_SUCCESS) agree_at_init();                       \
   }
-#define DCT_FORTRAN_INIT_THREAD(name, forward)                                          \
-  DCT_PMPI_EXPORT void name(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierror) { \
-    if (forward == nullptr) {                                                           \
-      if (ierror) *ierror = MPI_ERR_OTHER;                                              \
-      return;                                                                           \
-    }                                                                                   \
-    forward(required, provided, ierror);                                                \
-    if (ierror == nullptr || *ierror == MPI_SUCCESS) agree_at_init();                   \
+#define DCT_FORTRAN_INIT_THREAD(name)                                                       \
+  DCT_PMPI_EXPORT void name(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierror) {     \
+    static const auto forward =                                                             \
+        reinterpret_cast<void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *)>(next_symbol(#name)); \
+    if (forward == nullptr) {                                                               \
+      if (ierror) *ierror = MPI_ERR_OTHER;                                                  \
+      return;                                                                               \
+    }                                                                                       \
+    forward(required, provided, ierror);                                                    \
+    if (ierror == nullptr || *ierror == MPI_SUCCESS) agree_at_init();                       \
   }
-DCT_FORTRAN_INIT(mpi_init_, pmpi_init_)
-DCT_FORTRAN_INIT(mpi_init__, pmpi_init_)
-DCT_FORTRAN_INIT(mpi_init, pmpi_init_)
-DCT_FORTRAN_INIT(MPI_INIT, pmpi_init_)
-DCT_FORTRAN_INIT(mpi_init_f08_, pmpi_init_f08_)
-DCT_FORTRAN_INIT_THREAD(mpi_init_thread_, pmpi_init_thread_)
-DCT_FORTRAN_INIT_THREAD(mpi_init_thread__, pmpi_init_thread_)
-DCT_FORTRAN_INIT_THREAD(mpi_init_thread, pmpi_init_thread_)
-DCT_FORTRAN_INIT_THREAD(MPI_INIT_THREAD, pmpi_init_thread_)
-DCT_FORTRAN_INIT_THREAD(mpi_init_thread_f08_, pmpi_init_thread_f08_)
+DCT_FORTRAN_INIT(mpi_init_)
+DCT_FORTRAN_INIT(mpi_init__)
+DCT_FORTRAN_INIT(mpi_init)
+DCT_FORTRAN_INIT(MPI_INIT)
+DCT_FORTRAN_INIT(mpi_init_f08_)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread_)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread__)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread)
+DCT_FORTRAN_INIT_THREAD(MPI_INIT_THREAD)
+DCT_FORTRAN_INIT_THREAD(mpi_init_thread_f08_)
 #undef DCT_FORTRAN_INIT
 #undef DCT_FORTRAN_INIT_THREAD
 
