@@ -58,11 +58,17 @@ const char *const error_strings[] = {
 static_assert(sizeof(error_strings) / sizeof(error_strings[0]) == DCT_ERR_LASTCODE + 1,
               "one string per DCT_Error code");
 
+/// The size of one element of the call's (valid) datatype, as the fingerprints compare it.
+int datatype_bytes(const AllreduceArgs &args) {
+  int bytes = args.compressed_element_size();
+  if (bytes == 0) check_mpi(MPI_Type_size(args.datatype, &bytes), "MPI_Type_size");
+  return bytes;
+}
+
 /// What the ranks of one allreduce must share (docs/reliability.md): the settings that change
 /// what travels or how the ranks decide it. Densities of compressed requests may differ.
 Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &config) {
-  int type_bytes = args.compressed_element_size();
-  if (type_bytes == 0) check_mpi(MPI_Type_size(args.datatype, &type_bytes), "MPI_Type_size");
+  const int type_bytes = datatype_bytes(args);
   const bool compressed = args.compressed() && config.density < 1.0;
   const bool modelled = compressed && config.algorithm == DCT_ALGORITHM_AUTO;
   Fingerprint fingerprint;
@@ -85,9 +91,7 @@ Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &confi
 /// (compressed or MPI's), the count and the datatype's size. Agreed on every call (one small
 /// MPI_Allreduce), since drop-in states are made and evicted on each rank alone.
 Fingerprint drop_in_call_fingerprint(const AllreduceArgs &args, bool valid) {
-  int type_bytes = valid ? args.compressed_element_size() : 0;
-  if (valid && type_bytes == 0)
-    check_mpi(MPI_Type_size(args.datatype, &type_bytes), "MPI_Type_size");
+  const int type_bytes = valid ? datatype_bytes(args) : 0;
   Fingerprint fingerprint;
   fingerprint.add("compressed datatype and op", std::uint64_t(valid && args.compressed()));
   fingerprint.add("count", static_cast<std::uint64_t>(valid ? args.count : 0));

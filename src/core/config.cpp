@@ -43,37 +43,45 @@ std::string numbers(const std::vector<double> &xs) {
   return list;
 }
 
-/// strtod and strtoll skip leading white space; dct reads every number one way, so " 0.5" is
-/// refused as "0.5 " is (issue 35).
-bool leading_space(const char *text) {
-  return std::isspace(static_cast<unsigned char>(*text)) != 0;
-}
-
 [[noreturn]] void bad_value(const std::string &origin, const std::string &value,
                             const char *expected) {
   fail(DCT_ERR_INFO, origin + "='" + value + "' is invalid: expected " + expected);
 }
 
-void parse_density(Config &config, const std::string &value, const std::string &origin) {
+/// The whole of `value` as one number, read by `convert` (strtod, or strtoll in base 10), else
+/// bad_value. Every number of the table is read here, one way: strtod and strtoll skip leading
+/// white space, so " 0.5" is refused explicitly, as "0.5 " is (issue 35).
+template <typename Convert>
+auto read_number(const std::string &value, const std::string &origin, const char *expected,
+                 Convert convert) {
   const char *begin = value.c_str();
   char *end = nullptr;
   errno = 0;
-  const double density = std::strtod(begin, &end);
-  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 ||
-      !(density > 0.0 && density <= 1.0))
-    bad_value(origin, value, "a number in (0, 1]");
+  const auto number = convert(begin, &end);
+  if (end == begin || std::isspace(static_cast<unsigned char>(*begin)) || *end != '\0' ||
+      errno != 0)
+    bad_value(origin, value, expected);
+  return number;
+}
+
+double read_double(const std::string &value, const std::string &origin, const char *expected) {
+  return read_number(value, origin, expected,
+                     [](const char *text, char **end) { return std::strtod(text, end); });
+}
+
+void parse_density(Config &config, const std::string &value, const std::string &origin) {
+  const char *expected = "a number in (0, 1]";
+  const double density = read_double(value, origin, expected);
+  if (!(density > 0.0 && density <= 1.0)) bad_value(origin, value, expected);
   config.density = density;
 }
 
 long long parse_integer(const std::string &value, const std::string &origin, long long minimum,
                         const char *expected, long long maximum = LLONG_MAX) {
-  const char *begin = value.c_str();
-  char *end = nullptr;
-  errno = 0;
-  const long long integer = std::strtoll(begin, &end, 10);
-  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 || integer < minimum ||
-      integer > maximum)
-    bad_value(origin, value, expected);
+  const long long integer = read_number(value, origin, expected, [](const char *text, char **end) {
+    return std::strtoll(text, end, 10);
+  });
+  if (integer < minimum || integer > maximum) bad_value(origin, value, expected);
   return integer;
 }
 
@@ -87,13 +95,9 @@ void parse_tau_control(Config &config, const std::string &value, const std::stri
 }
 
 void parse_momentum(Config &config, const std::string &value, const std::string &origin) {
-  const char *begin = value.c_str();
-  char *end = nullptr;
-  errno = 0;
-  const double momentum = std::strtod(begin, &end);
-  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 ||
-      !(momentum >= 0.0 && momentum < 1.0))
-    bad_value(origin, value, "a number in [0, 1)");
+  const char *expected = "a number in [0, 1)";
+  const double momentum = read_double(value, origin, expected);
+  if (!(momentum >= 0.0 && momentum < 1.0)) bad_value(origin, value, expected);
   config.momentum = momentum;
 }
 
@@ -154,13 +158,9 @@ void parse_result_density(Config &config, const std::string &value, const std::s
 }
 
 double parse_positive(const std::string &value, const std::string &origin) {
-  const char *begin = value.c_str();
-  char *end = nullptr;
-  errno = 0;
-  const double number = std::strtod(begin, &end);
-  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 || !(number > 0.0) ||
-      !std::isfinite(number))
-    bad_value(origin, value, "a positive number");
+  const char *expected = "a positive number";
+  const double number = read_double(value, origin, expected);
+  if (!(number > 0.0) || !std::isfinite(number)) bad_value(origin, value, expected);
   return number;
 }
 
@@ -251,13 +251,8 @@ void parse_mp_compressor(Config &config, const std::string &value, const std::st
 
 double parse_number(const std::string &value, const std::string &origin, double low, double high,
                     const char *expected) {
-  const char *begin = value.c_str();
-  char *end = nullptr;
-  errno = 0;
-  const double number = std::strtod(begin, &end);
-  if (end == begin || leading_space(begin) || *end != '\0' || errno != 0 ||
-      !(number >= low && number <= high))
-    bad_value(origin, value, expected);
+  const double number = read_double(value, origin, expected);
+  if (!(number >= low && number <= high)) bad_value(origin, value, expected);
   return number;
 }
 

@@ -79,10 +79,7 @@ void progress_once(bool block) {
     }
     entry = std::unique_lock<std::recursive_mutex>();
     if (!own) context->passes().fetch_sub(1);
-    if (!complete) continue;
-    const std::lock_guard<std::mutex> lock(list.mutex);
-    list.engines.erase(std::remove(list.engines.begin(), list.engines.end(), engine),
-                       list.engines.end());
+    if (complete) remove_in_flight(engine);
   }
   pass.clear();  // the contexts are not kept past the pass
 }

@@ -6,11 +6,14 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dct/dct.h"
@@ -185,6 +188,40 @@ template <typename A, typename E>
 /// call every rank makes ahead of a collective. `actual` is evaluated once.
 #define ASSERT_ALL_RANKS_EQ(actual, expected) \
   ASSERT_TRUE(::dct::test::on_all_ranks((actual), (expected), #actual))
+
+/// Whether MPI provides MPI_THREAD_MULTIPLE (the tests that call dct from several threads skip
+/// without it).
+inline bool thread_multiple() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
+}
+
+/// Runs `checks` on rank 0 while another of its threads waits inside DCT_Wait for a call of
+/// `request` that the other ranks start only afterwards; then lets that call complete on every
+/// rank. `request` is a persistent request every rank created.
+template <typename Checks>
+void while_rank0_waits(DCT_Request &request, Checks &&checks) {
+  std::atomic<bool> waiting{false};
+  std::thread waiter;
+  if (rank() == 0) {
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    waiter = std::thread([&] {
+      waiting = true;
+      EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    });
+    while (!waiting) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside DCT_Wait by now
+    checks();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() != 0) {
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  } else {
+    waiter.join();
+  }
+}
 
 /// Bytes of the header every compressed call exchanges with each peer (4 x int64).
 constexpr MPI_Count kHeaderBytes = 32;

@@ -530,9 +530,7 @@ int retried(Call &&call, int &refused) {
 // was shared and unlocked); now one thread's call is refused while the other is inside, the
 // refused call changes nothing, and every sum is exact.
 TEST(Hardening, ConcurrentCallsAreRefusedNotCrashed) {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
+  if (!thread_multiple()) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
   constexpr int kThreads = 2, kCalls = 40;
   constexpr std::size_t n = 2048;
   // The expected sums, from the plain reference, before any thread runs.
@@ -583,9 +581,7 @@ TEST(Hardening, ConcurrentCallsAreRefusedNotCrashed) {
 }
 
 TEST(Hardening, ConcurrentEntryIsRefusedWithThreadError) {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
+  if (!thread_multiple()) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
   // A thread blocked in DCT_Wait (its peers have not started) holds dct; another thread's
   // calls are refused at once, and after the wait they work.
   std::vector<float> send(100, 1.0f), recv(100);
@@ -593,16 +589,8 @@ TEST(Hardening, ConcurrentEntryIsRefusedWithThreadError) {
   ASSERT_EQ(DCT_Allreduce_init(send.data(), recv.data(), 100, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                                MPI_INFO_NULL, &request),
             DCT_SUCCESS);
-  std::atomic<bool> waiting{false};
-  std::thread waiter;
-  if (rank() == 0) {
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    waiter = std::thread([&] {
-      waiting = true;
-      EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
-    });
-    while (!waiting) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Rank 0 refused while waiting; then its call completes.
+  while_rank0_waits(request, [&] {
     int flag = 0;
     EXPECT_EQ(DCT_Test(&request, &flag, DCT_STATUS_IGNORE), DCT_ERR_THREAD);
     EXPECT_EQ(flag, 0);
@@ -612,14 +600,7 @@ TEST(Hardening, ConcurrentEntryIsRefusedWithThreadError) {
                                  MPI_INFO_NULL, &other),
               DCT_ERR_THREAD);
     EXPECT_EQ(other, DCT_REQUEST_NULL);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);  // rank 0 refused while waiting; now let its call complete
-  if (rank() != 0) {
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
-  } else {
-    waiter.join();
-  }
+  });
   EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
 }
 

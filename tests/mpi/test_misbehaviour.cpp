@@ -299,24 +299,13 @@ TEST(Misbehaviour, NumbersAreReadOneWay) {
 
 /// The functions dct.h allows at any time answer while another thread waits inside dct.
 TEST(Misbehaviour, AnyTimeFunctionsAnswerWhileAThreadWaits) {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
+  if (!thread_multiple()) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
   std::vector<float> send(100, 1.0f), recv(100);
   DCT_Request request;
   ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), 100, MPI_FLOAT, MPI_SUM,
                                          MPI_COMM_WORLD, MPI_INFO_NULL, &request),
                       DCT_SUCCESS);
-  std::atomic<bool> waiting{false};
-  std::thread waiter;
-  if (rank() == 0) {
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    waiter = std::thread([&] {
-      waiting = true;
-      EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
-    });
-    while (!waiting) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while_rank0_waits(request, [] {
     for (int backend : {DCT_BACKEND_AUTO, DCT_BACKEND_KOKKOS, DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
       int compiled = -1;
       EXPECT_EQ(DCT_Backend_compiled(backend, &compiled), DCT_SUCCESS) << DCT_Get_last_error();
@@ -327,14 +316,7 @@ TEST(Misbehaviour, AnyTimeFunctionsAnswerWhileAThreadWaits) {
     char text[DCT_MAX_ERROR_STRING];
     int length = 0;
     EXPECT_EQ(DCT_Error_string(DCT_ERR_THREAD, text, &length), DCT_SUCCESS);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank() != 0) {
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
-  } else {
-    waiter.join();
-  }
+  });
   EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
 }
 
@@ -342,9 +324,7 @@ TEST(Misbehaviour, AnyTimeFunctionsAnswerWhileAThreadWaits) {
 /// waiting inside dct while the others run; every call succeeds (none is refused: only calls
 /// on one communicator exclude each other) and every sum is the reference's.
 TEST(Misbehaviour, ThreadsOnDifferentCommunicators) {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
+  if (!thread_multiple()) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
   constexpr int kThreads = 3, kCalls = 30;
   constexpr std::size_t n = 4096;
   const char *algorithms[kThreads] = {"allgather", "split", "recursive_doubling"};
