@@ -226,10 +226,10 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
 
 int DCT_Start(DCT_Request *request) {
   return guarded(__func__, [&] {
-    ensure_library_ready();  // after MPI_Finalize: a code, not MPI's abort
+    require_mpi_running();  // after MPI_Finalize: a code, not MPI's abort
     const RequestEntry entry(request);
     PersistentRequest &r = entry.request();
-    const std::lock_guard<std::mutex> kernels(kernel_mutex());
+    const KernelTurn kernels;
     r.engine->start(r.sendbuf, r.recvbuf);
   });
 }
@@ -237,7 +237,7 @@ int DCT_Start(DCT_Request *request) {
 int DCT_Wait(DCT_Request *request, DCT_Status *status) {
   return guarded(__func__, [&] {
     if (status) check_status(status, "status");
-    ensure_library_ready();
+    require_mpi_running();
     const RequestEntry entry(request);
     DCT_Status full;
     entry.engine().wait(status ? &full : nullptr);
@@ -250,7 +250,7 @@ int DCT_Test(DCT_Request *request, int *flag, DCT_Status *status) {
     require(flag != nullptr, DCT_ERR_ARG, "flag is NULL");
     *flag = 0;
     if (status) check_status(status, "status");
-    ensure_library_ready();
+    require_mpi_running();
     const RequestEntry entry(request);
     RequestEngine &engine = entry.engine();
     const bool started = engine.active();
@@ -309,7 +309,7 @@ int DCT_Request_get_residual(DCT_Request request, void *residual) {
     const RequestEngine &engine = entry.engine();
     // NULL with nothing to write, as MPI takes buffers of count 0 (the property test's find).
     require(residual != nullptr || engine.count() == 0, DCT_ERR_ARG, "residual is NULL");
-    const std::lock_guard<std::mutex> kernels(kernel_mutex());
+    const KernelTurn kernels;
     require(!engine.active(), DCT_ERR_ACTIVE, "request is started: complete it first");
     const std::size_t bytes = static_cast<std::size_t>(engine.count()) * engine.element_size();
     if (bytes == 0) return;
@@ -385,7 +385,7 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
         context->drop_in.acquire({args.recvbuf, args.count, args.datatype}, config->drop_in_limit,
                                  [&] { return make_allreduce_engine(args, *config); });
     {
-      const std::lock_guard<std::mutex> kernels(kernel_mutex());
+      const KernelTurn kernels;
       engine.start(sendbuf, recvbuf);
     }
     engine.wait(DCT_STATUS_IGNORE);

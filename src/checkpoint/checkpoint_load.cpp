@@ -152,7 +152,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     if (failure) std::rethrow_exception(failure);
   });
   // Everything is validated on every rank: now, and only now, the state changes.
-  const std::lock_guard<std::mutex> kernels(kernel_mutex());
+  const KernelTurn kernels;
   for (const PendingState &state : pending)
     state.engine->restore(state.residual ? state.residual->data() : nullptr, state.tau,
                           state.saved->calls);

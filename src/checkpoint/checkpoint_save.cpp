@@ -83,7 +83,7 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     const double tau = engine->tau();
     const void *data = nullptr;
     if (residual) {  // may run kernels (pending writes, a device copy)
-      const std::lock_guard<std::mutex> kernels(kernel_mutex());
+      const KernelTurn kernels;
       data = engine->residual();
     }
     const std::uint32_t crc = row_checksum(

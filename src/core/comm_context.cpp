@@ -1,5 +1,6 @@
 #include "core/comm_context.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -17,6 +18,12 @@ std::recursive_mutex &library_mutex() {
 }
 
 namespace {
+
+const char *const kNotRunning =
+    "MPI is not initialized or already finalized: call dct between MPI_Init and MPI_Finalize";
+
+/// Set by the finalize hook: MPI_Finalize has begun in a process where dct was started.
+std::atomic<bool> finalized_after_start{false};
 
 bool mpi_running() {
   int initialized = 0, finalized = 0;
@@ -108,6 +115,7 @@ class ContextRegistry {
   // Runs at the start of MPI_Finalize, while MPI is still fully usable.
   static int on_finalize(MPI_Comm, int, void *, void *) {
     std::lock_guard<std::recursive_mutex> lock(library_mutex());
+    finalized_after_start = true;
     ContextRegistry &self = instance();
     for (const std::weak_ptr<CommContext> &weak : self.live_) {
       std::shared_ptr<CommContext> context = weak.lock();
@@ -131,11 +139,16 @@ class ContextRegistry {
   std::vector<std::weak_ptr<CommContext>> live_;
 };
 
+void require_mpi_running() {
+  // A request exists only once dct started, so its finalize hook tells; no MPI call (Open
+  // MPI's MPI_Initialized and MPI_Finalized take a lock) on the per-call path.
+  require(!finalized_after_start.load(std::memory_order_acquire), DCT_ERR_NOT_INITIALIZED,
+          kNotRunning);
+}
+
 void ensure_library_ready() {
   std::lock_guard<std::recursive_mutex> lock(library_mutex());
-  require(mpi_running(), DCT_ERR_NOT_INITIALIZED,
-          "MPI is not initialized or already finalized: call dct between MPI_Init and "
-          "MPI_Finalize");
+  require(mpi_running(), DCT_ERR_NOT_INITIALIZED, kNotRunning);
   ContextRegistry::instance().start();
 }
 

@@ -23,6 +23,11 @@ struct Config;
 /// call installs the finalize hook and starts the backend runtime.
 void ensure_library_ready();
 
+/// Throws DCT_ERR_NOT_INITIALIZED once MPI_Finalize has run dct's finalize hook; takes no lock
+/// and calls no MPI (the per-call check of DCT_Start, DCT_Wait and DCT_Test, whose requests
+/// exist only once the library was ready).
+void require_mpi_running();
+
 /// Guards the library's shared tables (contexts, handles, drop-in states); never held while
 /// a collective is in progress.
 std::recursive_mutex &library_mutex();

@@ -39,20 +39,26 @@ bool contains(RequestEngine *engine) {
 /// when no blocking call started before it on its communicator is still in flight.
 void progress_once(bool block) {
   InFlight &list = in_flight();
-  // This thread's copy of the list, each call with its context kept alive: other threads may
-  // start, complete and free calls meanwhile.
-  static thread_local std::vector<std::pair<RequestEngine *, std::shared_ptr<CommContext>>> pass;
+  // This thread's copy of the list. Where other threads may be in dct (they may start,
+  // complete and free calls meanwhile) each call's context is kept alive, and a call is
+  // progressed only if it is still in flight once the pass is inside its context; else only
+  // this thread completes and frees calls.
+  const bool shared = threads_share_dct();
+  static thread_local std::vector<std::pair<RequestEngine *, const CommContext *>> pass;
+  static thread_local std::vector<std::shared_ptr<CommContext>> kept_alive;
   static thread_local std::vector<const CommContext *> blocked;  // contexts with such a call
   {
     const std::lock_guard<std::mutex> lock(list.mutex);
-    for (RequestEngine *engine : list.engines) pass.emplace_back(engine, engine->shared_context());
+    for (RequestEngine *engine : list.engines) {
+      pass.emplace_back(engine, engine->context());
+      if (shared) kept_alive.push_back(engine->shared_context());
+    }
     // Alone in flight, a call may block inside MPI instead of polling: not where other threads
     // may be in dct (blocking there could hold a peer's progress behind this rank's lock).
-    block = block && pass.size() == 1 && !threads_share_dct();
+    block = block && pass.size() == 1 && !shared;
   }
   blocked.clear();
-  for (const auto &[engine, shared] : pass) {
-    const CommContext *context = shared.get();
+  for (const auto &[engine, context] : pass) {
     // Another thread's call in this context is left to that thread; one that enters while this
     // pass holds it waits for the pass (passes()).
     const bool own = context == entered_context();
@@ -62,13 +68,13 @@ void progress_once(bool block) {
     if (entry.owns_lock()) {
       // Inside the context no other thread can complete and free the call; before, one may
       // have: it is progressed only if it is still in flight, on this context.
-      bool alive = false, blocking = false;
-      {
+      bool alive = true;
+      if (shared) {
         const std::lock_guard<std::mutex> lock(list.mutex);
         alive = std::find(list.engines.begin(), list.engines.end(), engine) != list.engines.end() &&
                 engine->context() == context;
-        blocking = alive && engine->blocking();
       }
+      const bool blocking = alive && engine->blocking();
       const bool queued = std::find(blocked.begin(), blocked.end(), context) != blocked.end();
       if (alive && !(blocking && queued)) {
         complete = engine->progress(block);
@@ -81,7 +87,8 @@ void progress_once(bool block) {
     if (!own) context->passes().fetch_sub(1);
     if (complete) remove_in_flight(engine);
   }
-  pass.clear();  // the contexts are not kept past the pass
+  pass.clear();
+  kept_alive.clear();  // the contexts are not kept past the pass
 }
 
 }  // namespace

@@ -41,6 +41,19 @@ bool threads_share_dct();
 /// dispatches from several threads at once. Held only around work that never waits for a peer.
 std::mutex &kernel_mutex();
 
+/// kernel_mutex for the scope where threads may share dct (threads_share_dct), else nothing:
+/// calls of one thread at a time need no turn, and the per-call path saves the lock.
+class KernelTurn {
+ public:
+  /// `kernels`: whether the scope runs kernels at all.
+  explicit KernelTurn(bool kernels = true) {
+    if (kernels && threads_share_dct()) lock_ = std::unique_lock<std::mutex>(kernel_mutex());
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+
 /// Waits for `request` (a nonblocking collective dct posted inside one call, e.g. an
 /// agreement), progressing every call in flight meanwhile. Throws DCT_ERR_MPI on failure.
 void complete_progressing(MPI_Request &request);

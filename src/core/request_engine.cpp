@@ -44,8 +44,7 @@ void RequestEngine::launch() {
 bool RequestEngine::progress(bool block) noexcept {
   if (complete_) return true;
   // A blocking call waits for its peers inside MPI: it holds no kernels meanwhile.
-  std::unique_lock<std::mutex> kernels(kernel_mutex(), std::defer_lock);
-  if (!blocking()) kernels.lock();
+  const KernelTurn kernels(!blocking());
   try {
     if (everyone_started_ != MPI_REQUEST_NULL) {
       int done = 0;
