@@ -8,8 +8,11 @@ function(dct_mpi_family family_var description_var)
   set(_family "")
   set(_description "")
   # The last two: mpicc used as the compiler, whose wrapper adds the include directory.
-  foreach(_dir IN LISTS MPI_C_HEADER_DIR MPI_C_INCLUDE_DIRS CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES
-                        CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+  # C++- and Fortran-only projects: their components' directories (Open MPI's Fortran include
+  # directory holds mpi.h too).
+  foreach(_dir IN LISTS MPI_C_HEADER_DIR MPI_C_INCLUDE_DIRS MPI_CXX_HEADER_DIR MPI_CXX_INCLUDE_DIRS
+                        MPI_Fortran_F77_HEADER_DIR MPI_Fortran_INCLUDE_DIRS
+                        CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
     if(NOT EXISTS "${_dir}/mpi.h")
       continue()
     endif()

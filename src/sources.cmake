@@ -14,6 +14,7 @@ set(DCT_CORE_SOURCES
   src/core/cost_model.cpp
   src/core/drop_in_states.cpp
   src/core/elias_fano.cpp
+  src/core/environment.cpp
   src/core/peer_headers.cpp
   src/core/progress.cpp
   src/core/request_engine.cpp

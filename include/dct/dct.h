@@ -43,6 +43,16 @@
 #ifndef DCT_H
 #define DCT_H
 
+/* C++: mpi.h without Open MPI's and MPICH's MPI-2 C++ bindings (removed in MPI 3.0), which need
+ * MPI's C++ library at link time; a program that links only MPI's C library (as pkg-config's
+ * and CMake's MPI C flags do) then links. Effective when dct.h comes before mpi.h; the CMake
+ * target dct::dct and dct.pc define both for every translation unit. */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
+#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #include <stddef.h>
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/environment.hpp"
 #include "core/error.hpp"
 
 namespace dct::detail {
@@ -187,6 +188,10 @@ void parse_pmpi(Config &config, const std::string &value, const std::string &ori
 
 void parse_pmpi_report(Config &config, const std::string &value, const std::string &origin) {
   config.pmpi_report = parse_flag(value, origin);
+}
+
+void parse_pmpi_quiet(Config &config, const std::string &value, const std::string &origin) {
+  config.pmpi_quiet = parse_flag(value, origin);
 }
 
 void parse_pmpi_min_count(Config &config, const std::string &value, const std::string &origin) {
@@ -404,6 +409,7 @@ const Knob knobs[] = {
     {nullptr, "DCT_PMPI", parse_pmpi, nullptr, KnobUse::pmpi},
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, KnobUse::pmpi},
     {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, KnobUse::pmpi},
+    {nullptr, "DCT_PMPI_QUIET", parse_pmpi_quiet, nullptr, KnobUse::pmpi},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {
@@ -416,7 +422,13 @@ void check_no_unknown_dct_keys(MPI_Info info) {
     bool known = false;
     for (const Knob &knob : knobs)
       known = known || (knob.info_key && std::strcmp(key, knob.info_key) == 0);
-    require(known, DCT_ERR_INFO, std::string("unknown MPI_Info key '") + key + "'");
+    if (known) continue;
+    std::vector<std::string> keys;
+    for (const Knob &knob : knobs)
+      if (knob.info_key) keys.emplace_back(knob.info_key);
+    const std::string nearest = nearest_name(key, keys);
+    fail(DCT_ERR_INFO, std::string("unknown MPI_Info key '") + key + "'" +
+                           (nearest.empty() ? "" : " (did you mean " + nearest + "?)"));
   }
 }
 
@@ -486,6 +498,7 @@ std::vector<std::pair<std::string, std::string>> Config::in_force(unsigned use) 
 }
 
 Config Config::from(MPI_Info info, unsigned use) {
+  report_misspelt_variables();
   Config config;
   if (info != MPI_INFO_NULL) check_no_unknown_dct_keys(info);
   for (const Knob &knob : knobs) {

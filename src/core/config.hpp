@@ -97,10 +97,12 @@ struct Config {
   /// A checkpoint saved on another number of ranks: this request's state is refused
   /// (strict) or redistributed (dct_restart, read at DCT_Allreduce_init like every key).
   bool redistribute_on_restart = false;
-  /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize.
+  /// libdct_pmpi (environment only): on/off, smallest count compressed, summary at finalize,
+  /// no line at MPI_Init saying it is on.
   bool pmpi_enabled = false;
   long long pmpi_min_count = 4096;
   bool pmpi_report = false;
+  bool pmpi_quiet = false;
 
   /// Each knob from its `info` key (info may be MPI_INFO_NULL), else from its DCT_* variable
   /// when the knob acts where `use` (KnobUse bits) says, else its default: a variable is read

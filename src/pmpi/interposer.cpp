@@ -57,6 +57,7 @@ thread_local bool inside_dct = false;
 
 struct Tally {
   long long compressed = 0, passed = 0, bytes_sent = 0, dense_bytes = 0, entries = 0, elements = 0;
+  long long whole = 0;  ///< through dct at dct_density=1: sent whole, as MPI_Allreduce
 };
 Tally tally;
 
@@ -82,13 +83,19 @@ const Config &settings() {
 }
 
 int report_at_finalize(MPI_Comm, int, void *, void *) {
-  long long mine[6] = {tally.compressed,  tally.passed,  tally.bytes_sent,
-                       tally.dense_bytes, tally.entries, tally.elements};
-  long long all[6] = {};
+  long long mine[7] = {tally.compressed, tally.passed,   tally.bytes_sent, tally.dense_bytes,
+                       tally.entries,    tally.elements, tally.whole};
+  long long all[7] = {};
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  PMPI_Reduce(mine, all, 6, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (rank == 0)
+  PMPI_Reduce(mine, all, 7, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank != 0) return MPI_SUCCESS;
+  if (all[6] > 0)  // dct_density=1: no "1.0x less" that reads like compression (issue 37)
+    std::fprintf(stderr,
+                 "dct-pmpi: nothing compressed: %lld allreduce calls at dct_density=1 (sent "
+                 "whole, as MPI_Allreduce), %lld passed to MPI unchanged\n",
+                 all[6], all[1]);
+  else
     std::fprintf(stderr,
                  "dct-pmpi: %lld allreduce calls compressed, %lld passed to MPI unchanged; "
                  "bytes sent %lld vs %lld for ring MPI_Allreduce (%.1fx less); achieved "
@@ -96,6 +103,40 @@ int report_at_finalize(MPI_Comm, int, void *, void *) {
                  all[0], all[1], all[2], all[3], all[2] > 0 ? double(all[3]) / all[2] : 0.0,
                  all[5] > 0 ? double(all[4]) / all[5] : 0.0);
   return MPI_SUCCESS;
+}
+
+/// The drop-in's settings (DCT_DENSITY, DCT_ALGORITHM, ...), as DCT_Allreduce will read them;
+/// `problem` gets the message of an invalid one.
+bool drop_in_settings(Config &drop_in, std::string &problem) {
+  try {
+    drop_in = Config::from(MPI_INFO_NULL, KnobUse::drop_in);
+    return true;
+  } catch (const Error &e) {
+    problem = e.what();
+    return false;
+  }
+}
+
+/// Rank 0's line at MPI_Init saying the interposer is on and what it does (a preload that
+/// missed, or a setting that compresses nothing, would otherwise go unnoticed; issue 37).
+void announce(const Config &config, const Config &drop_in) {
+  if (config.pmpi_quiet) return;
+  if (drop_in.density >= 1.0) {
+    std::fprintf(stderr,
+                 "dct-pmpi: on, but at dct_density=1: float/double sums of >= %lld elements go "
+                 "through dct uncompressed, as MPI_Allreduce (DCT_PMPI_QUIET=1 hides this)\n",
+                 config.pmpi_min_count);
+    return;
+  }
+  std::string keys;
+  for (const auto &[key, value] : drop_in.in_force(KnobUse::drop_in))
+    keys += (keys.empty() ? "" : " ") + key.substr(4) + "=" + value;  // without "dct_"
+  int major = 0, minor = 0, patch = 0;
+  DCT_Get_version(&major, &minor, &patch);
+  std::fprintf(stderr,
+               "dct-pmpi: on (dct %d.%d.%d): MPI_Allreduce sums of float/double with >= %lld "
+               "elements are compressed: %s (DCT_PMPI_QUIET=1 hides this)\n",
+               major, minor, patch, config.pmpi_min_count, keys.c_str());
 }
 
 /// Right after MPI_Init: every rank of MPI_COMM_WORLD takes the same settings, or the
@@ -107,22 +148,42 @@ void agree_at_init() {
   if (agreed) return;
   agreed = true;
   Config &config = current_settings();
-  const long long mine[3] = {config.pmpi_enabled, config.pmpi_report, config.pmpi_min_count};
-  long long words[6] = {mine[0], mine[1], mine[2], -mine[0], -mine[1], -mine[2]};
-  if (PMPI_Allreduce(MPI_IN_PLACE, words, 6, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+  // The drop-in's settings too: an invalid one would fail every compressed call (and abort the
+  // program in MPI's error handler), so the interposer stays off instead, as for its own.
+  Config drop_in;
+  std::string problem;
+  const bool valid = !config.pmpi_enabled || drop_in_settings(drop_in, problem);
+  constexpr int n = 4;
+  const long long mine[n] = {config.pmpi_enabled, config.pmpi_report, config.pmpi_min_count, valid};
+  long long words[2 * n];  // max of each, then max of the negatives: -min
+  for (int i = 0; i < n; ++i) {
+    words[i] = mine[i];
+    words[n + i] = -mine[i];
+  }
+  if (PMPI_Allreduce(MPI_IN_PLACE, words, 2 * n, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) !=
+      MPI_SUCCESS)
     return;
-  const bool same = words[0] == -words[3] && words[1] == -words[4] && words[2] == -words[5];
-  if (!same) {
-    int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0 && words[0] > 0)
-      std::fprintf(stderr,
-                   "dct-pmpi: disabled: DCT_PMPI, DCT_PMPI_REPORT or DCT_PMPI_MIN_COUNT differ "
-                   "between ranks (or are invalid on some); every rank must set the same\n");
+  bool same = true;
+  for (int i = 0; i < n; ++i) same = same && words[i] == -words[n + i];
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!same || words[n + 3] == 0) {  // differing, or the drop-in's settings invalid somewhere
+    if (rank == 0 && words[0] > 0) {
+      if (!valid)
+        std::fprintf(stderr, "dct-pmpi: disabled: %s\n", problem.c_str());
+      else if (words[n + 3] == 0)
+        std::fprintf(stderr, "dct-pmpi: disabled: a DCT_* setting is invalid on some ranks\n");
+      else
+        std::fprintf(stderr,
+                     "dct-pmpi: disabled: DCT_PMPI, DCT_PMPI_REPORT or DCT_PMPI_MIN_COUNT differ "
+                     "between ranks (or are invalid on some); every rank must set the same\n");
+    }
     config = Config{};
     return;
   }
-  if (config.pmpi_enabled) arm_report();
+  if (!config.pmpi_enabled) return;
+  if (rank == 0) announce(config, drop_in);
+  arm_report();
 }
 
 /// The report hook, hung on MPI_COMM_SELF (deleted first thing in MPI_Finalize) once.
@@ -160,6 +221,10 @@ int compressed_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MP
     std::fprintf(stderr, "dct-pmpi: %s\n", DCT_Get_last_error());
     PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);  // aborts under MPI_ERRORS_ARE_FATAL
     return MPI_ERR_OTHER;
+  }
+  if (status.algorithm == DCT_ALGORITHM_DENSE && status.density >= 1.0) {
+    tally.whole += 1;
+    return MPI_SUCCESS;
   }
   tally.compressed += 1;
   tally.bytes_sent += status.bytes_sent;

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/config.hpp"
+#include "core/environment.hpp"
 #include "core/error.hpp"
 
 namespace dct::detail {
@@ -90,6 +93,23 @@ TEST(Config, ErrorMessageNamesTheOriginAndValue) {
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("DCT_DENSITY='2'"), std::string::npos) << e.what();
   }
+}
+
+// The name a misspelt DCT_* variable is reported with (issue 37): the nearest of the knobs'
+// variables within 2 edits, a swap of neighbours counting one; nothing for names further away,
+// such as the variables dct's own scripts read.
+TEST(Config, MisspeltVariablesGetTheNearestKnob) {
+  std::vector<std::string> known;
+  for (const KnobDescription &knob : knob_descriptions())
+    if (knob.env_var != nullptr) known.emplace_back(knob.env_var);
+  EXPECT_EQ(nearest_name("DCT_DENSTY", known), "DCT_DENSITY");
+  EXPECT_EQ(nearest_name("DCT_PMPI_REPROT", known), "DCT_PMPI_REPORT");
+  EXPECT_EQ(nearest_name("dct_momentum", known), "DCT_MOMENTUM");
+  EXPECT_EQ(nearest_name("DCT_ALGORITM", known), "DCT_ALGORITHM");
+  EXPECT_EQ(nearest_name("DCT_PMPI_QUITE", known), "DCT_PMPI_QUIET");
+  for (const char *far : {"DCT_BUILD_DIR", "DCT_SIM_RANKS", "DCT_BENCH_SIZES", "DCT_EPOCHS",
+                          "DCT_TEST_THREAD_LEVEL", "DCT_PROPERTY_SEED", "DCT_DATA", "DCT_CACHE"})
+    EXPECT_EQ(nearest_name(far, known), "") << far;
 }
 
 }  // namespace

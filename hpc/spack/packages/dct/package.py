@@ -15,6 +15,8 @@ class Dct(CMakePackage, CudaPackage, ROCmPackage):
     # A site mirroring it adds `git = "<its URL>"` and version("main", branch="main").
     version("main")
 
+    license("BSD-3-Clause")
+
     variant("fortran", default=True, description="Fortran module (use dct), needs mpi_f08")
     variant("hdf5", default=True, description="HDF5 checkpoints of the error-feedback state")
     variant("examples", default=False,
