@@ -1,14 +1,14 @@
 /* The README's first program in C: one gradient allreduce per step through dct, every return
- * code checked. README.md quotes the lines between "README begin" and "README end" (ctest
- * readme.snippets keeps them equal).
+ * code checked. README.md shows it whole, from the marker below (ctest readme.snippets keeps
+ * them equal; example.first.c runs it).
  *
  *   mpiexec -n 2 ./dct_first_c
  */
+/* README begin */
 #include <dct/dct.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* README begin */
 /* Every dct call returns DCT_SUCCESS or an error code; DCT_Get_last_error() says why. */
 #define CHECK(call)                                             \
   do {                                                          \
@@ -46,10 +46,9 @@ int main(int argc, char **argv) {
     printf("dct: %lld calls, %.1fx fewer bytes than MPI_Allreduce, density %.4f\n", status.calls,
            (double)status.total_dense_bytes / (double)status.total_bytes_sent, status.density);
   CHECK(DCT_Request_free(&request));
-  /* README end */
-  const int ok = status.calls == steps && status.density >= 0.01 && status.density < 0.0101;
   free(grad);
   free(grad_sum);
   MPI_Finalize();
-  return ok ? 0 : 1;
+  return 0;
 }
+/* README end */
