@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
     }
     if (rank == 0)
       std::printf("dct: %lld calls, %.1fx fewer bytes than MPI_Allreduce, density %.4f\n",
-                  status.calls, double(status.total_dense_bytes) / double(status.total_bytes_sent),
+                  static_cast<long long>(status.calls),
+                  double(status.total_dense_bytes) / double(status.total_bytes_sent),
                   status.density);
   } catch (const dct::Error &e) {  // e.code(): the DCT_ERR_* code
     std::fprintf(stderr, "dct: %s\n", e.what());
