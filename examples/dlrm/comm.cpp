@@ -191,6 +191,8 @@ class DctComm : public Comm {
     set_given(info, "dct_algorithm", options_.algorithm);
     set_given(info, "dct_result_density", options_.result_density);
     set_given(info, "dct_momentum", options_.momentum);
+    // Named, so that a checkpoint of this mode matches whatever ran before it in the process.
+    set_given(info, "dct_name", "dp." + std::to_string(requests_.size()));
     requests_.emplace_back(static_cast<const float *>(nullptr), grad, size_t(count), comm_,
                            info.get());
     handles_.push_back(requests_.back().handle());

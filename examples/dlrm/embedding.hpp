@@ -43,6 +43,7 @@ class EmbeddingShard {
 
   /** @brief The raw parameters, for checksums. */
   const std::vector<float> &weights() const { return weights_; }
+  std::vector<float> &weights() { return weights_; }
 
  private:
   float *row(int lt, int32_t index) { return &weights_[(size_t(lt) * rows_ + index) * dim_]; }

@@ -6,8 +6,10 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -247,6 +249,21 @@ int run(int argc, char **argv, int rank, int ranks) {
       ->capture_default_str();
   app.add_flag(
       "--quiet", [&](int64_t) { config.verbose = false; }, "print only the final table");
+  std::string checkpoint_dir, die_at, die_in_save;
+  int64_t checkpoint_every = 200;
+  bool resume = false;
+  app.add_option("--checkpoint", checkpoint_dir,
+                 "save the whole training state (model, optimizer, position, dct's requests) "
+                 "under DIR every --checkpoint-every steps");
+  app.add_option("--checkpoint-every", checkpoint_every, "steps between two checkpoints")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_flag("--resume", resume,
+               "continue from the latest checkpoint under --checkpoint DIR, bit for bit (same "
+               "options and rank count; finished modes are skipped)");
+  // Test hooks (tests/checkpoint_resume.sh), hidden: MODE:STEP, the last rank SIGKILLs itself.
+  app.add_option("--die-at", die_at, "before that training step")->group("");
+  app.add_option("--die-in-save", die_in_save, "inside the checkpoint of that step")->group("");
   bool keep_denormals = false;
   app.add_flag("--keep-denormals", keep_denormals,
                "compute with subnormal floats (default: flushed to zero, as TensorFlow's CPU "
@@ -334,9 +351,67 @@ int run(int argc, char **argv, int rank, int ranks) {
     config.trace = &trace;
   }
 
+  const json settings = {{"model", config.model.model},
+                         {"ranks", ranks},
+                         {"batch", config.model.batch},
+                         {"epochs", config.epochs},
+                         {"lr", config.model.lr},
+                         {"momentum", config.model.momentum},
+                         {"emb_lr", config.model.emb_lr},
+                         {"seed", config.model.seed},
+                         {"table_size", config.model.table_size},
+                         {"emb_dim", config.model.emb_dim},
+                         {"tables", dlrm::kCategorical},
+                         {"train_images", train.count},
+                         {"test_images", test.count},
+                         {"density", config.dct.density},
+                         {"keep", config.dct.keep},
+                         {"values", config.dct.values},
+                         {"interval", config.dct.interval},
+                         {"mp_select", config.dct.mp_select},
+                         {"algorithm", config.dct.algorithm},
+                         {"momentum_correction", momentum_correction},
+                         {"bucket_mb", bucket_mb},
+                         {"result_density", config.dct.result_density},
+                         {"mp_values", config.dct.mp_values},
+                         {"error_bound", config.dct.error_bound},
+                         {"error_bound_schedule", config.dct.error_bound_schedule},
+                         {"lossless", config.dct.lossless},
+                         {"beta_gbps", config.dct.beta_gbps},
+                         {"backward_error_bound", config.dct.backward_error_bound}};
+
+  std::unique_ptr<dlrm::TrainingCheckpoints> checkpoints;
+  if (resume && checkpoint_dir.empty()) {
+    if (rank == 0) std::fprintf(stderr, "--resume needs --checkpoint DIR\n");
+    return kExitUsage;
+  }
+  if (!checkpoint_dir.empty()) {
+    const auto death = [&](const std::string &text, dlrm::DeathPoint &point) {
+      const size_t colon = text.find(':');
+      if (text.empty() || colon == std::string::npos) return text.empty();
+      point.mode = text.substr(0, colon);
+      point.step = std::strtoll(text.c_str() + colon + 1, nullptr, 10);
+      return true;
+    };
+    json fingerprint = settings;
+    fingerprint.erase("epochs");  // a resumed run may train longer
+    checkpoints = std::make_unique<dlrm::TrainingCheckpoints>(
+        checkpoint_dir, checkpoint_every, resume, fingerprint.dump(), MPI_COMM_WORLD);
+    if (!death(die_at, checkpoints->die_at) || !death(die_in_save, checkpoints->die_in_save)) {
+      if (rank == 0) std::fprintf(stderr, "--die-at / --die-in-save: MODE:STEP\n");
+      return kExitUsage;
+    }
+    config.checkpoints = checkpoints.get();
+  }
   json runs = json::array();
-  for (const std::string &mode : modes)
-    runs.push_back(dlrm::run_mode(mode, config, train, test, MPI_COMM_WORLD));
+  for (const std::string &mode : modes) {
+    json done = checkpoints ? checkpoints->finished(mode) : json(nullptr);
+    if (!done.is_null() && rank == 0)
+      std::printf("%s: finished before the restart (from %s)\n", mode.c_str(),
+                  checkpoint_dir.c_str());
+    runs.push_back(done.is_null() ? dlrm::run_mode(mode, config, train, test, MPI_COMM_WORLD)
+                                  : done);
+  }
   if (rank != 0) return 0;
   if (!dump_path.empty() && !write_lookups(dump_path, dump, config.model.emb_dim)) return kExitData;
   if (!trace_path.empty()) {
@@ -351,34 +426,7 @@ int run(int argc, char **argv, int rank, int ranks) {
   print_table(runs, config.model.model == "dlrm");
   if (!json_path.empty()) {
     json out;
-    out["config"] = {{"model", config.model.model},
-                     {"ranks", ranks},
-                     {"batch", config.model.batch},
-                     {"epochs", config.epochs},
-                     {"lr", config.model.lr},
-                     {"momentum", config.model.momentum},
-                     {"emb_lr", config.model.emb_lr},
-                     {"seed", config.model.seed},
-                     {"table_size", config.model.table_size},
-                     {"emb_dim", config.model.emb_dim},
-                     {"tables", dlrm::kCategorical},
-                     {"train_images", train.count},
-                     {"test_images", test.count},
-                     {"density", config.dct.density},
-                     {"keep", config.dct.keep},
-                     {"values", config.dct.values},
-                     {"interval", config.dct.interval},
-                     {"mp_select", config.dct.mp_select},
-                     {"algorithm", config.dct.algorithm},
-                     {"momentum_correction", momentum_correction},
-                     {"bucket_mb", bucket_mb},
-                     {"result_density", config.dct.result_density},
-                     {"mp_values", config.dct.mp_values},
-                     {"error_bound", config.dct.error_bound},
-                     {"error_bound_schedule", config.dct.error_bound_schedule},
-                     {"lossless", config.dct.lossless},
-                     {"beta_gbps", config.dct.beta_gbps},
-                     {"backward_error_bound", config.dct.backward_error_bound}};
+    out["config"] = settings;
     out["runs"] = runs;
     std::ofstream file(json_path);
     file << out.dump(2) << "\n";

@@ -41,6 +41,14 @@ struct Replicated {
         hash = fnv1a(layer.params.data(), layer.params.size() * sizeof(float), hash);
     return hash;
   }
+  /// Every layer's parameters and SGD velocity (the state a checkpoint saves).
+  void collect_state(std::vector<std::vector<float> *> &out) {
+    for (Mlp *mlp : mlps)
+      for (Linear &layer : mlp->layers()) {
+        out.push_back(&layer.params);
+        out.push_back(&layer.velocity);
+      }
+  }
   std::vector<int64_t> layer_counts() const {
     std::vector<int64_t> counts;
     for (const Mlp *mlp : mlps)
@@ -102,6 +110,11 @@ class MlpModel : public Model {
     return result;
   }
   uint64_t checksum() const override { return replicated_.checksum(fnv1a(nullptr, 0)); }
+  std::vector<std::vector<float> *> state() override {
+    std::vector<std::vector<float> *> out;
+    replicated_.collect_state(out);
+    return out;
+  }
   std::vector<int64_t> dp_layer_counts() const override { return replicated_.layer_counts(); }
 
  private:
@@ -238,6 +251,12 @@ class DlrmModel : public Model {
   uint64_t checksum() const override {
     const std::vector<float> &w = shard_.weights();
     return fnv1a(w.data(), w.size() * sizeof(float), replicated_.checksum(fnv1a(nullptr, 0)));
+  }
+  std::vector<std::vector<float> *> state() override {
+    std::vector<std::vector<float> *> out;
+    replicated_.collect_state(out);
+    out.push_back(&shard_.weights());
+    return out;
   }
   std::vector<int64_t> dp_layer_counts() const override { return replicated_.layer_counts(); }
   // fwd_send_ keeps the last step's lookups until the next step (evaluation has its own).

@@ -51,6 +51,9 @@ class Model {
   virtual EvalResult evaluate() = 0;
   /** @brief FNV-1a of this rank's parameters (replicated MLPs and its own tables). */
   virtual uint64_t checksum() const = 0;
+  /** @brief Everything training changes on this rank (parameters, optimizer velocities), in a
+   * fixed order: what a checkpoint saves (checkpoint.hpp). */
+  virtual std::vector<std::vector<float> *> state() = 0;
   /** @brief Parameters of every replicated layer (weights and bias), in registration order:
    * the element counts of the data-parallel allreduces. */
   virtual std::vector<int64_t> dp_layer_counts() const = 0;

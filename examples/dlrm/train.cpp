@@ -2,6 +2,7 @@
 #include "train.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <vector>
 
@@ -141,16 +142,29 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
                           ? config.trace
                           : nullptr;
   if (trace) trace->mode = mode;
-  double first_batch_loss = 0.0, total_wall = 0.0;
-  int64_t dp_sent = 0, dp_dense = 0, mp_sent = 0, mp_dense = 0, fwd_sent = 0;
-  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+  // Where training stands: from the start, or (--resume) from the latest checkpoint, whose
+  // state replaces the fresh model's and the requests' (checkpoint.hpp).
+  TrainingCheckpoints *checkpoints = config.checkpoints;
+  RunState state;
+  const bool resumed = checkpoints && checkpoints->load(mode, *model, state);
+  if (resumed && rank == 0)  // said even with --quiet: a resumed run should say so
+    std::printf("%s: resumed at epoch %d, step %d of %d\n", mode.c_str(), state.epoch + 1,
+                state.step, steps);
+  run["epochs"] = state.epochs;
+  double &first_batch_loss = state.first_batch_loss, &total_wall = state.total_wall;
+  int64_t &dp_sent = state.dp_sent, &dp_dense = state.dp_dense, &mp_sent = state.mp_sent,
+          &mp_dense = state.mp_dense, &fwd_sent = state.fwd_sent;
+  for (int epoch = state.epoch; epoch < config.epochs; ++epoch) {
     const std::vector<int> order = epoch_order(train.count, config.model.seed, epoch);
-    strategy->stats() = CommStats();
+    const bool continued = epoch == state.epoch && state.step > 0;  // resumed mid-epoch
+    strategy->stats() = continued ? state.stats : CommStats();
     MPI_Barrier(comm);  // epochs start together, so wall times compare across modes
-    const double start = MPI_Wtime();
-    double loss_sum = 0.0, dump_s = 0.0;
-    for (int step = 0; step < steps; ++step) {
+    const double start = MPI_Wtime() - (continued ? state.epoch_wall : 0.0);
+    double loss_sum = continued ? state.loss_sum : 0.0, dump_s = 0.0;
+    for (int step = continued ? state.step : 0; step < steps; ++step) {
       const int64_t global_step = int64_t(epoch) * steps + step + 1;
+      if (checkpoints && checkpoints->die_at.at(mode, global_step) && rank == ranks - 1)
+        ::raise(SIGKILL);  // test hook: a rank killed in the middle of an epoch
       if (trace) {
         trace->step = global_step;
         trace->active = trace->covers(global_step);
@@ -167,6 +181,15 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
         double global = loss;
         MPI_Allreduce(MPI_IN_PLACE, &global, 1, MPI_DOUBLE, MPI_SUM, comm);
         first_batch_loss = global / global_batch;
+      }
+      if (checkpoints && checkpoints->every() > 0 && global_step % checkpoints->every() == 0) {
+        state.epoch = epoch;
+        state.step = step + 1;
+        state.loss_sum = loss_sum;
+        state.epoch_wall = MPI_Wtime() - start - dump_s;
+        state.stats = strategy->stats();
+        state.epochs = run["epochs"];
+        checkpoints->save(mode, global_step, *model, state);
       }
     }
     const double wall = MPI_Wtime() - start - dump_s;
@@ -227,6 +250,7 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   final["wall_s"] = total_wall;
   final["checksum"] = hex;
   run["final"] = final;
+  if (checkpoints) checkpoints->finish(mode, run);  // a resumed run skips this mode
   return run;
 }
 

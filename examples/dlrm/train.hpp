@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -42,6 +43,8 @@ struct RunConfig {
   LookupDump *dump = nullptr;  ///< Where the first mode leaves its lookups (nullptr: none).
   /// Where the first compressed mode leaves its kept indices (nullptr: none).
   IndexTrace *trace = nullptr;
+  /// --checkpoint / --resume (nullptr: none).
+  TrainingCheckpoints *checkpoints = nullptr;
 };
 
 /**

@@ -286,8 +286,7 @@ typedef struct DCT_Request_s *DCT_Request;
  *   masking). The result is then the summed update itself: the application applies it as
  *   plain SGD, without a momentum of its own. Costs two more tensors of memory per request.
  *   With density 1 the call is MPI_Allreduce of the velocities (no masking), i.e. dense
- *   momentum SGD. Checkpoints do not hold the velocity yet: `DCT_Checkpoint_save` refuses
- *   such requests (`DCT_ERR_ARG`).
+ *   momentum SGD. Checkpoints save and restore the velocity with the residual (format 4).
  * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` or `hierarchical`
  *   (or `auto`, which then picks the cheaper of the two), the owners of the index segments
  *   keep only the largest sums, about

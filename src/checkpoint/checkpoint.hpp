@@ -22,8 +22,10 @@ void checkpoint_load(MPI_Comm comm, const std::string &path);
 /// CRC-32 (zlib's) of `bytes` bytes, continuing the CRC `start` (0: a new one).
 std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start = 0);
 /// What a checkpoint stores per request and saved rank (format version 2): the CRC-32 of the
-/// rank's residual bytes (none without residual) followed by its tau and the call counter.
-std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls);
+/// rank's residual bytes (none without residual), then (version 4) of its momentum velocity's
+/// (none without), followed by its tau and the call counter.
+std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls,
+                           const void *velocity = nullptr, std::size_t velocity_bytes = 0);
 
 /// One request as a checkpoint holds it.
 struct SavedRequest {
@@ -32,6 +34,7 @@ struct SavedRequest {
   std::int64_t count = 0;
   int element_size = 0;  // 4: float, 8: double
   bool has_residual = false;
+  bool has_velocity = false;  // dct_momentum's velocity (format 4 on)
   std::int64_t calls = 0;
   double density = 0;
   std::int64_t interval = 0;
@@ -61,6 +64,10 @@ class DCT_INTERNAL_API CheckpointReader {
   /// several ranks the read is collective: every rank must call it, in the same order, with
   /// `rank` = -1 (and any `out`) on the ranks that take no row.
   void read_residual(const SavedRequest &request, int rank, void *out) const;
+  /// As read_residual, with the row's velocity into `velocity` (count * element_size bytes)
+  /// where the request has one; either output is ignored where the request lacks that part,
+  /// and the checksum covers both.
+  void read_row(const SavedRequest &request, int rank, void *residual, void *velocity) const;
 
  private:
   std::int64_t file_ = -1;  // hid_t

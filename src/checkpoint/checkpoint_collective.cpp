@@ -43,7 +43,8 @@ std::vector<RequestEngine *> agreed_engines(MPI_Comm comm, const CommContext *co
     engines = live_engines(context);
     for (const RequestEngine *e : engines)
       manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
-                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + '\n';
+                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + ' ' +
+                  std::to_string(has_velocity(*e)) + '\n';
   });
   const std::uint32_t mine = checksum(manifest.data(), manifest.size());
   std::uint32_t lowest = 0, highest = 0;
@@ -97,6 +98,10 @@ void run_agreed(MPI_Comm comm, const std::function<void()> &body) {
 
 bool has_residual(const RequestEngine &engine) {
   return engine.residual() != nullptr && engine.count() > 0;
+}
+
+bool has_velocity(const RequestEngine &engine) {
+  return engine.checkpointed() && engine.config().momentum > 0.0 && engine.count() > 0;
 }
 
 Collective open_collective(MPI_Comm user_comm, const std::string &path) {

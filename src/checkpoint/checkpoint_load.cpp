@@ -9,6 +9,8 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_collective.hpp"
@@ -45,8 +47,8 @@ class StagingBuffer {
 struct PendingState {
   RequestEngine *engine;
   const SavedRequest *saved;
-  std::vector<int> rows;  // saved ranks whose residuals this rank takes
-  std::unique_ptr<StagingBuffer> residual;
+  std::vector<int> rows;  // saved ranks whose residuals (and velocities) this rank takes
+  std::unique_ptr<StagingBuffer> residual, velocity;
   double tau;
 };
 
@@ -78,35 +80,67 @@ PendingState plan(const CheckpointReader &reader, RequestEngine *engine, int ran
           "request '" + engine->name() +
               "' keeps a residual in one run and not in the other "
               "(density 1 on one side?)");
-  return PendingState{engine, saved, rows_for(rank, ranks, reader.ranks(), redistribute), nullptr,
-                      saved->tau[static_cast<std::size_t>(rank % reader.ranks())]};
+  require(saved->has_velocity == has_velocity(*engine), DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() +
+              "' keeps a momentum velocity (dct_momentum) in one run and not in the other");
+  return PendingState{
+      engine,  saved,   rows_for(rank, ranks, reader.ranks(), redistribute),
+      nullptr, nullptr, saved->tau[static_cast<std::size_t>(rank % reader.ranks())]};
 }
 
-/// Reads this rank's rows of every planned residual with collective reads: every rank makes
-/// the same calls (`max_rows` per request), and a failing row is remembered, not thrown, so
-/// that no rank is left waiting in a collective read.
+/// The rows of one part (residual or velocity) as they arrive: straight into the staging
+/// buffer for one row (exact), summed in double and rounded once for several (redistribute:
+/// the total over ranks, the mass error feedback and momentum carry, is kept).
+template <typename T>
+class RowSum {
+ public:
+  RowSum(std::unique_ptr<StagingBuffer> &staging, std::size_t n, std::size_t rows)
+      : n_(n), rows_(rows), row_(rows > 1 ? new T[n] : nullptr), sum_(rows > 1 ? n : 0, 0.0) {
+    staging = std::make_unique<StagingBuffer>(n * sizeof(T));
+    result_ = reinterpret_cast<T *>(staging->data());
+  }
+  T *into() { return rows_ == 1 ? result_ : row_.get(); }
+  void add() {
+    if (rows_ > 1)
+      for (std::size_t i = 0; i < n_; ++i) sum_[i] += row_[i];
+  }
+  void finish() {
+    if (rows_ == 0) std::fill(result_, result_ + n_, T(0));
+    if (rows_ > 1)
+      for (std::size_t i = 0; i < n_; ++i) result_[i] = static_cast<T>(sum_[i]);
+  }
+
+ private:
+  std::size_t n_, rows_;
+  T *result_ = nullptr;
+  std::unique_ptr<T[]> row_;
+  std::vector<double> sum_;
+};
+
+/// Reads this rank's rows of every planned residual and velocity with collective reads: every
+/// rank makes the same calls (`max_rows` per request), and a failing row is remembered, not
+/// thrown, so that no rank is left waiting in a collective read.
 template <typename T>
 void read_rows(const CheckpointReader &reader, PendingState &state, std::size_t max_rows,
                std::exception_ptr &failure) {
   const std::size_t n = static_cast<std::size_t>(state.saved->count);
-  state.residual = std::make_unique<StagingBuffer>(n * sizeof(T));
-  T *result = reinterpret_cast<T *>(state.residual->data());
-  std::unique_ptr<T[]> row(state.rows.size() > 1 ? new T[n] : nullptr);
-  std::vector<double> sum(state.rows.size() > 1 ? n : 0, 0.0);
+  std::optional<RowSum<T>> residual, velocity;
+  if (state.saved->has_residual) residual.emplace(state.residual, n, state.rows.size());
+  if (state.saved->has_velocity) velocity.emplace(state.velocity, n, state.rows.size());
   for (std::size_t k = 0; k < max_rows; ++k) {
     const int saved_rank = k < state.rows.size() ? state.rows[k] : -1;
-    T *into = state.rows.size() == 1 ? result : row.get();  // one row: straight in, exact
     try {
-      reader.read_residual(*state.saved, saved_rank, into);
+      reader.read_row(*state.saved, saved_rank, residual ? residual->into() : nullptr,
+                      velocity ? velocity->into() : nullptr);
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
-    if (saved_rank >= 0 && state.rows.size() > 1)
-      for (std::size_t i = 0; i < n; ++i) sum[i] += row[i];
+    if (saved_rank < 0) continue;
+    if (residual) residual->add();
+    if (velocity) velocity->add();
   }
-  if (state.rows.empty()) std::fill(result, result + n, T(0));
-  if (state.rows.size() > 1)  // rows merged onto this rank: added in double, rounded once
-    for (std::size_t i = 0; i < n; ++i) result[i] = static_cast<T>(sum[i]);
+  if (residual) residual->finish();
+  if (velocity) velocity->finish();
 }
 
 }  // namespace
@@ -143,7 +177,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     const std::size_t max_rows = (reader->ranks() + ranks - 1) / ranks;
     std::exception_ptr failure;
     for (PendingState &state : pending) {
-      if (!state.saved->has_residual) continue;
+      if (!state.saved->has_residual && !state.saved->has_velocity) continue;
       if (state.saved->element_size == 4)
         read_rows<float>(*reader, state, redistribute ? max_rows : 1, failure);
       else
@@ -154,7 +188,8 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   // Everything is validated on every rank: now, and only now, the state changes.
   const KernelTurn kernels;
   for (const PendingState &state : pending)
-    state.engine->restore(state.residual ? state.residual->data() : nullptr, state.tau,
+    state.engine->restore(state.residual ? state.residual->data() : nullptr,
+                          state.velocity ? state.velocity->data() : nullptr, state.tau,
                           state.saved->calls);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_format.hpp"
@@ -84,6 +85,7 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
       saved.interval = h5::read_int(group.get(), "interval");
       saved.algorithm = h5::read_string(group.get(), "algorithm");
       saved.has_residual = h5::read_int(group.get(), "has_residual") != 0;
+      saved.has_velocity = format_version_ >= 4 && h5::read_int(group.get(), "has_velocity") != 0;
       saved.tau = h5::read_vector<double>(group.get(), "tau", H5T_NATIVE_DOUBLE,
                                           static_cast<hsize_t>(ranks_));
       saved.checksums = h5::read_vector<std::uint32_t>(group.get(), "checksum", H5T_NATIVE_UINT32,
@@ -95,16 +97,18 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
         require(std::isfinite(tau) && tau >= 0, DCT_ERR_CKPT_FORMAT,
                 "request " + saved.name + " has an invalid threshold for rank " +
                     std::to_string(r) + ": " + std::to_string(tau));
-        if (!saved.has_residual && format_version_ >= 2)  // no data to read: check now
+        if (!saved.has_residual && !saved.has_velocity &&
+            format_version_ >= 2)  // no data to read: check now
           require(row_checksum(nullptr, 0, tau, saved.calls) ==
                       saved.checksums[static_cast<std::size_t>(r)],
                   DCT_ERR_CKPT_CHECKSUM,
                   "the threshold or call counter of '" + saved.name + "' saved by rank " +
                       std::to_string(r) + " does not match its checksum: the file is corrupt");
       }
-      if (saved.has_residual) {
-        h5::Handle dataset(H5Dopen2(group.get(), "residual", H5P_DEFAULT), H5Dclose,
-                           DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has no residual");
+      for (const char *part : {"residual", "velocity"}) {
+        if (!(part[0] == 'r' ? saved.has_residual : saved.has_velocity)) continue;
+        h5::Handle dataset(H5Dopen2(group.get(), part, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
+                           "request " + saved.name + " has no " + part);
         h5::Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
                          "H5Dget_space failed");
         hsize_t dims[2] = {0, 0};
@@ -113,7 +117,8 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
                     dims[0] == static_cast<hsize_t>(ranks_) &&
                     dims[1] == static_cast<hsize_t>(saved.count),
                 DCT_ERR_CKPT_FORMAT,
-                "the residual of " + saved.name + " does not have the shape [ranks, count]");
+                std::string("the ") + part + " of " + saved.name +
+                    " does not have the shape [ranks, count]");
       }
       requests_.push_back(std::move(saved));
     }
@@ -137,13 +142,14 @@ const SavedRequest *CheckpointReader::find(const std::string &name) const {
   return nullptr;
 }
 
-void CheckpointReader::read_residual(const SavedRequest &request, int rank, void *out) const {
-  h5::QuietHdf5 quiet;
-  require(request.has_residual && rank >= -1 && rank < ranks_, DCT_ERR_INTERNAL,
-          "read_residual: no such row");
-  const std::string where =
-      std::string(kCheckpointRequestsGroup) + "/" + request.name + "/residual";
-  h5::Handle dataset(H5Dopen2(file_, where.c_str(), H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
+namespace {
+
+/// Reads saved rank `rank`'s row of the [ranks, count] dataset `part` of `request` into `out`
+/// (collectively where `collective`; rank -1 takes nothing).
+void read_dataset_row(hid_t file, const SavedRequest &request, const char *part, int rank,
+                      void *out, bool collective) {
+  const std::string where = std::string(kCheckpointRequestsGroup) + "/" + request.name + "/" + part;
+  h5::Handle dataset(H5Dopen2(file, where.c_str(), H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                      "cannot open " + where);
   h5::Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
                    "H5Dget_space failed");
@@ -160,22 +166,45 @@ void CheckpointReader::read_residual(const SavedRequest &request, int rank, void
     h5::check_h5(H5Sselect_none(row_space.get()), DCT_ERR_CKPT_FORMAT, "H5Sselect_none failed");
   }
   h5::Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
-  if (collective_)
+  if (collective)
     h5::check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
                  "H5Pset_dxpl_mpio failed");
   h5::check_h5(H5Dread(dataset.get(), h5::memory_type(request.element_size), row_space.get(),
                        space.get(), transfer.get(), out),
                DCT_ERR_CKPT_TRUNCATED,
                "cannot read " + where + " of saved rank " + std::to_string(rank));
-  if (rank < 0) return;
+}
+
+}  // namespace
+
+void CheckpointReader::read_residual(const SavedRequest &request, int rank, void *out) const {
+  read_row(request, rank, out, nullptr);
+}
+
+void CheckpointReader::read_row(const SavedRequest &request, int rank, void *residual,
+                                void *velocity) const {
+  h5::QuietHdf5 quiet;
+  require((request.has_residual || request.has_velocity) && rank >= -1 && rank < ranks_,
+          DCT_ERR_INTERNAL, "read_row: no such row");
   const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
+  std::vector<std::byte> scratch(request.has_velocity && velocity == nullptr ? bytes : 0);
+  if (request.has_velocity && velocity == nullptr) velocity = scratch.data();  // to check it
+  if (request.has_residual)
+    read_dataset_row(file_, request, "residual", rank, residual, collective_);
+  if (request.has_velocity)
+    read_dataset_row(file_, request, "velocity", rank, velocity, collective_);
+  if (rank < 0) return;
+  const std::size_t residual_bytes = request.has_residual ? bytes : 0;
+  const std::size_t velocity_bytes = request.has_velocity ? bytes : 0;
   const std::uint32_t crc =
       format_version_ >= 2
-          ? row_checksum(out, bytes, request.tau[static_cast<std::size_t>(rank)], request.calls)
-          : checksum(out, bytes);
+          ? row_checksum(residual, residual_bytes, request.tau[static_cast<std::size_t>(rank)],
+                         request.calls, velocity, velocity_bytes)
+          : checksum(residual, residual_bytes);
   require(crc == request.checksums[static_cast<std::size_t>(rank)], DCT_ERR_CKPT_CHECKSUM,
-          "the residual, threshold or call counter of '" + request.name + "' saved by rank " +
-              std::to_string(rank) + " does not match its checksum: the file is corrupt");
+          "the residual, velocity, threshold or call counter of '" + request.name +
+              "' saved by rank " + std::to_string(rank) +
+              " does not match its checksum: the file is corrupt");
 }
 
 }  // namespace dct::detail

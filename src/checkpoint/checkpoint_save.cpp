@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_collective.hpp"
@@ -82,18 +83,23 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     h5::write_attribute(group.get(), "has_residual", static_cast<std::int64_t>(residual));
     const double tau = engine->tau();
     const void *data = nullptr;
-    if (residual) {  // may run kernels (pending writes, a device copy)
+    const void *velocity = nullptr;
+    {  // may run kernels (pending writes, a device copy)
       const KernelTurn kernels;
-      data = engine->residual();
+      if (residual) data = engine->residual();
+      if (engine->count() > 0) velocity = engine->velocity();
     }
-    const std::uint32_t crc = row_checksum(
-        data, residual ? static_cast<std::size_t>(engine->count()) * engine->element_size() : 0,
-        tau, static_cast<std::int64_t>(engine->calls()));
-    if (residual) {
-      h5::write_rank_row(group.get(), "residual", h5::file_type(engine->element_size()),
-                         h5::memory_type(engine->element_size()), ranks, rank,
-                         static_cast<hsize_t>(engine->count()), true, data, transfer.get());
-    }
+    h5::write_attribute(group.get(), "has_velocity",
+                        static_cast<std::int64_t>(velocity != nullptr));
+    const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
+    const std::uint32_t crc =
+        row_checksum(data, residual ? bytes : 0, tau, static_cast<std::int64_t>(engine->calls()),
+                     velocity, velocity != nullptr ? bytes : 0);
+    for (const auto &[part, row] : {std::pair{"residual", data}, std::pair{"velocity", velocity}})
+      if (row != nullptr)
+        h5::write_rank_row(group.get(), part, h5::file_type(engine->element_size()),
+                           h5::memory_type(engine->element_size()), ranks, rank,
+                           static_cast<hsize_t>(engine->count()), true, row, transfer.get());
     h5::write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
                        &tau, transfer.get());
     h5::write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1,
@@ -112,9 +118,10 @@ std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines, 
   std::uint64_t bytes = kSealBytes + 8192;
   for (const RequestEngine *engine : engines) {
     bytes += 16384 + 12 * std::uint64_t(ranks);
-    if (has_residual(*engine))
-      bytes += std::uint64_t(engine->count()) * std::uint64_t(engine->element_size()) *
-               std::uint64_t(ranks);
+    const std::uint64_t row = std::uint64_t(engine->count()) *
+                              std::uint64_t(engine->element_size()) * std::uint64_t(ranks);
+    if (has_residual(*engine)) bytes += row;
+    if (engine->config().momentum > 0.0) bytes += row;  // the velocity
   }
   return bytes;
 }
@@ -163,13 +170,6 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
   const std::vector<RequestEngine *> &engines = c.engines;
-  run_agreed(comm, [&] {
-    for (const RequestEngine *engine : engines)
-      require(engine->config().momentum == 0.0, DCT_ERR_ARG,
-              "request '" + engine->name() +
-                  "' uses dct_momentum, whose velocity checkpoints do not hold yet");
-  });
-
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
   int length = static_cast<int>(temporary.size());
   check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");

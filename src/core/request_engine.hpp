@@ -55,15 +55,19 @@ class RequestEngine {
   /// datatype (nullptr when the request keeps no residual), and the threshold in use.
   virtual const void *residual() const = 0;
   virtual double tau() const = 0;
+  /// dct_momentum's velocity, `count` elements of the request's datatype (nullptr without
+  /// momentum): state a checkpoint saves with the residual (format 4).
+  virtual const void *velocity() const { return nullptr; }
 
   /// What the request computes, as checkpoints record it (the `kind` attribute):
   /// "allreduce", "alltoallv" or "alltoallv_backward".
   virtual const char *kind() const = 0;
   /// Whether checkpoints save this engine (compressed ones; MPI's passthrough has no state).
   virtual bool checkpointed() const = 0;
-  /// Replaces the error-feedback state: `residual` holds `count` elements (ignored when the
-  /// request keeps none), `calls` the number of completed calls (it drives the tau schedule).
-  virtual void restore(const void *residual, double tau, MPI_Count calls) = 0;
+  /// Replaces the error-feedback state: `residual` and `velocity` hold `count` elements each
+  /// (each ignored when the request keeps none), `calls` the number of completed calls (it
+  /// drives the tau schedule).
+  virtual void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) = 0;
 
   const std::string &name() const { return config_.name; }
   MPI_Count count() const { return count_; }

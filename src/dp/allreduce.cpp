@@ -71,7 +71,7 @@ class PassthroughEngine final : public RequestEngine {
   double tau() const override { return 0.0; }
   const char *kind() const override { return "allreduce"; }
   bool checkpointed() const override { return false; }
-  void restore(const void *, double, MPI_Count) override {}
+  void restore(const void *, const void *, double, MPI_Count) override {}
 
  private:
   bool advance(bool) override {
@@ -181,8 +181,17 @@ class CompressedEngine final : public RequestEngine {
   double tau() const override { return compressor_.tau(); }
   const char *kind() const override { return "allreduce"; }
   bool checkpointed() const override { return true; }
-  void restore(const void *residual, double tau, MPI_Count calls) override {
+  const void *velocity() const override {
+    if (!momentum() || elements() == 0) return nullptr;
+    if (!staged_) return velocity_.data();
+    velocity_host_.resize(elements());
+    backend_->copy(velocity_host_.data(), velocity_.data(), elements() * sizeof(T), stream_);
+    return velocity_host_.data();
+  }
+  void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) override {
     compressor_.restore(residual, tau, stream_);
+    if (momentum() && elements() > 0)
+      backend_->copy(velocity_.data(), velocity, elements() * sizeof(T), stream_);
     totals_.calls = calls;
     // Re-balanced, on every rank, by the next split or hierarchical call.
     for (SplitLayout *layout : {&layout_, &group_layout_, &cross_layout_})
@@ -413,6 +422,7 @@ class CompressedEngine final : public RequestEngine {
   Backend *backend_;
   bool staged_;                               // a GPU backend: the exchanges work on host copies
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
+  mutable std::vector<T> velocity_host_;      // velocity() of a staged request
   GradientCompressor<T> compressor_;          // residual, threshold and kept entries
 #ifdef DCT_TESTING
   std::vector<WireIndex> tampered_idx_;  // testing::tamper_allreduce_indices only

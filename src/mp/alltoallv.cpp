@@ -74,7 +74,7 @@ class MpEngine : public RequestEngine {
   bool blocking() const override { return true; }
   const void *residual() const override { return nullptr; }
   bool checkpointed() const override { return false; }
-  void restore(const void *, double, MPI_Count) override {}
+  void restore(const void *, const void *, double, MPI_Count) override {}
 
   const Layout &layout() const { return layout_; }
   const std::shared_ptr<MaskState> &state() const { return state_; }

@@ -79,7 +79,7 @@ class ErrorBoundedEngine final : public RequestEngine {
   double tau() const override { return 0.0; }
   const char *kind() const override { return backward_ ? "alltoallv_backward" : "alltoallv"; }
   bool checkpointed() const override { return false; }
-  void restore(const void *, double, MPI_Count) override {}
+  void restore(const void *, const void *, double, MPI_Count) override {}
 
   const AlltoallvLayout &layout() const { return layout_; }
   const std::shared_ptr<PairState> &pair() const { return pair_; }

@@ -18,17 +18,25 @@ def header(rows, requests, version=field(), ranks=field(), group=0):
     return bytes([rows - 1, requests - 1]) + field() + version + field() + ranks + bytes([group])
 
 
+# VELOCITY: the request has a dct_momentum velocity (format 4); VELOCITY_FIELDS: has_velocity
+# and the velocity dataset are in the input (else written as the writer writes them)
+DOUBLE, RESIDUAL, RAW_TAU, NAMED, VELOCITY, VELOCITY_FIELDS = 1, 2, 4, 8, 16, 32
+WITHOUT_VELOCITY = 8  # checksum form bit 3: the velocity left out of the checksums (format 3's)
+
+
 def request(flags, count, taus, seed=1, calls=7, name=b"", fields=None, tau_form=0,
-            checksum_form=0, residual_form=0):
+            checksum_form=0, residual_form=0, has_velocity=field(), velocity_form=b"\0"):
     out = bytes([flags, count]) + struct.pack("<HH", seed, calls)
-    if flags & 8:
+    if flags & NAMED:
         out += bytes([len(name)]) + name
     out += b"".join(fields or [field()] * 9) + bytes([tau_form])
-    out += b"".join(struct.pack("<Q" if flags & 4 else "<H", t) for t in taus)
-    return out + bytes([checksum_form, residual_form])
+    out += b"".join(struct.pack("<Q" if flags & RAW_TAU else "<H", t) for t in taus)
+    out += bytes([checksum_form, residual_form])
+    if flags & VELOCITY_FIELDS:  # format 4's has_velocity and velocity (form and its bytes)
+        out += has_velocity + velocity_form
+    return out
 
 
-DOUBLE, RESIDUAL, RAW_TAU, NAMED = 1, 2, 4, 8
 NAN = struct.unpack("<Q", struct.pack("<d", float("nan")))[0]
 seeds = {
     "valid-1rank-float": header(1, 1) + request(RESIDUAL, 16, [300]),
@@ -49,6 +57,41 @@ seeds = {
     "crash-two-element-format": bytes([0x8A, 0x60, 0x0E, 0x0E]),
     "bug-version-2p32": header(1, 1, version=i64(2**32 + 2)) + request(0, 0, [0]),
     "bug-ranks-2p32": header(1, 1, ranks=i64(2**32 + 1)) + request(0, 0, [0]),
+    # format 4: a momentum velocity, with and without residual (density 1 with momentum)
+    "valid-v4-1rank-float-velocity": header(1, 1) + request(RESIDUAL | VELOCITY, 16, [300]),
+    "valid-v4-3ranks-double-velocity-no-residual": header(3, 1)
+    + request(DOUBLE | VELOCITY, 24, [1, 2, 3], seed=5),
+    "valid-v4-3ranks-3requests-velocity": header(3, 3)
+    + request(RESIDUAL | VELOCITY, 5, [5, 6, 7])
+    + request(VELOCITY, 64, [0, 0, 1], calls=0)
+    + request(DOUBLE | RESIDUAL | NAMED, 64, [9, 8, 7], name=b"layer.weight"),
+    # has_velocity and the velocity's form in the input, both as the writer writes them (the
+    # first request's has_velocity as an explicit value): mutations reach their forms
+    "valid-v4-velocity-fields": header(2, 2)
+    + request(RESIDUAL | VELOCITY | VELOCITY_FIELDS, 8, [4, 5], has_velocity=i64(1))
+    + request(DOUBLE | VELOCITY | VELOCITY_FIELDS, 4, [0, 1]),
+    "velocity-missing": header(1, 1)
+    + request(RESIDUAL | VELOCITY | VELOCITY_FIELDS, 4, [1], velocity_form=b"\1"),
+    "velocity-other-shape": header(2, 1)
+    + request(VELOCITY | VELOCITY_FIELDS, 4, [1, 2], velocity_form=bytes([2, 2, 5])),
+    "velocity-one-dimension": header(2, 1)
+    + request(DOUBLE | VELOCITY | VELOCITY_FIELDS, 4, [1, 2], velocity_form=b"\3"),
+    "velocity-chunked": header(2, 1)
+    + request(RESIDUAL | VELOCITY | VELOCITY_FIELDS, 9, [1, 2], velocity_form=b"\7"),
+    "has-velocity-missing": header(1, 1)
+    + request(RESIDUAL | VELOCITY | VELOCITY_FIELDS, 4, [1], has_velocity=field(1)),
+    "has-velocity-double": header(1, 1)
+    + request(VELOCITY | VELOCITY_FIELDS, 4, [1], has_velocity=field(3)),
+    "has-velocity-without-velocity": header(1, 1)
+    + request(RESIDUAL | VELOCITY_FIELDS, 4, [1], has_velocity=i64(1)),
+    # checksums of format 3 (no velocity in them): every velocity row refused
+    "velocity-checksum-v3": header(2, 1)
+    + request(RESIDUAL | VELOCITY, 6, [1, 2], checksum_form=WITHOUT_VELOCITY),
+    "velocity-checksum-v3-no-residual": header(2, 1)
+    + request(VELOCITY, 6, [1, 2], checksum_form=WITHOUT_VELOCITY),
+    # a format-3 file with a velocity: the reader reads none, so the row checksums (with the
+    # velocity) do not match
+    "version3-with-velocity": header(1, 1, version=i64(3)) + request(RESIDUAL | VELOCITY, 4, [1]),
 }
 os.makedirs(sys.argv[1], exist_ok=True)
 for name, data in seeds.items():

@@ -8,12 +8,15 @@
 //
 // Findings (abort): a crash, an exception other than dct's Error, an error code other than a
 // DCT_ERR_CKPT_* one; an accepted file whose metadata break the reader's promises (ranks >= 1,
-// count >= 0, element_size 4 or 8, calls >= 0, one finite tau >= 0 and one checksum per rank);
-// a residual row read into a buffer of exactly count * element_size bytes (ASan) that does
-// not match its checksum; an accepted value other than the one written (for the attributes
-// written in a type HDF5 converts exactly); a fully valid file (the writer's types, format 3 and
-// sealed, consistent ranks and shapes, correct checksums) refused or read back different; an HDF5
-// identifier (file, group, dataset, attribute, dataspace, type, property list) left open.
+// count >= 0, element_size 4 or 8, calls >= 0, one finite tau >= 0 and one checksum per rank,
+// a velocity only from format 4 on, has_velocity present in format 4); a row (residual and
+// velocity, read by read_row into buffers of exactly count * element_size bytes each: ASan)
+// accepted that does not match its checksum, or read_residual and read_row disagreeing on a row;
+// an accepted value other than the one written (for the attributes written in a type HDF5
+// converts exactly; has_velocity from format 4 on); a fully valid file (the writer's types,
+// format 4 with has_velocity and sealed, consistent ranks and shapes, correct checksums) refused
+// or read back different (residual and velocity rows bit for bit); an HDF5 identifier (file,
+// group, dataset, attribute, dataspace, type, property list) left open.
 //
 // Input (bytes that run out read as zero: an empty input is a valid 1-rank checkpoint):
 //   [rows u8] rows = 1 + rows % 8 written per dataset; [requests u8] 1 + requests % 3;
@@ -23,15 +26,20 @@
 //     missing file, a hard link to the first request;
 //   per request: [flags u8] bit 0: double (else float); bit 1: has a residual; bit 2: taus
 //     are raw 64-bit patterns (else u16 / 1024); bit 3: a fuzzed name [length u8 % 13][bytes];
-//     [count u8] % 65; [data seed u16]; [calls u16]; then the fields kind, count, element_size,
-//     datatype, calls, density, interval, algorithm, has_residual; [tau form u8] and per row
-//     [u16] or [u64]; [checksum form u8]; [residual form u8] (see the functions below).
+//     bit 4: has a velocity (dct_momentum, format 4); bit 5: has_velocity and the velocity are
+//     fuzzed (else written as the writer does); [count u8] % 65; [data seed u16]; [calls u16];
+//     then the fields kind, count, element_size, datatype, calls, density, interval,
+//     algorithm, has_residual; [tau form u8] and per row [u16] or [u64]; [checksum form u8]
+//     (bit 3: the velocity left out, as format 3 computed it); [residual form u8]; with bit 5
+//     the field has_velocity and [velocity form u8] (as the residual's) (see the functions
+//     below). Inputs without bits 4 and 5 mean what they meant in format 3.
 //   A field is [how u8]: how & 7 is its form (0: as the writer writes it; 1: missing; 2-5:
 //   other HDF5 types; 6: two elements; 7: a null dataspace) and how & 8 says that a value of
 //   its own follows ([i64], [u64 bit pattern of a double], or [length u8 % 25][bytes]).
 // The seed corpus, corpus/checkpoint_header/, is written by checkpoint_header_seeds.py (valid
-// checkpoints of 1 and 3 ranks, float and double, with and without residual; the inputs of the
-// reader bugs this harness found). HDF5 opens serial files without MPI_Init.
+// checkpoints of 1 and 3 ranks, float and double, with and without residual, with velocity with
+// and without residual; the inputs of the reader bugs this harness found). HDF5 opens serial
+// files without MPI_Init.
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -192,8 +200,9 @@ Field<Value> put_number(unsigned how, hid_t object, const char *name, Value valu
   }
 }
 
-Field<std::int64_t> put_int(Input &in, hid_t object, const char *name, std::int64_t value) {
-  const unsigned how = in.take<std::uint8_t>();
+/// An integer attribute in the form `how` (how & 8: its value follows in the input).
+Field<std::int64_t> put_int(unsigned how, Input &in, hid_t object, const char *name,
+                            std::int64_t value) {
   if (how & 8) value = static_cast<std::int64_t>(in.take<std::uint64_t>());
   const OtherType others[3] = {
       {H5T_IEEE_F64LE, false},  // HDF5 converts: a double
@@ -201,6 +210,11 @@ Field<std::int64_t> put_int(Input &in, hid_t object, const char *name, std::int6
       {H5T_STD_I32LE, value >= INT32_MIN && value <= INT32_MAX},
       {H5T_STD_I64BE, true}};  // big endian: exact
   return put_number(how, object, name, value, H5T_NATIVE_INT64, H5T_STD_I64LE, others);
+}
+
+Field<std::int64_t> put_int(Input &in, hid_t object, const char *name, std::int64_t value) {
+  const unsigned how = in.take<std::uint8_t>();
+  return put_int(how, in, object, name, value);
 }
 
 Field<double> put_double(Input &in, hid_t object, const char *name, double value) {
@@ -269,12 +283,13 @@ bool put_dataset(hid_t group, const char *name, hid_t stored, hid_t memory, int 
 struct Request {
   std::string name;
   bool created = false;
-  int data_element_size = 4;  // of the residual rows written
-  bool data_residual = false;
+  int data_element_size = 4;  // of the residual and velocity rows written
+  bool data_residual = false, data_velocity = false;
   std::int64_t data_count = 0;
-  std::vector<std::vector<std::byte>> rows;  // the residual rows written, as bytes
+  std::vector<std::vector<std::byte>> rows;      // the residual rows written, as bytes
+  std::vector<std::vector<std::byte>> velocity;  // the velocity rows written, as bytes
   Field<std::string> kind, algorithm;
-  Field<std::int64_t> count, element_size, calls, interval, has_residual;
+  Field<std::int64_t> count, element_size, calls, interval, has_residual, has_velocity;
   Field<double> density;
   std::vector<double> tau;               // one per row written
   std::vector<std::uint32_t> checksums;  // one per row written
@@ -329,22 +344,32 @@ bool put_tau(Input &in, unsigned form, hid_t group, const Request &request, int 
   }
 }
 
-/// Writes dataset "checksum"; true if it holds the correct format-2 checksums as the writer
-/// writes them. request.checksums becomes the correct ones.
+/// Writes dataset "checksum"; true if it holds the correct format-4 checksums (residual, then
+/// velocity, tau and calls) as the writer writes them. request.checksums becomes the correct
+/// ones.
 bool put_checksums(Input &in, hid_t group, Request &request, int rows) {
-  const unsigned form = in.take<std::uint8_t>() % 8;
+  const unsigned how = in.take<std::uint8_t>();
+  const unsigned form = how & 7;
   const hsize_t n = static_cast<hsize_t>(rows);
+  std::vector<std::uint32_t> values;  // bit 3: format 3's, without the velocity
   for (int r = 0; r < rows; ++r) {
     const auto &row = request.rows[static_cast<std::size_t>(r)];
-    request.checksums.push_back(row_checksum(
-        request.data_residual ? row.data() : nullptr, request.data_residual ? row.size() : 0,
-        request.tau[static_cast<std::size_t>(r)], request.calls.value));
+    const auto &velocity = request.velocity[static_cast<std::size_t>(r)];
+    const void *residual = request.data_residual ? row.data() : nullptr;
+    const std::size_t bytes = request.data_residual ? row.size() : 0;
+    const double tau = request.tau[static_cast<std::size_t>(r)];
+    request.checksums.push_back(row_checksum(residual, bytes, tau, request.calls.value,
+                                             request.data_velocity ? velocity.data() : nullptr,
+                                             request.data_velocity ? velocity.size() : 0));
+    values.push_back(how & 8 ? row_checksum(residual, bytes, tau, request.calls.value)
+                             : request.checksums.back());
   }
-  std::vector<std::uint32_t> values = request.checksums;
   values.push_back(values.back());  // room for form 5
   switch (form) {
     case kWriters:
-      return put_dataset(group, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &n, values.data());
+      return put_dataset(group, "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &n,
+                         values.data()) &&
+             std::equal(request.checksums.begin(), request.checksums.end(), values.begin());
     case kMissing:
       return false;
     case 2:  // fuzzed
@@ -378,41 +403,43 @@ bool put_checksums(Input &in, hid_t group, Request &request, int rows) {
   return std::equal(request.checksums.begin(), request.checksums.end(), values.begin());
 }
 
-/// Writes dataset "residual"; true if written as the writer does (or absent without one).
-bool put_residual(Input &in, hid_t group, const Request &request, int rows) {
+/// Writes dataset `name` (the residual or the velocity) of `rows` [count] rows; true if written
+/// as the writer does (or absent without one, `present` false).
+bool put_rows(Input &in, hid_t group, const char *name,
+              const std::vector<std::vector<std::byte>> &rows, bool present, int size,
+              std::int64_t data_count) {
   const unsigned form = in.take<std::uint8_t>() % 8;
-  const int size = request.data_element_size;
-  const hsize_t count = static_cast<hsize_t>(request.data_count);
-  const hsize_t dims[2] = {static_cast<hsize_t>(rows), count};
+  const hsize_t count = static_cast<hsize_t>(data_count);
+  const hsize_t dims[2] = {static_cast<hsize_t>(rows.size()), count};
   std::vector<std::byte> all;
-  for (const auto &row : request.rows) all.insert(all.end(), row.begin(), row.end());
+  for (const auto &row : rows) all.insert(all.end(), row.begin(), row.end());
   if (all.empty()) all.resize(8);
   const hid_t memory = h5::memory_type(size);
   if (form == kWriters || form == kMissing) {
-    if (!request.data_residual || form == kMissing) return !request.data_residual;
-    return put_dataset(group, "residual", h5::file_type(size), memory, 2, dims, all.data());
+    if (!present || form == kMissing) return !present;
+    return put_dataset(group, name, h5::file_type(size), memory, 2, dims, all.data());
   }
   switch (form) {
     case 2: {  // other dimensions, filled with the rows' bytes as far as they go
       const hsize_t other[2] = {in.take<std::uint8_t>() % 10u, in.take<std::uint8_t>() % 66u};
       all.resize(std::max<std::size_t>(other[0] * other[1] * size, all.size()));
-      put_dataset(group, "residual", h5::file_type(size), memory, 2, other, all.data());
+      put_dataset(group, name, h5::file_type(size), memory, 2, other, all.data());
       break;
     }
     case 3: {  // one dimension
       const hsize_t n = dims[0] * dims[1];
-      put_dataset(group, "residual", h5::file_type(size), memory, 1, &n, all.data());
+      put_dataset(group, name, h5::file_type(size), memory, 1, &n, all.data());
       break;
     }
     case 4:  // the other floating-point type (HDF5 converts; exact from float to double)
-      put_dataset(group, "residual", h5::file_type(12 - size), memory, 2, dims, all.data());
+      put_dataset(group, name, h5::file_type(12 - size), memory, 2, dims, all.data());
       break;
     case 5:  // 32-bit integers (HDF5 converts and clamps)
-      put_dataset(group, "residual", H5T_STD_I32LE, memory, 2, dims, all.data());
+      put_dataset(group, name, H5T_STD_I32LE, memory, 2, dims, all.data());
       break;
     case 6: {  // strings of the element's size
       Id type(string_type(static_cast<std::size_t>(size), H5T_STR_NULLPAD), H5Tclose);
-      if (type.ok()) put_dataset(group, "residual", type.get(), type.get(), 2, dims, all.data());
+      if (type.ok()) put_dataset(group, name, type.get(), type.get(), 2, dims, all.data());
       break;
     }
     default: {  // chunked, compressed: another layout of the same data
@@ -420,8 +447,7 @@ bool put_residual(Input &in, hid_t group, const Request &request, int rows) {
       const hsize_t chunk[2] = {1, std::max<hsize_t>(count, 1)};
       if (create.ok() && count > 0 && H5Pset_chunk(create.get(), 2, chunk) >= 0 &&
           H5Pset_deflate(create.get(), 1) >= 0)
-        put_dataset(group, "residual", h5::file_type(size), memory, 2, dims, all.data(),
-                    create.get());
+        put_dataset(group, name, h5::file_type(size), memory, 2, dims, all.data(), create.get());
       break;
     }
   }
@@ -436,32 +462,44 @@ std::string request_name(Input &in, bool fuzzed, std::size_t index) {
   return name.empty() || name == "." ? fallback : name;
 }
 
+/// `rows` rows of `count` elements of `size` bytes drawn from `engine` (zeros where not
+/// `present`): floats, so that a double row converts to float exactly.
+std::vector<std::vector<std::byte>> random_rows(std::mt19937 &engine, int rows, bool present,
+                                                std::int64_t count, int size) {
+  std::vector<std::vector<std::byte>> out;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::byte> row(static_cast<std::size_t>(count) * static_cast<std::size_t>(size));
+    for (std::int64_t i = 0; i < (present ? count : 0); ++i) {
+      const float value = static_cast<float>(static_cast<std::int32_t>(engine())) / 65536.0f;
+      const double wide = value;
+      std::memcpy(row.data() + i * size, size == 4 ? static_cast<const void *>(&value) : &wide,
+                  static_cast<std::size_t>(size));
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 void write_request(Input &in, hid_t requests, Request &request, int rows, std::size_t index) {
   const unsigned flags = in.take<std::uint8_t>();
   request.data_element_size = flags & 1 ? 8 : 4;
   request.data_residual = flags & 2;
+  request.data_velocity = flags & 16;
   request.data_count = in.take<std::uint8_t>() % 65;
   std::mt19937 engine(in.take<std::uint16_t>());
   const std::int64_t calls = in.take<std::uint16_t>();
   request.name = request_name(in, flags & 8, index);
-  for (int r = 0; r < rows; ++r) {  // floats, so that a double row converts to float exactly
-    std::vector<std::byte> row(static_cast<std::size_t>(request.data_count) *
-                               static_cast<std::size_t>(request.data_element_size));
-    for (std::int64_t i = 0; i < (request.data_residual ? request.data_count : 0); ++i) {
-      const float value = static_cast<float>(static_cast<std::int32_t>(engine())) / 65536.0f;
-      const double wide = value;
-      std::memcpy(row.data() + i * request.data_element_size,
-                  request.data_element_size == 4 ? static_cast<const void *>(&value) : &wide,
-                  static_cast<std::size_t>(request.data_element_size));
-    }
-    request.rows.push_back(std::move(row));
-  }
+  // The residual's rows first: an input of format 3 draws the same ones.
+  request.rows = random_rows(engine, rows, request.data_residual, request.data_count,
+                             request.data_element_size);
+  request.velocity = random_rows(engine, rows, request.data_velocity, request.data_count,
+                                 request.data_element_size);
   Id group(H5Gcreate2(requests, request.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
            H5Gclose);
   request.created = group.ok();  // not if the name repeats one, or HDF5 refuses it
   if (!request.created) return;
   const hid_t g = group.get();
-  const bool residual = request.data_residual;
+  const bool residual = request.data_residual, velocity = request.data_velocity;
   request.kind = put_text(in, g, "kind", "allreduce");
   request.count = put_int(in, g, "count", request.data_count);
   request.element_size = put_int(in, g, "element_size", request.data_element_size);
@@ -485,19 +523,31 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
   }
   const bool tau_ok = put_tau(in, tau_form, g, request, rows);
   const bool checksums_ok = put_checksums(in, g, request, rows);
-  const bool residual_ok = put_residual(in, g, request, rows);
+  const bool residual_ok = put_rows(in, g, "residual", request.rows, residual,
+                                    request.data_element_size, request.data_count);
+  // Format 4's has_velocity and velocity: fuzzed with bit 5, else as the writer writes them
+  // (form 0 of both, which reads no byte).
+  const bool fuzzed = flags & 32;
+  request.has_velocity =
+      put_int(fuzzed ? in.take<std::uint8_t>() : 0u, in, g, "has_velocity", velocity ? 1 : 0);
+  static const std::uint8_t nothing = 0;
+  Input none(&nothing, 0);
+  const bool velocity_ok = put_rows(fuzzed ? in : none, g, "velocity", request.velocity, velocity,
+                                    request.data_element_size, request.data_count);
   bool taus_valid = true;
   for (double tau : request.tau) taus_valid = taus_valid && std::isfinite(tau) && tau >= 0;
   // Valid: what the writer writes, consistent with the rows written. (It writes no residual
-  // for count 0.)
-  request.valid =
-      request.kind.writers && request.count.writers && request.element_size.writers &&
-      datatype.writers && request.calls.writers && request.density.writers &&
-      request.interval.writers && request.algorithm.writers && request.has_residual.writers &&
-      tau_ok && checksums_ok && residual_ok && taus_valid && request.calls.value >= 0 &&
-      request.has_residual.value == (residual ? 1 : 0) &&
-      request.element_size.value == request.data_element_size &&
-      request.count.value == request.data_count && !(residual && request.data_count == 0);
+  // and no velocity for count 0.)
+  request.valid = request.kind.writers && request.count.writers && request.element_size.writers &&
+                  datatype.writers && request.calls.writers && request.density.writers &&
+                  request.interval.writers && request.algorithm.writers &&
+                  request.has_residual.writers && request.has_velocity.writers && tau_ok &&
+                  checksums_ok && residual_ok && velocity_ok && taus_valid &&
+                  request.calls.value >= 0 && request.has_residual.value == (residual ? 1 : 0) &&
+                  request.has_velocity.value == (velocity ? 1 : 0) &&
+                  request.element_size.value == request.data_element_size &&
+                  request.count.value == request.data_count &&
+                  !(residual && request.data_count == 0) && !(velocity && request.data_count == 0);
 }
 
 /// Extra links in /requests (group form 3-7); false if there are any.
@@ -599,6 +649,80 @@ bool same_bits(double a, double b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
+/// A buffer of exactly `bytes` bytes on the heap (ASan sees a byte written past it), or none.
+class RowBuffer {
+ public:
+  RowBuffer(bool wanted, std::size_t bytes)
+      : data_(wanted ? new std::byte[bytes] : nullptr), bytes_(wanted ? bytes : 0) {}
+  std::byte *get() const { return data_.get(); }
+  std::size_t bytes() const { return bytes_; }
+  bool same(const std::vector<std::byte> &other) const {
+    return other.size() == bytes_ && (bytes_ == 0 || std::memcmp(get(), other.data(), bytes_) == 0);
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  std::size_t bytes_;
+};
+
+/// Runs `read` (a row read by `what`); false if the reader refused the row, with a checkpoint
+/// error code (printed where `loud`).
+template <typename Read>
+bool read_or_refuse(Read read, const char *what, bool loud = false) {
+  try {
+    read();
+    return true;
+  } catch (const dct::detail::Error &e) {
+    if (loud) std::fprintf(stderr, "refused: %s\n", e.what());
+    if (!(e.code() >= DCT_ERR_CKPT_NOT_FOUND && e.code() <= DCT_ERR_CKPT_IO)) {
+      std::fprintf(stderr, "fuzz_checkpoint_header: %s threw error code %d: %s\n", what, e.code(),
+                   e.what());
+      std::abort();
+    }
+    return false;
+  }
+}
+
+/// Row `r` of an accepted request with a residual or a velocity, read as DCT_Checkpoint_load
+/// reads it (read_row) and as dct-ckpt does (read_residual, or read_row without buffers);
+/// `valid`: the request as written in a fully valid file, else null.
+void check_row(const dct::detail::CheckpointReader &reader, const dct::detail::SavedRequest &saved,
+               int r, const Request *valid) {
+  const std::size_t bytes =
+      static_cast<std::size_t>(saved.count) * static_cast<std::size_t>(saved.element_size);
+  const auto row = static_cast<std::size_t>(r);
+  RowBuffer residual(saved.has_residual, bytes), velocity(saved.has_velocity, bytes);
+  const bool accepted =
+      read_or_refuse([&] { reader.read_row(saved, r, residual.get(), velocity.get()); }, "read_row",
+                     valid != nullptr);
+  check(accepted || valid == nullptr, "a valid file's row was refused");
+  // The same row read without the velocity's buffer (the reader checks it in a scratch buffer)
+  // is accepted or refused alike.
+  if (saved.has_residual) {
+    RowBuffer alone(true, bytes);
+    const bool also =
+        read_or_refuse([&] { reader.read_residual(saved, r, alone.get()); }, "read_residual");
+    check(also == accepted, "read_residual and read_row disagree on a row");
+    check(!also || std::memcmp(alone.get(), residual.get(), bytes) == 0,
+          "read_residual and read_row read a residual differently");
+  } else {
+    const bool also =
+        read_or_refuse([&] { reader.read_row(saved, r, nullptr, nullptr); }, "read_row");
+    check(also == accepted, "read_row with and without a velocity buffer disagree on a row");
+  }
+  if (!accepted) return;
+  const std::uint32_t expected =
+      reader.format_version() >= 2 ? row_checksum(residual.get(), residual.bytes(), saved.tau[row],
+                                                  saved.calls, velocity.get(), velocity.bytes())
+                                   : dct::detail::checksum(residual.get(), residual.bytes());
+  check(expected == saved.checksums[row], "read_row accepted a row whose checksum does not match");
+  if (valid == nullptr) return;
+  check(!saved.has_residual || residual.same(valid->rows[row]),
+        "a valid file's residual read back differently");
+  check(!saved.has_velocity || velocity.same(valid->velocity[row]),
+        "a valid file's velocity read back differently");
+}
+
 /// The reader accepted the file: its promises, and the values written.
 void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoint &written) {
   const int ranks = reader.ranks();
@@ -628,6 +752,13 @@ void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoin
           "density read back differently");
     check(!request.has_residual.exact || (request.has_residual.value != 0) == saved->has_residual,
           "has_residual read back differently");
+    // Format 4 on: the writer always writes has_velocity, the reader reads it (earlier
+    // formats have no velocity, whatever the file holds).
+    if (reader.format_version() >= 4) {
+      check(request.has_velocity.present, "accepted a format-4 request without has_velocity");
+      check(!request.has_velocity.exact || (request.has_velocity.value != 0) == saved->has_velocity,
+            "has_velocity read back differently");
+    }
   }
   for (const dct::detail::SavedRequest &saved : reader.requests()) {
     check(saved.count >= 0 && (saved.element_size == 4 || saved.element_size == 8),
@@ -648,7 +779,9 @@ void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoin
       check(saved.checksums == request->checksums,
             "a valid file's checksums read back differently");
     }
-    if (!saved.has_residual) {
+    check(!saved.has_velocity || reader.format_version() >= 4,
+          "accepted a velocity in a file of format 3 or older");
+    if (!saved.has_residual && !saved.has_velocity) {
       if (reader.format_version() >= 2)
         for (int r = 0; r < ranks; ++r)
           check(saved.checksums[static_cast<std::size_t>(r)] ==
@@ -656,37 +789,7 @@ void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoin
                 "accepted a row whose checksum does not match");
       continue;
     }
-    const std::size_t bytes =
-        static_cast<std::size_t>(saved.count) * static_cast<std::size_t>(saved.element_size);
-    for (int r = 0; r < ranks; ++r) {
-      // Exactly the row's size, on the heap: ASan sees a byte written past it.
-      std::vector<std::byte> row(bytes);
-      std::byte *out = row.data();
-      std::unique_ptr<std::byte[]> empty;
-      if (bytes == 0) {
-        empty.reset(new std::byte[0]);
-        out = empty.get();
-      }
-      try {
-        reader.read_residual(saved, r, out);
-      } catch (const dct::detail::Error &e) {
-        check(e.code() >= DCT_ERR_CKPT_NOT_FOUND && e.code() <= DCT_ERR_CKPT_IO,
-              "read_residual threw an error code other than a checkpoint one");
-        if (valid) std::fprintf(stderr, "refused: %s\n", e.what());
-        check(!valid, "a valid file's residual was refused");
-        continue;
-      }
-      const std::uint32_t expected =
-          reader.format_version() >= 2
-              ? row_checksum(out, bytes, saved.tau[static_cast<std::size_t>(r)], saved.calls)
-              : dct::detail::checksum(out, bytes);
-      check(expected == saved.checksums[static_cast<std::size_t>(r)],
-            "read_residual accepted a row whose checksum does not match");
-      if (valid)
-        check(bytes == request->rows[static_cast<std::size_t>(r)].size() &&
-                  std::memcmp(out, request->rows[static_cast<std::size_t>(r)].data(), bytes) == 0,
-              "a valid file's residual read back differently");
-    }
+    for (int r = 0; r < ranks; ++r) check_row(reader, saved, r, valid ? request : nullptr);
   }
   if (written.valid) check(reader.requests().size() == created, "a valid file's requests differ");
 }

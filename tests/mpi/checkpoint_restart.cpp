@@ -1,7 +1,9 @@
 // One step of the restart scenarios that need separate jobs (tests/mpi/checkpoint_restart.sh):
-//   save PATH          7 calls on two requests with default names, then save
+//   save PATH          7 calls on two requests with default names (the double one with
+//                      dct_momentum), then save
 //   redistribute PATH  restart on this job's rank count (DCT_RESTART=redistribute): the sum over
-//                      ranks of every residual equals the saved one exactly (dyadic data)
+//                      ranks of every residual and velocity equals the saved one exactly
+//                      (dyadic data, momentum 0.5)
 //   strict PATH        restart on another rank count without redistribute: refused
 //   crash PATH         9 calls, then a save during which rank 1 dies
 //   verify PATH        the checkpoint at PATH is the 7-call one and loads
@@ -37,6 +39,7 @@ struct Job {
     MPI_Info info = make_info({{"dct_density", "0.02"}, {"dct_interval", "4"}});
     DCT_Allreduce_init(a_send.data(), a_recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                        info, &a);
+    MPI_Info_set(info, "dct_momentum", "0.5");  // velocities stay dyadic: sums are exact
     DCT_Allreduce_init(b_send.data(), b_recv.data(), kCount, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                        info, &b);
     MPI_Info_free(&info);
@@ -69,15 +72,24 @@ std::vector<double> live_sum(DCT_Request r) {
   return mpi_sum(std::vector<double>(mine.begin(), mine.end()));
 }
 
-/// Sum over saved ranks, in double, of a saved request's residual (read by every rank).
+/// Sum over ranks, in double, of a live request's momentum velocity.
+std::vector<double> live_velocity_sum(DCT_Request r) {
+  const auto *velocity = static_cast<const double *>(engine(r).velocity());
+  return mpi_sum(std::vector<double>(velocity, velocity + kCount));
+}
+
+/// Sum over saved ranks, in double, of a saved request's residual (or velocity), read by every
+/// rank.
 template <typename T>
-std::vector<double> saved_sum(const std::string &path, const std::string &name) {
+std::vector<double> saved_sum(const std::string &path, const std::string &name,
+                              bool velocity = false) {
   dct::detail::CheckpointReader reader(path, MPI_COMM_SELF);
   const dct::detail::SavedRequest *saved = reader.find(name);
   std::vector<double> sum(kCount, 0.0);
-  std::vector<T> row(kCount);
+  std::vector<T> residual(kCount), row(kCount);
   for (int r = 0; saved && r < reader.ranks(); ++r) {
-    reader.read_residual(*saved, r, row.data());
+    reader.read_row(*saved, r, velocity ? residual.data() : row.data(),
+                    velocity ? row.data() : nullptr);
     for (std::size_t i = 0; i < kCount; ++i) sum[i] += row[i];
   }
   return sum;
@@ -115,6 +127,8 @@ int run(const std::string &mode, const std::string &path) {
                  "float residual sum preserved exactly");
     ok &= expect(live_sum<double>(job.b) == saved_sum<double>(path, "allreduce.1"),
                  "double residual sum preserved exactly");
+    ok &= expect(live_velocity_sum(job.b) == saved_sum<double>(path, "allreduce.1", true),
+                 "double velocity sum preserved exactly");
   }
   job.calls = kSavedCalls;
   ok &= expect(job.step(), "the restarted job keeps training");

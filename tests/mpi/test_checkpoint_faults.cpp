@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "common.hpp"
+#include "core/request_table.hpp"
 
 namespace dct::test {
 namespace {
@@ -34,12 +35,14 @@ void write_bytes(const std::string &path, const std::vector<char> &bytes, std::s
   out.write(bytes.data(), static_cast<std::streamsize>(size));
 }
 
-/// A request with history, and its state as bits.
+/// A request with history, and its state as bits: residual and (dct_momentum, format 4)
+/// velocity, so that flips land in both.
 struct Trained {
-  std::vector<float> send = gradient<float>(777, 0), recv = std::vector<float>(777);
+  std::vector<float> send = gradient<float>(500, 0), recv = std::vector<float>(500);
   DCT_Request request = DCT_REQUEST_NULL;
   Trained() {
-    MPI_Info info = make_info({{"dct_name", "faults"}, {"dct_density", "0.05"}});
+    MPI_Info info =
+        make_info({{"dct_name", "faults"}, {"dct_density", "0.05"}, {"dct_momentum", "0.9"}});
     EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), send.size(), MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD, info, &request),
               DCT_SUCCESS);
@@ -52,7 +55,14 @@ struct Trained {
     EXPECT_EQ(DCT_Start(&request), DCT_SUCCESS);
     EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
   }
-  std::vector<float> residual() const { return residual_of<float>(request, send.size()); }
+  std::vector<float> residual() const {
+    std::vector<float> bits = residual_of<float>(request, send.size());
+    DCT_Request handle = request;
+    const auto *velocity = static_cast<const float *>(
+        detail::RequestTable::instance().find(&handle).engine->velocity());
+    bits.insert(bits.end(), velocity, velocity + send.size());
+    return bits;
+  }
 };
 
 bool is_checkpoint_code(int code) {

@@ -4,6 +4,9 @@
 //   equal-runs  the first two runs trained bit for bit alike (checksum, every epoch's loss)
 //   bytes       ratios are dense/sent of the summed DCT_Status bytes, the dense bytes match the
 //               documented formulas for the model's shapes, and dct compressed when asked to
+//   same-as:F   every run equals F's run of the same mode bit for bit: parameter checksum, and
+//               per epoch the train loss, test loss and accuracy, and the bytes sent (a run
+//               killed and resumed from its checkpoints against the uninterrupted one)
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -54,6 +57,27 @@ void equal_runs(const json &doc) {
                          " vs " + std::to_string(lb));
     expect(a["epochs"][e]["test_accuracy"] == b["epochs"][e]["test_accuracy"],
            "epoch " + std::to_string(e + 1) + " test accuracies differ");
+  }
+}
+
+void same_as(const json &doc, const std::string &path) {
+  std::ifstream in(path);
+  const json reference = json::parse(in);
+  expect(doc["runs"].size() == reference["runs"].size(), "another number of runs than " + path);
+  for (size_t r = 0; r < doc["runs"].size() && r < reference["runs"].size(); ++r) {
+    const json &a = doc["runs"][r], &b = reference["runs"][r];
+    const std::string mode = a["mode"];
+    expect(a["mode"] == b["mode"], "run " + std::to_string(r) + ": another mode");
+    expect(a["final"]["checksum"] == b["final"]["checksum"],
+           mode + ": parameter checksums differ: " + a["final"]["checksum"].get<std::string>() +
+               " vs " + b["final"]["checksum"].get<std::string>());
+    expect(a["epochs"].size() == b["epochs"].size(), mode + ": another number of epochs");
+    for (size_t e = 0; e < a["epochs"].size() && e < b["epochs"].size(); ++e)
+      for (const char *key :
+           {"train_loss", "test_loss", "test_accuracy", "dp_bytes_sent", "mp_bytes_sent"})
+        expect(a["epochs"][e][key] == b["epochs"][e][key],
+               mode + ": epoch " + std::to_string(e + 1) + ": " + key + " " +
+                   a["epochs"][e][key].dump() + " vs " + b["epochs"][e][key].dump());
   }
 }
 
@@ -135,6 +159,8 @@ int main(int argc, char **argv) {
         equal_runs(doc);
       else if (check == "bytes")
         bytes(doc);
+      else if (check.rfind("same-as:", 0) == 0)
+        same_as(doc, check.substr(8));
       else
         return std::fprintf(stderr, "unknown check %s\n", argv[i]), 2;
     }
