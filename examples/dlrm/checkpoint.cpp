@@ -33,6 +33,19 @@ void agree(bool ok, const std::string &what, MPI_Comm comm) {
   if (all == 0) throw std::runtime_error(ok ? "checkpoint: failed on another rank" : what);
 }
 
+/// Runs `body` on `rank` alone (file-system work done once), then every rank learns whether it
+/// threw: the same std::runtime_error on every rank, so that none is left waiting.
+template <typename Body>
+void on_one_rank(int rank, int on, MPI_Comm comm, Body body) {
+  std::string problem;
+  if (rank == on) try {
+      body();
+    } catch (const std::exception &e) {
+      problem = e.what();
+    }
+  agree(problem.empty(), problem, comm);
+}
+
 void make_directory(const std::string &path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
     throw std::runtime_error("cannot create " + path + ": " + std::strerror(errno));
@@ -151,13 +164,7 @@ TrainingCheckpoints::TrainingCheckpoints(std::string directory, int64_t every, b
       comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &ranks_);
-  std::string problem;
-  if (rank_ == 0) try {
-      make_directory(directory_);
-    } catch (const std::exception &e) {
-      problem = e.what();
-    }
-  agree(problem.empty(), problem, comm_);
+  on_one_rank(rank_, 0, comm_, [&] { make_directory(directory_); });
 }
 
 void TrainingCheckpoints::save(const std::string &mode, int64_t global_step, Model &model,
@@ -165,14 +172,10 @@ void TrainingCheckpoints::save(const std::string &mode, int64_t global_step, Mod
   const std::string base = directory_ + "/" + mode;
   const std::string name = "step-" + std::to_string(global_step);
   const std::string step_dir = base + "/" + name;
-  std::string problem;
-  if (rank_ == 0) try {
-      make_directory(base);
-      make_directory(step_dir);
-    } catch (const std::exception &e) {
-      problem = e.what();
-    }
-  agree(problem.empty(), problem, comm_);
+  on_one_rank(rank_, 0, comm_, [&] {
+    make_directory(base);
+    make_directory(step_dir);
+  });
   // dct's requests of this mode (their own crash-safe file), then this rank's part.
   const std::string dct_path = step_dir + "/dct.h5";
   const int rc = DCT_Checkpoint_save(comm_, dct_path.c_str());  // the same code on every rank
@@ -185,6 +188,7 @@ void TrainingCheckpoints::save(const std::string &mode, int64_t global_step, Mod
                        {"step", global_step},
                        {"state", state_json(state)}};
   const std::string path = step_dir + "/rank-" + std::to_string(rank_) + ".bin";
+  std::string problem;
   try {
     const std::string temporary = path + ".tmp";
     {
@@ -202,26 +206,22 @@ void TrainingCheckpoints::save(const std::string &mode, int64_t global_step, Mod
   agree(problem.empty(), problem, comm_);
   // Every part is complete: now `latest` names this step, and the step before the previous
   // one goes (the previous one stays until the next is complete).
-  if (rank_ == 0) try {
-      sync_path(step_dir);
-      const std::string previous = read_text(base + "/latest");
-      replace_file(base + "/latest", name);
-      sync_path(base);
-      const std::string older = read_text(base + "/previous");
-      if (!previous.empty()) replace_file(base + "/previous", previous);
-      if (!older.empty() && older != previous && older != name &&
-          older.find('/') == std::string::npos) {
-        for (int r = 0; r < 4096; ++r)
-          if (std::remove((base + "/" + older + "/rank-" + std::to_string(r) + ".bin").c_str()) !=
-              0)
-            break;
-        std::remove((base + "/" + older + "/dct.h5").c_str());
-        ::rmdir((base + "/" + older).c_str());
-      }
-    } catch (const std::exception &e) {
-      problem = e.what();
+  on_one_rank(rank_, 0, comm_, [&] {
+    sync_path(step_dir);
+    const std::string previous = read_text(base + "/latest");
+    replace_file(base + "/latest", name);
+    sync_path(base);
+    const std::string older = read_text(base + "/previous");
+    if (!previous.empty()) replace_file(base + "/previous", previous);
+    if (!older.empty() && older != previous && older != name &&
+        older.find('/') == std::string::npos) {
+      for (int r = 0; r < 4096; ++r)
+        if (std::remove((base + "/" + older + "/rank-" + std::to_string(r) + ".bin").c_str()) != 0)
+          break;
+      std::remove((base + "/" + older + "/dct.h5").c_str());
+      ::rmdir((base + "/" + older).c_str());
     }
-  agree(problem.empty(), problem, comm_);
+  });
 }
 
 bool TrainingCheckpoints::load(const std::string &mode, Model &model, RunState &state) {
@@ -267,15 +267,11 @@ bool TrainingCheckpoints::load(const std::string &mode, Model &model, RunState &
 }
 
 void TrainingCheckpoints::finish(const std::string &mode, const json &run) {
-  std::string problem;
-  if (rank_ == 0) try {
-      make_directory(directory_ + "/" + mode);
-      replace_file(directory_ + "/" + mode + "/done.json",
-                   json{{"fingerprint", fingerprint_}, {"ranks", ranks_}, {"run", run}}.dump());
-    } catch (const std::exception &e) {
-      problem = e.what();
-    }
-  agree(problem.empty(), problem, comm_);
+  on_one_rank(rank_, 0, comm_, [&] {
+    make_directory(directory_ + "/" + mode);
+    replace_file(directory_ + "/" + mode + "/done.json",
+                 json{{"fingerprint", fingerprint_}, {"ranks", ranks_}, {"run", run}}.dump());
+  });
 }
 
 json TrainingCheckpoints::finished(const std::string &mode) {
