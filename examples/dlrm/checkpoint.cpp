@@ -79,15 +79,6 @@ std::string read_text(const std::string &path) {
   return text.str();
 }
 
-json state_json(const RunState &s) {
-  return {{"epoch", s.epoch},           {"step", s.step},
-          {"loss_sum", s.loss_sum},     {"first_batch_loss", s.first_batch_loss},
-          {"total_wall", s.total_wall}, {"epoch_wall", s.epoch_wall},
-          {"dp_sent", s.dp_sent},       {"dp_dense", s.dp_dense},
-          {"mp_sent", s.mp_sent},       {"mp_dense", s.mp_dense},
-          {"fwd_sent", s.fwd_sent},     {"epochs", s.epochs}};
-}
-
 void append(std::string &out, const void *data, size_t bytes) {
   out.append(static_cast<const char *>(data), bytes);
 }
@@ -155,6 +146,11 @@ std::string parse_rank_file(const std::string &bytes, json &header, RunState &st
 
 }  // namespace
 
+// The position as JSON (CommStats is saved as its bytes, beside it).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RunState, epoch, step, loss_sum, first_batch_loss, total_wall,
+                                   epoch_wall, dp_sent, dp_dense, mp_sent, mp_dense, fwd_sent,
+                                   epochs)
+
 TrainingCheckpoints::TrainingCheckpoints(std::string directory, int64_t every, bool resume,
                                          std::string fingerprint, MPI_Comm comm)
     : directory_(std::move(directory)),
@@ -181,12 +177,9 @@ void TrainingCheckpoints::save(const std::string &mode, int64_t global_step, Mod
   const int rc = DCT_Checkpoint_save(comm_, dct_path.c_str());  // the same code on every rank
   if (rc != DCT_SUCCESS)
     throw std::runtime_error("DCT_Checkpoint_save: " + std::string(DCT_Get_last_error()));
-  const json header = {{"fingerprint", fingerprint_},
-                       {"mode", mode},
-                       {"ranks", ranks_},
-                       {"rank", rank_},
-                       {"step", global_step},
-                       {"state", state_json(state)}};
+  const json header = {
+      {"fingerprint", fingerprint_}, {"mode", mode},        {"ranks", ranks_}, {"rank", rank_},
+      {"step", global_step},         {"state", json(state)}};
   const std::string path = step_dir + "/rank-" + std::to_string(rank_) + ".bin";
   std::string problem;
   try {
@@ -249,19 +242,7 @@ bool TrainingCheckpoints::load(const std::string &mode, Model &model, RunState &
   const int rc = DCT_Checkpoint_load(comm_, (step_dir + "/dct.h5").c_str());
   if (rc != DCT_SUCCESS)
     throw std::runtime_error("DCT_Checkpoint_load: " + std::string(DCT_Get_last_error()));
-  const json &s = header["state"];
-  loaded.epoch = s["epoch"];
-  loaded.step = s["step"];
-  loaded.loss_sum = s["loss_sum"];
-  loaded.first_batch_loss = s["first_batch_loss"];
-  loaded.total_wall = s["total_wall"];
-  loaded.epoch_wall = s["epoch_wall"];
-  loaded.dp_sent = s["dp_sent"];
-  loaded.dp_dense = s["dp_dense"];
-  loaded.mp_sent = s["mp_sent"];
-  loaded.mp_dense = s["mp_dense"];
-  loaded.fwd_sent = s["fwd_sent"];
-  loaded.epochs = s["epochs"];
+  header["state"].get_to(loaded);  // the position; stats and parameters are in already
   state = std::move(loaded);
   return true;
 }
