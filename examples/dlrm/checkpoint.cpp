@@ -208,9 +208,8 @@ void TrainingCheckpoints::save(const std::string &mode, int64_t global_step, Mod
     if (!previous.empty()) replace_file(base + "/previous", previous);
     if (!older.empty() && older != previous && older != name &&
         older.find('/') == std::string::npos) {
-      for (int r = 0; r < 4096; ++r)
-        if (std::remove((base + "/" + older + "/rank-" + std::to_string(r) + ".bin").c_str()) != 0)
-          break;
+      for (int r = 0; r < ranks_; ++r)  // a resume refuses another rank count: ranks_ files
+        std::remove((base + "/" + older + "/rank-" + std::to_string(r) + ".bin").c_str());
       std::remove((base + "/" + older + "/dct.h5").c_str());
       ::rmdir((base + "/" + older).c_str());
     }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
@@ -105,8 +106,9 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
                   "the threshold or call counter of '" + saved.name + "' saved by rank " +
                       std::to_string(r) + " does not match its checksum: the file is corrupt");
       }
-      for (const char *part : {"residual", "velocity"}) {
-        if (!(part[0] == 'r' ? saved.has_residual : saved.has_velocity)) continue;
+      for (const auto &[part, present] :
+           {std::pair{"residual", saved.has_residual}, std::pair{"velocity", saved.has_velocity}}) {
+        if (!present) continue;
         h5::Handle dataset(H5Dopen2(group.get(), part, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                            "request " + saved.name + " has no " + part);
         h5::Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
@@ -187,8 +189,11 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
   require((request.has_residual || request.has_velocity) && rank >= -1 && rank < ranks_,
           DCT_ERR_INTERNAL, "read_row: no such row");
   const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
-  std::vector<std::byte> scratch(request.has_velocity && velocity == nullptr ? bytes : 0);
-  if (request.has_velocity && velocity == nullptr) velocity = scratch.data();  // to check it
+  std::vector<std::byte> scratch;  // a velocity the caller does not want is still checked
+  if (request.has_velocity && velocity == nullptr) {
+    scratch.resize(bytes);
+    velocity = scratch.data();
+  }
   if (request.has_residual)
     read_dataset_row(file_, request, "residual", rank, residual, collective_);
   if (request.has_velocity)

@@ -87,7 +87,7 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     {  // may run kernels (pending writes, a device copy)
       const KernelTurn kernels;
       if (residual) data = engine->residual();
-      if (engine->count() > 0) velocity = engine->velocity();
+      velocity = engine->velocity();  // nullptr without momentum or elements
     }
     h5::write_attribute(group.get(), "has_velocity",
                         static_cast<std::int64_t>(velocity != nullptr));
@@ -121,7 +121,7 @@ std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines, 
     const std::uint64_t row = std::uint64_t(engine->count()) *
                               std::uint64_t(engine->element_size()) * std::uint64_t(ranks);
     if (has_residual(*engine)) bytes += row;
-    if (engine->config().momentum > 0.0) bytes += row;  // the velocity
+    if (has_velocity(*engine)) bytes += row;
   }
   return bytes;
 }

@@ -18,7 +18,6 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "common.hpp"
-#include "core/request_table.hpp"
 
 namespace {
 
@@ -61,10 +60,6 @@ struct Job {
   }
 };
 
-const dct::detail::RequestEngine &engine(DCT_Request r) {
-  return *dct::detail::RequestTable::instance().find(&r).engine;
-}
-
 /// Sum over ranks, in double, of a live request's residual.
 template <typename T>
 std::vector<double> live_sum(DCT_Request r) {
@@ -74,8 +69,7 @@ std::vector<double> live_sum(DCT_Request r) {
 
 /// Sum over ranks, in double, of a live request's momentum velocity.
 std::vector<double> live_velocity_sum(DCT_Request r) {
-  const auto *velocity = static_cast<const double *>(engine(r).velocity());
-  return mpi_sum(std::vector<double>(velocity, velocity + kCount));
+  return mpi_sum(velocity_of<double>(r, kCount));
 }
 
 /// Sum over saved ranks, in double, of a saved request's residual (or velocity), read by every
@@ -118,9 +112,10 @@ int run(const std::string &mode, const std::string &path) {
                : 1;
   }
   if (!expect(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()) == DCT_SUCCESS, "load")) return 1;
-  bool ok = expect(engine(job.a).name() == "allreduce.0" && engine(job.b).name() == "allreduce.1",
-                   "default names are stable across runs");
-  ok &= expect(engine(job.a).calls() == kSavedCalls && engine(job.b).calls() == kSavedCalls,
+  bool ok =
+      expect(engine_of(job.a).name() == "allreduce.0" && engine_of(job.b).name() == "allreduce.1",
+             "default names are stable across runs");
+  ok &= expect(engine_of(job.a).calls() == kSavedCalls && engine_of(job.b).calls() == kSavedCalls,
                "call counters restored");
   if (mode == "redistribute") {
     ok &= expect(live_sum<float>(job.a) == saved_sum<float>(path, "allreduce.0"),

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/request_table.hpp"
 #include "dct/dct.h"
 
 namespace dct::test {
@@ -154,6 +155,18 @@ std::vector<T> residual_of(DCT_Request request, std::size_t n) {
   EXPECT_EQ(DCT_Request_get_residual(request, residual.data()), DCT_SUCCESS)
       << DCT_Get_last_error();
   return residual;
+}
+
+/// The engine behind a live request (its tau, call counter, velocity: state dct.h does not show).
+inline const detail::RequestEngine &engine_of(DCT_Request request) {
+  return *detail::RequestTable::instance().find(&request).engine;
+}
+
+/// The dct_momentum velocity of a request of `n` elements, as bits (empty when it keeps none).
+template <typename T>
+std::vector<T> velocity_of(DCT_Request request, std::size_t n) {
+  const T *velocity = static_cast<const T *>(engine_of(request).velocity());
+  return velocity ? std::vector<T>(velocity, velocity + n) : std::vector<T>();
 }
 
 /// An MPI_Info with the given key/value pairs; freed by the caller.

@@ -16,7 +16,6 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_seal.hpp"
 #include "common.hpp"
-#include "core/request_table.hpp"
 
 namespace dct::test {
 namespace {
@@ -83,14 +82,11 @@ struct Snapshot {
   explicit Snapshot(const Model &m)
       : a_residual(residual_of<float>(m.a, m.a_send.size())),
         b_residual(residual_of<double>(m.b, m.b_send.size())),
-        a_tau(engine(m.a).tau()),
-        b_tau(engine(m.b).tau()),
-        a_calls(engine(m.a).calls()),
-        b_calls(engine(m.b).calls()) {}
+        a_tau(engine_of(m.a).tau()),
+        b_tau(engine_of(m.b).tau()),
+        a_calls(engine_of(m.a).calls()),
+        b_calls(engine_of(m.b).calls()) {}
 
-  static const detail::RequestEngine &engine(DCT_Request r) {
-    return *detail::RequestTable::instance().find(&r).engine;
-  }
   bool operator==(const Snapshot &o) const {
     return same_bits(a_residual, o.a_residual) && same_bits(b_residual, o.b_residual) &&
            std::memcmp(&a_tau, &o.a_tau, sizeof a_tau) == 0 &&

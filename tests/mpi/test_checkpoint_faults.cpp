@@ -13,7 +13,6 @@
 #include <iterator>
 
 #include "common.hpp"
-#include "core/request_table.hpp"
 
 namespace dct::test {
 namespace {
@@ -57,10 +56,8 @@ struct Trained {
   }
   std::vector<float> residual() const {
     std::vector<float> bits = residual_of<float>(request, send.size());
-    DCT_Request handle = request;
-    const auto *velocity = static_cast<const float *>(
-        detail::RequestTable::instance().find(&handle).engine->velocity());
-    bits.insert(bits.end(), velocity, velocity + send.size());
+    const std::vector<float> velocity = velocity_of<float>(request, send.size());
+    bits.insert(bits.end(), velocity.begin(), velocity.end());
     return bits;
   }
 };

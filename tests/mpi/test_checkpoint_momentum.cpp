@@ -16,7 +16,6 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_seal.hpp"
 #include "common.hpp"
-#include "core/request_table.hpp"
 
 namespace dct::test {
 namespace {
@@ -32,19 +31,6 @@ std::string scratch(const std::string &name) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return path;
-}
-
-const detail::RequestEngine &engine(DCT_Request r) {
-  return *detail::RequestTable::instance().find(&r).engine;
-}
-
-/// The bits of a request's velocity (empty without one).
-template <typename T>
-std::vector<T> velocity_of(DCT_Request r, std::size_t n) {
-  const void *v = engine(r).velocity();
-  if (v == nullptr) return {};
-  const T *values = static_cast<const T *>(v);
-  return std::vector<T>(values, values + n);
 }
 
 /// SGD with momentum correction as the README recommends it: a float layer compressed to 2%,
