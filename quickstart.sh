@@ -94,8 +94,10 @@ if [ -x "$demo" ]; then
   echo "   rows, ~3 at the plain defaults. It catches up: over 5 seeds the sign row is within 0.3 points"
   echo "   of dense from epoch 11 on, and after 20 it is ~2 points above dense's 20th epoch and"
   echo "   ~0.5 above dense's best epoch (dense overfits past epoch ~10). README has the table."
-  echo "   All 4 ranks share this machine's 2 cores and memory: 'comm s' is not a network's"
-  echo "   time (hpc/netem/dct-netem shapes a slow link; docs/performance.md has the figures)."
+  echo "   Time: here dct's runs take longer than dense ('wall s'): all 4 ranks share this"
+  echo "   machine's 2 cores and memory, so compressing costs CPU that no network repays. On a"
+  echo "   shaped 1 Gbit/s link (hpc/netem/dct-netem) dct reaches dense's accuracy sooner;"
+  echo "   docs/performance.md has the figures."
 else
   echo "== demo: examples/dlrm was not built (BLAS, CLI11 or nlohmann-json missing): skipped"
 fi
