@@ -6,6 +6,8 @@
 #   and tests/fortran passes the module's statuses to it);
 # - every function of dct.h has a Fortran routine of the same name in lower case, public in the
 #   module, and is called by include/dct/dct.hpp;
+# - the Python package (bindings/python/dct) has a ctypes prototype of every function, every
+#   return code in ERROR_NAMES and DCT_Status's fields in dct.h's order;
 # unless listed below as deliberately absent, with the reason.
 cmake_minimum_required(VERSION 3.16)
 if(NOT ROOT)
@@ -17,10 +19,15 @@ set(fortran_absent
   DCT_ERR_LASTCODE  # a range bound for C code's checks of a code
 )
 set(cxx_absent "")
+set(python_absent
+  DCT_Alltoallv_init DCT_Alltoallv_backward_init  # the _c forms take every count
+)
 
 file(READ ${ROOT}/include/dct/dct.h header)
 file(READ ${ROOT}/bindings/fortran/dct.F90 fortran)
 file(READ ${ROOT}/include/dct/dct.hpp cxx)
+file(READ ${ROOT}/bindings/python/dct/_capi.py python_capi)
+file(READ ${ROOT}/bindings/python/dct/__init__.py python_init)
 string(TOLOWER "${fortran}" fortran_lower)
 set(problems "")
 
@@ -41,6 +48,10 @@ foreach(entry IN LISTS constants)
   if(name IN_LIST fortran_absent)
     continue()
   endif()
+  if(name MATCHES "^DCT_(SUCCESS|ERR_)" AND NOT name STREQUAL "DCT_ERR_LASTCODE" AND
+     NOT python_init MATCHES "[ {]${value}: \"${name}\"")
+    list(APPEND problems "bindings/python/dct/__init__.py: ERROR_NAMES lacks ${value}: \"${name}\"")
+  endif()
   if(NOT fortran MATCHES "[ ,:]${name} = ([0-9]+)")
     list(APPEND problems "bindings/fortran/dct.F90: no parameter ${name} (dct.h: ${value})")
   elseif(NOT CMAKE_MATCH_1 STREQUAL value)
@@ -58,10 +69,26 @@ foreach(declaration IN LISTS declarations)
   if(NOT name IN_LIST fortran_absent AND NOT fortran_lower MATCHES "public ::[^\n]*(&[ \t]*\n[^\n]*)*[ ,]${lower}[ ,\n&]")
     list(APPEND problems "bindings/fortran/dct.F90: ${name} has no public routine ${lower}")
   endif()
+  if(NOT name IN_LIST python_absent AND NOT python_capi MATCHES "\"${name}\": \\(")
+    list(APPEND problems "bindings/python/dct/_capi.py: ${name} has no prototype")
+  endif()
   if(NOT name IN_LIST cxx_absent AND NOT cxx MATCHES "${name}\\(")
     list(APPEND problems "include/dct/dct.hpp: ${name} is not called (add a wrapper, or list it in cmake/check_bindings.cmake)")
   endif()
 endforeach()
+# DCT_Status: the Python struct lists dct.h's fields in the same order.
+string(REGEX MATCH "typedef struct DCT_Status {(.*)} DCT_Status;" status_struct "${header}")
+string(REGEX REPLACE " DCT_STATUS_DEFAULT_\\([^\n]*\\);" "@" status_body "${CMAKE_MATCH_1}")
+string(REPLACE ";" "@" status_body "${status_body}")  # ";" would split CMake's lists
+string(REGEX MATCHALL "[a-z_]+@" c_fields "${status_body}")
+list(TRANSFORM c_fields REPLACE "@" "")
+string(REGEX MATCHALL "\\(\"[a-z_]+\", " python_fields "${python_capi}")
+list(TRANSFORM python_fields REPLACE "^\\(\"([a-z_]+)\", $" "\\1")
+list(LENGTH c_fields status_fields)
+if(status_fields LESS 15 OR NOT c_fields STREQUAL python_fields)
+  list(APPEND problems "bindings/python/dct/_capi.py: DCT_Status fields (${python_fields}) differ from dct.h's (${c_fields})")
+endif()
+
 if(checked_functions LESS 20 OR checked_constants LESS 30)
   list(APPEND problems "found only ${checked_functions} functions and ${checked_constants} constants in dct.h: the patterns here no longer match it")
 endif()
@@ -71,4 +98,4 @@ if(count GREATER 0)
   string(REPLACE ";" "\n  " text "${problems}")
   message(FATAL_ERROR "bindings: ${count} problem(s):\n  ${text}")
 endif()
-message(STATUS "bindings: ${checked_functions} functions and ${checked_constants} constants of dct.h, bound in Fortran and C++")
+message(STATUS "bindings: ${checked_functions} functions and ${checked_constants} constants of dct.h, bound in Fortran, C++ and Python (and ${status_fields} status fields in Python)")

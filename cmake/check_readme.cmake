@@ -8,7 +8,7 @@ if(NOT ROOT)
 endif()
 file(READ ${ROOT}/README.md readme)
 set(problems "")
-foreach(program first.c first.cpp first.f90)
+foreach(program first.c first.cpp first.f90 first.py)
   # Read whole (file(STRINGS) would split lines at semicolons and drop empty ones).
   file(READ ${ROOT}/examples/first/${program} text)
   string(FIND "${text}" "README begin" begin REVERSE)  # the marker, not a mention above it

@@ -805,8 +805,7 @@ DCT_EXPORT int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *se
  * Written with parallel HDF5 to a temporary file in the same directory, which is renamed to
  * `path` only once every rank has written and the file is closed: a crash at any moment leaves
  * the previous checkpoint at `path` intact. No request may be active (started, not waited).
- * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL path, duplicate request names, a request with
- *         `dct_momentum`), `DCT_ERR_ACTIVE`,
+ * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL path, duplicate request names), `DCT_ERR_ACTIVE`,
  *         `DCT_ERR_CKPT_MISMATCH` (ranks hold different requests), `DCT_ERR_CKPT_IO`,
  *         `DCT_ERR_NOT_COMPILED` (built without HDF5), `DCT_ERR_COMM`, `DCT_ERR_MPI`. Every
  *         rank returns the same code.
