@@ -146,6 +146,13 @@ def test_buffers_that_cannot_be_bound_are_refused():
         dct.allreduce_init(dct.IN_PLACE, readonly)
 
 
+def test_tensors_without_an_mpi_type_are_refused():
+    torch = pytest.importorskip("torch")
+    for dtype in (torch.bfloat16, torch.float16):
+        with pytest.raises(TypeError, match="no datatype"):
+            dct.allreduce_init(dct.IN_PLACE, torch.zeros(4, dtype=dtype))
+
+
 def test_other_datatypes_are_handed_to_mpi(comm):
     send = np.arange(10, dtype=np.int32)
     recv = np.empty_like(send)

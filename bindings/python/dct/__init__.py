@@ -146,7 +146,11 @@ class _Buffer:
                 raise TypeError(f"dct: {name} is a non-contiguous tensor; pass .contiguous()")
             self.address = obj.data_ptr()
             self.count = obj.numel()
-            self.dtype = np.dtype(str(obj.dtype).replace("torch.", ""))
+            try:
+                self.dtype = np.dtype(str(obj.dtype).replace("torch.", ""))
+            except TypeError:  # bfloat16, complex32, quantised types: no numpy (nor MPI) type
+                raise TypeError(f"dct: {name} has dtype {obj.dtype}, which MPI has no datatype "
+                                "for") from None
             self.device = obj.device.type != "cpu"
             if self.device and not (backend_compiled("cuda") or backend_compiled("hip")):
                 raise TypeError(f"dct: {name} is on {obj.device}, but this libdct was built "
