@@ -114,3 +114,7 @@ echo "== the same with the paper's schedule (tau re-estimated every 1000 calls, 
 echo "   error feedback drives the achieved density away from the target"
 DCT_TAU_CONTROL=fixed timed "bench, fixed schedule" \
   mpiexec -n 4 -x DCT_TAU_CONTROL "$bench" allreduce --sizes 1M,4M --iters 10
+echo
+echo "== next: README.md's first programs (C, C++, Fortran, Python); from Python and PyTorch DDP:"
+echo "   export PYTHONPATH=$(cd "$build_dir" && pwd)/python   (docs/python.md; ./quickstart.sh test"
+echo "   installs python3-mpi4py, python3-numpy, python3-torch)"
