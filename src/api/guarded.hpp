@@ -4,6 +4,7 @@
 // src/api/ (c_api.cpp, c_api_mp.cpp).
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <new>
 #include <string>
@@ -34,12 +35,18 @@ class ContextEntry {
       : lock_(context.entry_mutex(), std::defer_lock), outer_(entered_context()) {
     // Another thread's progress pass holds it: wait for that one, progressing the calls in
     // flight meanwhile (the pass may be inside a density-1 call's MPI_Allreduce whose peers
-    // first need this rank's part of another blocking call).
-    while (!lock_.try_lock()) {
-      require(context.passes().load() > 0, DCT_ERR_THREAD, [] {
-        return "another thread is inside dct on this communicator; calls on one communicator "
-               "must not overlap (dct.h, Threads)";
-      });
+    // first need this rank's part of another blocking call). A pass that held it at the
+    // try_lock and left before `passes` was read has moved `pass_exits` (it counts its exit
+    // first): without that count, a call whose communicator only another thread's pass had
+    // touched failed with DCT_ERR_THREAD (seen once in CI: MPICH, mpi.misbehaviour.np2).
+    for (;;) {
+      const std::uint64_t exits = context.pass_exits().load();
+      if (lock_.try_lock()) break;
+      require(context.passes().load() > 0 || context.pass_exits().load() != exits, DCT_ERR_THREAD,
+              [] {
+                return "another thread is inside dct on this communicator; calls on one "
+                       "communicator must not overlap (dct.h, Threads)";
+              });
       progress_in_flight(nullptr, false);
       std::this_thread::yield();
     }

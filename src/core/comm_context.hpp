@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,10 @@ class CommContext {
   /// Progress passes of other threads trying or holding entry_mutex now: a call that finds
   /// the mutex taken by one waits for it instead of being refused.
   std::atomic<int> &passes() const { return passes_; }
+  /// Progress passes of other threads that held entry_mutex and left (counted after they
+  /// release it, before `passes` drops): a call that found the mutex taken and then sees no
+  /// pass may have met one that just left, which it tells by this count having moved.
+  std::atomic<std::uint64_t> &pass_exits() const { return pass_exits_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -82,6 +87,7 @@ class CommContext {
   MPI_Comm order_comm_;
   mutable std::recursive_mutex entry_mutex_;
   mutable std::atomic<int> passes_{0};
+  mutable std::atomic<std::uint64_t> pass_exits_{0};
   int rank_ = 0;
   int size_ = 1;
   bool attached_ = true;  // the user communicator still carries our attribute

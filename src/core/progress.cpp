@@ -83,8 +83,12 @@ void progress_once(bool block) {
     } else {
       blocked.push_back(context);  // its calls' order is unknown here: none runs after them
     }
+    const bool held = entry.owns_lock();
     entry = std::unique_lock<std::recursive_mutex>();
-    if (!own) context->passes().fetch_sub(1);
+    if (!own) {  // in this order: see ContextEntry (api/guarded.hpp)
+      if (held) context->pass_exits().fetch_add(1);
+      context->passes().fetch_sub(1);
+    }
     if (complete) remove_in_flight(engine);
   }
   pass.clear();
