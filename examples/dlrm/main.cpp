@@ -180,6 +180,22 @@ int run(int argc, char **argv, int rank, int ranks) {
   app.add_option("--emb-dim", config.model.emb_dim, "embedding dimension")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  app.add_option("--bottom-mlp", config.model.bottom_hidden,
+                 "dlrm: hidden widths of the bottom MLP, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--top-mlp", config.model.top_hidden,
+                 "dlrm: hidden widths of the top MLP, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  bool paper_sizes = false;
+  app.add_flag("--paper-sizes", paper_sizes,
+               "dlrm: the DCT paper's Criteo DLRM layer widths, bottom 512,256,64 and top "
+               "512,256 (461,914 MLP parameters instead of 48,154)")
+      ->excludes("--bottom-mlp")
+      ->excludes("--top-mlp");
   app.add_option("--density", config.dct.density, "dct_density of DCT-DP (library default 0.01)")
       ->check(in_unit_interval);
   app.add_option("--keep", config.dct.keep, "dct_keep of DCT-MP (library default 0.05)")
@@ -279,6 +295,10 @@ int run(int argc, char **argv, int rank, int ranks) {
   config.model.emb_lr = emb_lr > 0 ? emb_lr : config.model.lr;
   config.bucket_elements = int64_t(bucket_mb * 1e6 / sizeof(float));
   if (momentum_correction) config.dct.momentum = std::to_string(config.model.momentum);
+  if (paper_sizes) {
+    config.model.bottom_hidden = {512, 256, 64};
+    config.model.top_hidden = {512, 256};
+  }
   if (interval > 0) config.dct.interval = std::to_string(interval);
   config.dct.table_columns = std::to_string(config.model.emb_dim);
   const std::vector<std::string> modes = split_list(modes_text);
@@ -361,6 +381,8 @@ int run(int argc, char **argv, int rank, int ranks) {
                          {"seed", config.model.seed},
                          {"table_size", config.model.table_size},
                          {"emb_dim", config.model.emb_dim},
+                         {"bottom_mlp", config.model.bottom_hidden},
+                         {"top_mlp", config.model.top_hidden},
                          {"tables", dlrm::kCategorical},
                          {"train_images", train.count},
                          {"test_images", test.count},

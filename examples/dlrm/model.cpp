@@ -128,7 +128,16 @@ class MlpModel : public Model {
   std::vector<uint8_t> labels_;
 };
 
-/// DLRM: bottom MLP 196-128-E, 16 tables of E sharded over the ranks, interaction, top MLP.
+/// An MLP's layer widths: input, hidden..., output.
+std::vector<int> widths(int input, const std::vector<int> &hidden, int output) {
+  std::vector<int> sizes{input};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(output);
+  return sizes;
+}
+
+/// DLRM: bottom MLP 196-128-E, 16 tables of E sharded over the ranks, interaction, top MLP
+/// (hidden widths from ModelConfig).
 class DlrmModel : public Model {
  public:
   DlrmModel(const ModelConfig &config, const Split &train, const Split &test, MPI_Comm comm)
@@ -136,9 +145,11 @@ class DlrmModel : public Model {
         train_(train),
         test_(test),
         comm_(comm),
-        bottom_({kDenseFeatures, 128, config.emb_dim}, true, config.seed, 2),
-        top_({interaction_width(kCategorical + 1, config.emb_dim), 128, kClasses}, false,
-             config.seed, 3),
+        bottom_(widths(kDenseFeatures, config.bottom_hidden, config.emb_dim), true, config.seed,
+                2),
+        top_(widths(interaction_width(kCategorical + 1, config.emb_dim), config.top_hidden,
+                    kClasses),
+             false, config.seed, 3),
         shard_(kCategorical, config.table_size, config.emb_dim, rank_of(comm), size_of(comm),
                config.seed),
         train_cat_(categorical_features(train, config.table_size)),

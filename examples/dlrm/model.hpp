@@ -24,6 +24,10 @@ struct ModelConfig {
   int batch = 32;              ///< Samples per rank per step.
   int table_size = 4096;       ///< Rows of each embedding table.
   int emb_dim = 16;            ///< Embedding dimension (= the bottom MLP's output).
+  /// Hidden widths of DLRM's bottom MLP (196-...-emb_dim) and top MLP (interaction-...-10);
+  /// the DCT paper's Criteo DLRM has 512,256,64 and 512,256 (`--paper-sizes`).
+  std::vector<int> bottom_hidden{128};
+  std::vector<int> top_hidden{128};
   float lr = 0.05f;            ///< Learning rate of the MLPs (SGD with momentum).
   float momentum = 0.9f;       ///< Momentum of the MLPs.
   float emb_lr = 0.05f;        ///< Learning rate of the embedding rows (plain sparse SGD).
