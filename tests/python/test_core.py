@@ -220,10 +220,15 @@ def test_alltoallv_keeps_the_largest_of_every_row(comm):
     recv = np.zeros_like(send)
     counts = [rows * d] * comm.size
     displs = [i * rows * d for i in range(comm.size)]
+    gradient = dyadic(rng, recv.size, np.float32)  # of what this rank received
+    back = np.zeros_like(send)
     with dct.alltoallv_init(send, counts, displs, recv, counts, displs, comm, row_length=d,
-                            keep=0.25) as forward:
+                            keep=0.25) as forward, \
+            forward.backward_init(gradient, counts, displs, back, counts, displs) as backward:
         forward.start()
         status = forward.wait()
+        backward.start()
+        backward.wait()
     expected = np.zeros_like(send)
     for r, row in enumerate(send.reshape(-1, d)):
         keep = np.argsort(-np.abs(row), kind="stable")[:2]
@@ -232,6 +237,10 @@ def test_alltoallv_keeps_the_largest_of_every_row(comm):
     comm.Alltoall(expected, mine)
     assert np.array_equal(recv, mine)
     assert status.nnz_sent == comm.size * rows * 2
+    # The backward returns the gradients of the same entries only, each to where it came from.
+    returned = np.empty_like(gradient)
+    comm.Alltoall(np.where(mine != 0, gradient, 0).astype(np.float32), returned)
+    assert np.array_equal(back, returned)
 
 
 def test_library_and_version(comm):
