@@ -7,9 +7,6 @@ seeds, log scale), and test accuracy per epoch (mean over the seeds).
       (defaults: docs/results/python-ddp-hooks, docs/python-ddp-hooks; needs python3-matplotlib)
 """
 
-import glob
-import json
-import os
 import statistics
 import sys
 
@@ -17,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from summarize import load  # noqa: E402 (beside this script)
 
 # setting -> (label, colour, marker); settings not listed are not drawn.
 STYLE = {
@@ -33,15 +32,6 @@ STYLE = {
 # Where a setting's label goes, in points from its marker (settings at the same bytes apart).
 LABEL_OFFSET = {"dct-d0.0125": (8, 16), "dct-d0.0125-plain": (8, -16), "fp16": (-8, 16),
                 "dense": (8, -16), "powersgd-r4": (8, 4), "dct-d0.036": (8, 12)}
-
-
-def load(directory):
-    runs = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*-s*.json"))):
-        name = os.path.basename(path).rsplit("-s", 1)[0]
-        with open(path, encoding="utf-8") as f:
-            runs.setdefault(name, []).append(json.load(f))
-    return runs
 
 
 def main(directory, prefix):

@@ -12,12 +12,18 @@ ORDER = ["dense", "fp16", "powersgd-r4", "powersgd-r1", "dct-d0.036", "dct-d0.01
          "dct-d0.005", "dct-d0.0125-plain", "dct-d0.0125-momentum-twice"]
 
 
-def main(directory):
+def load(directory):
+    """compare.sh's runs by setting: {"dct-d0.0125": [run of seed 1, ...], ...}."""
     runs = {}
     for path in sorted(glob.glob(os.path.join(directory, "*-s*.json"))):
         name = os.path.basename(path).rsplit("-s", 1)[0]
         with open(path, encoding="utf-8") as f:
             runs.setdefault(name, []).append(json.load(f))
+    return runs
+
+
+def main(directory):
+    runs = load(directory)
     if "dense" not in runs:
         sys.exit(f"no dense runs in {directory}")
     dense_mean = statistics.mean(r["epochs"][-1]["accuracy"] for r in runs["dense"])
