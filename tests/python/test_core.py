@@ -243,6 +243,15 @@ def test_alltoallv_keeps_the_largest_of_every_row(comm):
     assert np.array_equal(back, returned)
 
 
+def test_a_library_of_another_mpi_is_refused_before_it_is_loaded(tmp_path):
+    fake = tmp_path / "libdct.so"
+    fake.write_bytes(b"\x7fELF ... libmpich.so.12\0libc.so.6\0")
+    assert dct._capi._family_linked(str(fake)) == "MPICH"
+    assert dct._capi._family_linked(dct._capi._location.library_path()) in ("Open MPI", "MPICH")
+    with pytest.raises(ImportError, match="different MPI libraries"):
+        dct._capi._refuse_other_mpi("MPICH Version: 4.0.2", str(fake))
+
+
 def test_library_and_version(comm):
     assert dct.version()[:2] == (0, 5)
     assert dct.error_name(dct.ERR_CKPT_IO) == "DCT_ERR_CKPT_IO"

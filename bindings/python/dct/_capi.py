@@ -62,12 +62,41 @@ def new_status(version_code):
     return status
 
 
+# The sonames Open MPI (3 to 5) and MPICH give their C library, as a linked library names them,
+# and the start of each one's MPI_Get_library_version.
+_MPI_SONAMES = {"Open MPI": b"libmpi.so.40", "MPICH": b"libmpich.so."}
+
+
+def _family_linked(path):
+    """The MPI family `path` links (from its dynamic string table), or None if not known."""
+    with open(path, "rb") as f:
+        data = f.read()
+    found = [family for family, soname in _MPI_SONAMES.items() if soname in data]
+    return found[0] if len(found) == 1 else None
+
+
+def _refuse_other_mpi(ours, path):
+    theirs = MPI.Get_library_version().replace("\0", "").strip()  # mpi4py keeps the NUL
+    if ours.splitlines()[0].strip() != theirs.splitlines()[0].strip():
+        raise ImportError(
+            "dct: libdct and mpi4py use different MPI libraries:\n"
+            f"  libdct ({path}): {ours.splitlines()[0]}\n"
+            f"  mpi4py ({MPI.__file__}): {theirs.splitlines()[0]}\n"
+            "Use an mpi4py built for the MPI dct was built with (Debian's python3-mpi4py is "
+            "built for Open MPI), or build dct with mpi4py's MPI.")
+
+
 def _load():
     path = _location.library_path()
     if not os.path.exists(path):
         raise ImportError(
             f"dct: the library {path} does not exist; build dct (./quickstart.sh) or set "
             "DCT_LIBRARY to libdct.so's path")
+    # Loading a library of another MPI beside mpi4py's crashes the process (its MPI symbols
+    # bind to the MPI already loaded): look at what it links before loading it.
+    family = _family_linked(path)
+    if family is not None and not MPI.Get_library_version().startswith(family):
+        _refuse_other_mpi(f"{family} (linked: {_MPI_SONAMES[family].decode()})", path)
     # RTLD_GLOBAL as mpi4py loads MPI: libdct's MPI must be the one already in the process.
     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
@@ -116,21 +145,14 @@ for _name, (_restype, _argtypes) in _prototypes.items():
 
 
 def _check_same_mpi():
-    """Refuses to go on when libdct links another MPI than mpi4py's (e.g. MPICH and Open MPI)."""
+    """Refuses to go on when libdct links another MPI than mpi4py's (the families _load could
+    not tell apart: another vendor, another version)."""
     get_version = lib.MPI_Get_library_version  # resolved in libdct's own dependencies
     get_version.argtypes = [_c.c_char_p, _c.POINTER(_c.c_int)]
     text = _c.create_string_buffer(MPI.MAX_LIBRARY_VERSION_STRING + 1)
     length = _c.c_int(0)
     get_version(text, _c.byref(length))
-    ours = text.value.decode(errors="replace").strip()
-    theirs = MPI.Get_library_version().replace("\0", "").strip()  # mpi4py keeps the NUL
-    if ours.splitlines()[0].strip() != theirs.splitlines()[0].strip():
-        raise ImportError(
-            "dct: libdct and mpi4py use different MPI libraries:\n"
-            f"  libdct ({_location.library_path()}): {ours.splitlines()[0]}\n"
-            f"  mpi4py ({MPI.__file__}): {theirs.splitlines()[0]}\n"
-            "Use an mpi4py built for the MPI dct was built with (Debian's python3-mpi4py is "
-            "built for Open MPI), or build dct with mpi4py's MPI.")
+    _refuse_other_mpi(text.value.decode(errors="replace").strip(), _location.library_path())
 
 
 _check_same_mpi()
