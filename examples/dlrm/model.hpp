@@ -28,10 +28,10 @@ struct ModelConfig {
   /// the DCT paper's Criteo DLRM has 512,256,64 and 512,256 (`--paper-sizes`).
   std::vector<int> bottom_hidden{128};
   std::vector<int> top_hidden{128};
-  float lr = 0.05f;            ///< Learning rate of the MLPs (SGD with momentum).
-  float momentum = 0.9f;       ///< Momentum of the MLPs.
-  float emb_lr = 0.05f;        ///< Learning rate of the embedding rows (plain sparse SGD).
-  uint64_t seed = 1;           ///< Every initial value derives from it.
+  float lr = 0.05f;       ///< Learning rate of the MLPs (SGD with momentum).
+  float momentum = 0.9f;  ///< Momentum of the MLPs.
+  float emb_lr = 0.05f;   ///< Learning rate of the embedding rows (plain sparse SGD).
+  uint64_t seed = 1;      ///< Every initial value derives from it.
 };
 
 /** @brief Correct predictions and summed loss over a set of samples. */
