@@ -138,6 +138,7 @@ class DCTHookState:
         self.hook_seconds = 0.0
         self.last_statuses = {}
         self._requests = {}  # name -> _BucketRequest
+        self._found = {}  # (bucket index, parameter ids) -> (request, segments); see _request_for
         self._carry = {}  # id(parameter) -> residual left by a freed request
         self._restored_until_step = -1
 
@@ -163,12 +164,23 @@ class DCTHookState:
 
     def _request_for(self, bucket):
         """The request of this bucket's parameters, and where each parameter's segment of the
-        bucket lies in the request's buffer (None: in the same order)."""
+        bucket lies in the request's buffer (None: in the same order). Found once per bucket
+        layout: the answer holds until a request is made, freed or bound to its parameters
+        (each clears `_found`)."""
         parameters = bucket.parameters()
+        key = (bucket.index(), tuple(id(p) for p in parameters))
+        found = self._found.get(key)
+        if found is None:
+            found = self._find_request(bucket, parameters)
+            self._found[key] = found
+        return found
+
+    def _find_request(self, bucket, parameters):
         layout = _layout(bucket, self.name)
         entry = self._requests.get(layout["name"])
         if entry is not None and entry.params is None:
             entry.params = parameters  # restored from a file, now met in the same order
+            self._found.clear()
         if entry is None:
             entry = self._same_parameters(layout, parameters)
         if entry is None:
@@ -178,6 +190,7 @@ class DCTHookState:
                     self._retire(name)
             entry = _BucketRequest(self, layout, parameters)
             self._requests[layout["name"]] = entry
+            self._found.clear()
         return entry, _segments(entry.params, parameters)
 
     def _same_parameters(self, layout, parameters):
@@ -197,6 +210,7 @@ class DCTHookState:
                 # are alike (else the first layout met that is the saved one binds them).
                 by_shape = dict(zip(shapes, parameters))
                 entry.params = [by_shape[tuple(s)] for s in entry.layout["shapes"]]
+                self._found.clear()
                 return entry
         return None
 
@@ -240,6 +254,7 @@ class DCTHookState:
         """Frees a request whose layout DDP no longer uses; its residual waits in ``_carry``
         for its parameters' next calls."""
         entry = self._requests.pop(name)
+        self._found.clear()
         if entry.params is None:
             warnings.warn(f"dct: request {name} restored from a checkpoint matches none of "
                           "DDP's buckets; its residual is dropped")
@@ -301,6 +316,7 @@ class DCTHookState:
                 entry.request.free()
             raise
         self._requests = entries
+        self._found.clear()
         self.steps = int(sidecar["steps"])
         self._restored_until_step = self.steps + 1  # DDP may regroup after its first step
         if sidecar["ranks"] == self.comm.Get_size():
@@ -311,6 +327,7 @@ class DCTHookState:
         for entry in self._requests.values():
             entry.request.free()
         self._requests.clear()
+        self._found.clear()
 
 
 def dct_hook(state, bucket):
