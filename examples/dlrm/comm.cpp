@@ -186,6 +186,7 @@ class DctComm : public Comm {
   int add_sum(float *grad, int count) override {
     dct::Info info;
     set_given(info, "dct_density", options_.density);
+    set_given(info, "dct_density_warmup", options_.density_warmup);
     set_given(info, "dct_interval", options_.interval);
     set_given(info, "dct_values", options_.values);
     set_given(info, "dct_algorithm", options_.algorithm);

@@ -44,6 +44,7 @@ struct CommStats {
 struct DctOptions {
   std::string density, keep, values, interval, mp_select, algorithm;
   std::string result_density;  ///< dct_result_density of DCT-DP (split's second selection)
+  std::string density_warmup;  ///< dct_density_warmup of DCT-DP: START,CALLS
   std::string mp_values;       ///< dct_values of DCT-MP when it differs from `values`
   /** dct_momentum of the data-parallel requests: the library then applies the momentum. */
   std::string momentum;

@@ -198,6 +198,9 @@ int run(int argc, char **argv, int rank, int ranks) {
       ->excludes("--top-mlp");
   app.add_option("--density", config.dct.density, "dct_density of DCT-DP (library default 0.01)")
       ->check(in_unit_interval);
+  app.add_option("--density-warmup", config.dct.density_warmup,
+                 "dct_density_warmup of DCT-DP: START,CALLS, the density falling from START to "
+                 "--density over the first CALLS steps (off by default)");
   app.add_option("--keep", config.dct.keep, "dct_keep of DCT-MP (library default 0.05)")
       ->check(in_unit_interval);
   app.add_option("--values", config.dct.values,
@@ -395,6 +398,7 @@ int run(int argc, char **argv, int rank, int ranks) {
                          {"momentum_correction", momentum_correction},
                          {"bucket_mb", bucket_mb},
                          {"result_density", config.dct.result_density},
+                         {"density_warmup", config.dct.density_warmup},
                          {"mp_values", config.dct.mp_values},
                          {"error_bound", config.dct.error_bound},
                          {"error_bound_schedule", config.dct.error_bound_schedule},

@@ -262,6 +262,13 @@ typedef struct DCT_Request_s *DCT_Request;
  *   the first call and when fewer than k candidates come (`DCT_Status.tau_reestimated`).
  *   `fixed`: the paper's schedule, `tau` re-estimated every `dct_interval` calls and reused in
  *   between (the achieved density then drifts with error feedback: docs/configuration.md).
+ * - `dct_density_warmup` [`DCT_DENSITY_WARMUP`], default `1,0` (off): `START,CALLS`, a
+ *   sparsity warm-up (DGC's): call c < CALLS (counted from 0 over the request's life, so a
+ *   checkpoint resumes the schedule) keeps max(density, START (density / START)^(c / CALLS))
+ *   of the tensor, falling geometrically from START in (0, 1] to `dct_density`; then
+ *   `dct_density`. The first calls, with an empty residual, send more (counted in the bytes of
+ *   their status). CALLS must be equal on every rank; START may differ, like the density.
+ *   With `dct_tau_control=fixed` the schedule applies at the re-estimations.
  * - `dct_interval` [`DCT_INTERVAL`], default `1000`: with `dct_tau_control=fixed`, calls
  *   between re-estimations of `tau`, an integer >= 1 (`tau` is estimated on the first call
  *   and then every `interval` calls).

@@ -298,6 +298,16 @@ void parse_error_bound_schedule(Config &config, const std::string &value,
   config.error_bound.schedule_calls = parse_integer(value.substr(comma + 1), origin, 0, expected);
 }
 
+void parse_density_warmup(Config &config, const std::string &value, const std::string &origin) {
+  const char *expected = "START,CALLS: a density in (0, 1] and an integer >= 0";
+  const std::size_t comma = value.find(',');
+  if (comma == std::string::npos) bad_value(origin, value, expected);
+  const double start = parse_number(value.substr(0, comma), origin, 0.0, 1.0, expected);
+  if (!(start > 0.0)) bad_value(origin, value, expected);
+  config.density_warmup.start = start;
+  config.density_warmup.calls = parse_integer(value.substr(comma + 1), origin, 0, expected);
+}
+
 void parse_table_columns(Config &config, const std::string &value, const std::string &origin) {
   config.error_bound.table_columns = parse_integer(value, origin, 0, "an integer >= 0");
 }
@@ -330,6 +340,11 @@ constexpr unsigned kAll = kDp | KnobUse::alltoallv;
 // docs/configuration.md documents the same table for users.
 const Knob knobs[] = {
     {"dct_density", "DCT_DENSITY", parse_density, [](const Config &c) { return number(c.density); },
+     kDp},
+    {"dct_density_warmup", "DCT_DENSITY_WARMUP", parse_density_warmup,
+     [](const Config &c) {
+       return number(c.density_warmup.start) + "," + std::to_string(c.density_warmup.calls);
+     },
      kDp},
     {"dct_interval", "DCT_INTERVAL", parse_interval,
      [](const Config &c) { return std::to_string(c.interval); }, kAll},
@@ -487,6 +502,13 @@ std::vector<KnobDescription> knob_descriptions() {
   for (const Knob &knob : knobs)
     rows.push_back({knob.info_key, knob.env_var, knob.show ? knob.show(defaults) : std::string()});
   return rows;
+}
+
+double Config::density_at(std::int64_t call) const {
+  if (!density_warmup.active(call) || !(density_warmup.start > density)) return density;
+  const double progress = double(call) / double(density_warmup.calls);
+  return std::max(density,
+                  density_warmup.start * std::pow(density / density_warmup.start, progress));
 }
 
 std::vector<std::pair<std::string, std::string>> Config::in_force(unsigned use) const {

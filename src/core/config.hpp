@@ -57,6 +57,16 @@ enum class TauControl {
   fixed,     ///< the paper's: unchanged between the re-estimations every `interval` calls
 };
 
+/// DCT-DP's sparsity warm-up (dct_density_warmup; DGC's warm-up, Lin et al. 2018): the density
+/// starts at `start` and falls geometrically to dct_density over the first `calls` calls, so
+/// the first calls, where the residual is empty and the gradients change fastest, send more.
+struct DensityWarmup {
+  double start = 1.0;
+  std::int64_t calls = 0;  ///< 0: no warm-up
+  /// Whether call `call` (0-based) is inside the warm-up.
+  bool active(std::int64_t call) const { return call < calls; }
+};
+
 /// Where a configuration key acts (bits): persistent allreduces, the drop-in DCT_Allreduce
 /// states of a communicator, DCT-MP alltoallv requests.
 struct KnobUse {
@@ -66,6 +76,7 @@ struct KnobUse {
 
 struct Config {
   double density = 0.01;
+  DensityWarmup density_warmup;
   /// split only: the fraction of the tensor the summed result may keep (1: all of it).
   double result_density = 1.0;
   std::int64_t interval = 1000;
@@ -108,6 +119,11 @@ struct Config {
   /// when the knob acts where `use` (KnobUse bits) says, else its default: a variable is read
   /// only as the default of an absent key, and only by the collectives it acts on. Throws
   /// DCT_ERR_INFO naming the key or variable and the bad value.
+  /// The density in force on call `call` (0-based): dct_density, or during the warm-up
+  /// start * (density / start)^(call / calls) when that is larger. Depends on the call number
+  /// alone, so a resumed checkpoint continues the schedule where it stopped.
+  DCT_INTERNAL_API double density_at(std::int64_t call) const;
+
   DCT_INTERNAL_API static Config from(MPI_Info info, unsigned use = KnobUse::every);
   /// Every MPI_Info key acting where `use` (KnobUse bits) says, with its value in force,
   /// spelt so that Config::from reads it back to the same value.

@@ -303,7 +303,8 @@ class CompressedEngine final : public RequestEngine {
   }
 
   // The entries this rank keeps when the adaptive control holds the target (ties broken by
-  // index: exactly k), or 0 when it cannot tell (the fixed control, an empty tensor).
+  // index: exactly k) after any warm-up, or 0 when it cannot tell (the fixed control, an
+  // empty tensor).
   std::size_t predicted_kept() const {
     if (config_.tau_control != TauControl::adaptive || elements() == 0) return 0;
     return tau_control::target(config_.density, elements());
@@ -320,7 +321,9 @@ class CompressedEngine final : public RequestEngine {
     // An exchange whose layout is empty re-balances anyway (every rank's is alike).
     header_[kRebalance] = status_.tau_reestimated ? 1 : 0;
     const int ranks = context_->size();
-    fused_kept_ = agreed_kept_;
+    // A warm-up's calls keep more than the steady state's prediction (its call count is
+    // agreed at init, so every rank skips the fused blocks on the same calls).
+    fused_kept_ = config_.density_warmup.active(totals_.calls) ? 0 : agreed_kept_;
     if (fused_kept_ > 0 &&
         decide_algorithm(config_, ranks, double(count_), sizeof(T), double(ranks) * fused_kept_,
                          union_hint_, staged_, hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)

@@ -35,7 +35,7 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   pending_this_call_ = false;
   try {
     if (n > 0) {
-      const std::size_t k = tau_control::target(config_.density, n);
+      const std::size_t k = tau_control::target(config_.density_at(call), n);
       if (adaptive()) {
         const std::size_t aim = tau_control::candidates(k, n);
         const T floor = call == 0 ? estimate(send, aim, call) : tau_;

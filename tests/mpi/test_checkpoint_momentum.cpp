@@ -34,7 +34,9 @@ std::string scratch(const std::string &name) {
 }
 
 /// SGD with momentum correction as the README recommends it: a float layer compressed to 2%,
-/// a double layer at density 1 (dense momentum SGD in the library), both with momentum 0.9.
+/// after a density warm-up from 30% over 8 calls (the checkpoint at call 6 falls inside it and
+/// the resumed calls cross its end), a double layer at density 1 (dense momentum SGD in the
+/// library), both with momentum 0.9.
 struct Model {
   std::vector<float> a_send = std::vector<float>(kCount), a_recv = std::vector<float>(kCount);
   std::vector<double> b_send = std::vector<double>(kCount / 3),
@@ -43,8 +45,10 @@ struct Model {
   int calls = 0;
 
   explicit Model(const char *momentum = "0.9") {
-    MPI_Info info =
-        make_info({{"dct_name", "mc.a"}, {"dct_density", "0.02"}, {"dct_momentum", momentum}});
+    MPI_Info info = make_info({{"dct_name", "mc.a"},
+                               {"dct_density", "0.02"},
+                               {"dct_density_warmup", "0.3,8"},
+                               {"dct_momentum", momentum}});
     EXPECT_EQ(DCT_Allreduce_init(a_send.data(), a_recv.data(), a_send.size(), MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD, info, &a),
               DCT_SUCCESS)

@@ -2,7 +2,8 @@
 // density within +-25% of dct_density on every call, on every rank, for inputs whose
 // statistics move in every way gradients do, and it does so cheaply: exact selections stay
 // rare. The paper's fixed schedule is shown to drift on the same inputs (the reason for the
-// control), and the control is bitwise reproducible across a checkpoint of tau.
+// control), and the control is bitwise reproducible across a checkpoint of tau. The density
+// warm-up's schedule is held the same way.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -200,6 +201,72 @@ TEST(TauControl, AdaptiveEqualsExactSelectionOnEveryCall) {
   EXPECT_EQ(DCT_Request_free(&exact), DCT_SUCCESS);
   MPI_Info_free(&adaptive_info);
   MPI_Info_free(&exact_info);
+}
+
+// dct_density_warmup: call c of the first CALLS sends exactly ceil(d_c n) entries, d_c =
+// max(density, START (density / START)^(c / CALLS)) as dct.h writes it, then the target; the
+// adaptive control sends what an exact selection at that density sends (the fixed control at
+// interval 1), results and residuals bit for bit; the bytes fall with the count, and error
+// feedback still conserves every input.
+TEST(TauControl, DensityWarmupFollowsItsScheduleExactly) {
+  constexpr double kDensity = 0.004, kStart = 0.1;
+  constexpr int kWarmup = 30, kCalls = 50;
+  Inputs inputs(Kind::correlated, kElements, kCalls);
+  std::vector<float> send(kElements), adaptive_recv(kElements), exact_recv(kElements);
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"dct_density", "0.004"}, {"dct_density_warmup", "0.1," + std::to_string(kWarmup)}};
+  auto exact_keys = keys;
+  exact_keys.push_back({"dct_tau_control", "fixed"});
+  exact_keys.push_back({"dct_interval", "1"});
+  MPI_Info adaptive_info = make_info(keys), exact_info = make_info(exact_keys);
+  DCT_Request adaptive, exact;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), adaptive_recv.data(), kElements, MPI_FLOAT,
+                                         MPI_SUM, MPI_COMM_WORLD, adaptive_info, &adaptive),
+                      DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), exact_recv.data(), kElements, MPI_FLOAT,
+                                         MPI_SUM, MPI_COMM_WORLD, exact_info, &exact),
+                      DCT_SUCCESS);
+  MPI_Info_free(&adaptive_info);
+  MPI_Info_free(&exact_info);
+  std::vector<double> inputs_sum(kElements, 0.0), delivered(kElements, 0.0);
+  MPI_Count first_bytes = 0, last_bytes = 0;
+  for (int call = 0; call < kCalls; ++call) {
+    inputs.fill(call, send);
+    for (std::size_t i = 0; i < kElements; ++i) inputs_sum[i] += send[i];
+    DCT_Status a, e;
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&adaptive), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&adaptive, &a), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&exact), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&exact, &e), DCT_SUCCESS);
+    const double scheduled =
+        call < kWarmup
+            ? std::max(kDensity, kStart * std::pow(kDensity / kStart, double(call) / kWarmup))
+            : kDensity;
+    const auto k = static_cast<MPI_Count>(std::ceil(scheduled * double(kElements)));
+    ASSERT_EQ(a.nnz_sent, k) << "call " << call;
+    ASSERT_EQ(e.nnz_sent, k) << "call " << call;
+    ASSERT_TRUE(same_bits(adaptive_recv, exact_recv)) << "call " << call;
+    for (std::size_t i = 0; i < kElements; ++i) delivered[i] += adaptive_recv[i];
+    if (call == 0) first_bytes = a.bytes_sent;
+    last_bytes = a.bytes_sent;
+  }
+  const std::vector<float> residual = residual_of<float>(adaptive, kElements);
+  ASSERT_TRUE(same_bits(residual, residual_of<float>(exact, kElements)));
+  // Conservation: what every rank put in = what arrived + what every residual holds.
+  std::vector<double> held(residual.begin(), residual.end());
+  MPI_Allreduce(MPI_IN_PLACE, held.data(), int(kElements), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, inputs_sum.data(), int(kElements), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  double worst = 0;
+  for (std::size_t i = 0; i < kElements; ++i)
+    worst = std::max(worst, std::fabs(inputs_sum[i] - delivered[i] - held[i]) /
+                                std::max(1.0, std::fabs(inputs_sum[i])));
+  EXPECT_LT(worst, 1e-4);
+  if (size() > 1) {
+    EXPECT_GT(first_bytes, 10 * last_bytes);
+  }
+  EXPECT_EQ(DCT_Request_free(&adaptive), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Request_free(&exact), DCT_SUCCESS);
 }
 
 /// `x` rounded to nearest with `bits` significant bits (11: fp16's, 8: bf16's), as gradients

@@ -85,6 +85,37 @@ TEST(Config, KernelKnobs) {
   }
 }
 
+// dct_density_warmup: START,CALLS read back as given; the density in force falls
+// geometrically from START to dct_density over CALLS calls and never below dct_density.
+TEST(Config, DensityWarmup) {
+  const Config defaults = Config::from(MPI_INFO_NULL);
+  EXPECT_EQ(defaults.density_at(0), defaults.density);  // off by default
+  ScopedEnv density("DCT_DENSITY", "0.01");
+  {
+    ScopedEnv warmup("DCT_DENSITY_WARMUP", "0.25,100");
+    const Config config = Config::from(MPI_INFO_NULL);
+    EXPECT_EQ(config.density_warmup.start, 0.25);
+    EXPECT_EQ(config.density_warmup.calls, 100);
+    EXPECT_EQ(config.density_at(0), 0.25);
+    EXPECT_NEAR(config.density_at(50), 0.05, 1e-15);  // sqrt(0.25 * 0.01)
+    EXPECT_GT(config.density_at(99), 0.01);
+    EXPECT_EQ(config.density_at(100), 0.01);
+    EXPECT_EQ(config.density_at(1000000), 0.01);
+    bool shown = false;
+    for (const auto &[key, value] : config.in_force(KnobUse::allreduce))
+      if (key == "dct_density_warmup") shown = value == "0.25,100";
+    EXPECT_TRUE(shown);
+  }
+  {
+    ScopedEnv below("DCT_DENSITY_WARMUP", "0.001,100");  // below the target: the target rules
+    EXPECT_EQ(Config::from(MPI_INFO_NULL).density_at(0), 0.01);
+  }
+  for (const char *value : {"0,10", "1.5,10", "0.5", "0.5,-1", "0.5,1.5", ",10", "0.5,", "x,1"}) {
+    ScopedEnv bad("DCT_DENSITY_WARMUP", value);
+    EXPECT_EQ(code_of([] { Config::from(MPI_INFO_NULL); }), DCT_ERR_INFO) << value;
+  }
+}
+
 TEST(Config, ErrorMessageNamesTheOriginAndValue) {
   ScopedEnv density("DCT_DENSITY", "2");
   try {
