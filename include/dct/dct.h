@@ -792,7 +792,12 @@ DCT_EXPORT int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *se
  * persistent request on a communicator, its residual on every rank, its threshold and its call
  * counter, so that a restarted job continues exactly where it stopped. Requests are matched by
  * name: the `dct_name` info key, or by default "allreduce.N" where N counts the persistent
- * requests created on that communicator (stable across runs of the same program). Drop-in
+ * requests created on that communicator (stable across runs of the same program). DCT-MP
+ * requests are saved too (format 5): their call counter, threshold, and per rank the count
+ * sent, the forward calls completed and the error-bounded tables' bounds; unnamed ones are
+ * "alltoallv.N" (counted apart) and "<forward>.backward" (".backward.1", ...). Their masks are
+ * not saved: after a load a backward needs its forward's next call first (`DCT_ERR_ACTIVE`),
+ * and they cannot restart on another number of ranks. Drop-in
  * `DCT_Allreduce` states are keyed by buffer addresses, which do not survive a restart, and are
  * not saved; use persistent requests for state that must be restartable.
  *

@@ -24,17 +24,25 @@ std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start 
 /// What a checkpoint stores per request and saved rank (format version 2): the CRC-32 of the
 /// rank's residual bytes (none without residual), then (version 4) of its momentum velocity's
 /// (none without), followed by its tau and the call counter.
+/// Format 5: then of its state row (the words of RequestEngine::extra_state, see
+/// docs/checkpoint-format.md), before tau and the counter.
 std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls,
-                           const void *velocity = nullptr, std::size_t velocity_bytes = 0);
+                           const void *velocity = nullptr, std::size_t velocity_bytes = 0,
+                           const void *state = nullptr, std::size_t state_bytes = 0);
+
+/// The widest state row a checkpoint may hold (words), a bound on what a file can make a
+/// reader allocate.
+inline constexpr std::int64_t kMaxStateWords = std::int64_t(1) << 20;
 
 /// One request as a checkpoint holds it.
 struct SavedRequest {
   std::string name;
-  std::string kind;  // RequestEngine::kind(): "allreduce" (the only kind that keeps state)
+  std::string kind;  // RequestEngine::kind(): "allreduce", "alltoallv", "alltoallv_backward"
   std::int64_t count = 0;
   int element_size = 0;  // 4: float, 8: double
   bool has_residual = false;
-  bool has_velocity = false;  // dct_momentum's velocity (format 4 on)
+  bool has_velocity = false;     // dct_momentum's velocity (format 4 on)
+  std::int64_t state_words = 0;  // width of the per-rank state rows (format 5; 0: none)
   std::int64_t calls = 0;
   double density = 0;
   std::int64_t interval = 0;
@@ -67,7 +75,9 @@ class DCT_INTERNAL_API CheckpointReader {
   /// As read_residual, with the row's velocity into `velocity` (count * element_size bytes)
   /// where the request has one; either output is ignored where the request lacks that part,
   /// and the checksum covers both.
-  void read_row(const SavedRequest &request, int rank, void *residual, void *velocity) const;
+  /// `state` (may be nullptr) receives the row's state words (format 5; empty without).
+  void read_row(const SavedRequest &request, int rank, void *residual, void *velocity,
+                std::vector<double> *state = nullptr) const;
 
  private:
   std::int64_t file_ = -1;  // hid_t

@@ -42,7 +42,7 @@ std::vector<RequestEngine *> agreed_engines(MPI_Comm comm, const CommContext *co
   run_agreed(comm, [&] {
     engines = live_engines(context);
     for (const RequestEngine *e : engines)
-      manifest += e->name() + ' ' + std::to_string(e->count()) + ' ' +
+      manifest += e->name() + ' ' + std::to_string(e->counts_per_rank() ? 0 : e->count()) + ' ' +
                   std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + ' ' +
                   std::to_string(has_velocity(*e)) + '\n';
   });

@@ -10,9 +10,11 @@
 namespace dct::detail {
 
 std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls,
-                           const void *velocity, std::size_t velocity_bytes) {
+                           const void *velocity, std::size_t velocity_bytes, const void *state,
+                           std::size_t state_bytes) {
   std::uint32_t crc = checksum(residual, bytes);
   crc = checksum(velocity, velocity_bytes, crc);
+  crc = checksum(state, state_bytes, crc);
   std::byte tail[16];  // little endian on every machine dct runs on, as the file is
   std::memcpy(tail, &tau, 8);
   std::memcpy(tail + 8, &calls, 8);

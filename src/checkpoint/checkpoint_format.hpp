@@ -18,12 +18,14 @@
 namespace dct::detail {
 
 inline constexpr const char *kCheckpointFormatName = "dct-checkpoint";
-// Version 4: the momentum velocity of dct_momentum requests (dataset "velocity", attribute
+// Version 5: DCT-MP requests (kinds "alltoallv", "alltoallv_backward", count 0) and a per-rank
+// state row (dataset "state", attribute "state_words") under the row's checksum. Version 4: the
+// momentum velocity of dct_momentum requests (dataset "velocity", attribute
 // "has_velocity"), under the row's checksum. Version 3: a seal (a CRC-32 of the whole file) in a
 // 512-byte user block, checked before HDF5 opens the file (checkpoint_seal.hpp). Version 2: a row's
 // CRC-32 also covers its tau and the call counter (version 1: the residual only; still read, with
 // tau and the counter range-checked). Versions 1 and 2 are read unsealed.
-inline constexpr std::int64_t kCheckpointFormatVersion = 4;
+inline constexpr std::int64_t kCheckpointFormatVersion = 5;
 inline constexpr std::int64_t kCheckpointOldestReadableVersion = 1;
 inline constexpr const char *kCheckpointRequestsGroup = "requests";
 

@@ -50,6 +50,7 @@ struct PendingState {
   std::vector<int> rows;  // saved ranks whose residuals (and velocities) this rank takes
   std::unique_ptr<StagingBuffer> residual, velocity;
   double tau;
+  std::vector<double> extra;  // the saved row's state words (format 5), checked by the engine
 };
 
 /// The saved rows this rank takes on a restart: its own (same ranks), or every saved rank r
@@ -70,12 +71,12 @@ PendingState plan(const CheckpointReader &reader, RequestEngine *engine, int ran
   require(saved->kind == engine->kind(), DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() + "' is an " + engine->kind() +
               " request, the checkpoint holds an " + saved->kind + " one");
-  require(saved->count == engine->count() && saved->element_size == engine->element_size(),
-          DCT_ERR_CKPT_MISMATCH,
-          "request '" + engine->name() + "' has " + std::to_string(engine->count()) +
-              " elements of " + std::to_string(engine->element_size()) +
-              " bytes, the checkpoint has " + std::to_string(saved->count) + " of " +
-              std::to_string(saved->element_size));
+  const MPI_Count count = engine->counts_per_rank() ? 0 : engine->count();  // see the save
+  require(
+      saved->count == count && saved->element_size == engine->element_size(), DCT_ERR_CKPT_MISMATCH,
+      "request '" + engine->name() + "' has " + std::to_string(engine->count()) + " elements of " +
+          std::to_string(engine->element_size()) + " bytes, the checkpoint has " +
+          std::to_string(saved->count) + " of " + std::to_string(saved->element_size));
   require(saved->has_residual == has_residual(*engine), DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() +
               "' keeps a residual in one run and not in the other "
@@ -83,9 +84,9 @@ PendingState plan(const CheckpointReader &reader, RequestEngine *engine, int ran
   require(saved->has_velocity == has_velocity(*engine), DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() +
               "' keeps a momentum velocity (dct_momentum) in one run and not in the other");
-  return PendingState{
-      engine,  saved,   rows_for(rank, ranks, reader.ranks(), redistribute),
-      nullptr, nullptr, saved->tau[static_cast<std::size_t>(rank % reader.ranks())]};
+  return PendingState{engine,  saved,   rows_for(rank, ranks, reader.ranks(), redistribute),
+                      nullptr, nullptr, saved->tau[static_cast<std::size_t>(rank % reader.ranks())],
+                      {}};
 }
 
 /// The rows of one part (residual or velocity) as they arrive: straight into the staging
@@ -162,7 +163,12 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     reader = std::make_unique<CheckpointReader>(path, comm);
     redistribute = reader->ranks() != ranks;
     // Each request's own dct_restart (from its info, else DCT_RESTART at its init) decides.
-    for (const RequestEngine *engine : engines)
+    for (const RequestEngine *engine : engines) {
+      require(!redistribute || !engine->counts_per_rank(), DCT_ERR_CKPT_MISMATCH,
+              "the checkpoint was saved on " + std::to_string(reader->ranks()) +
+                  " ranks and this job has " + std::to_string(ranks) + ": DCT-MP request '" +
+                  engine->name() +
+                  "' cannot restart on another rank count (its layout and state are per rank)");
       require(!redistribute || engine->config().redistribute_on_restart, DCT_ERR_CKPT_MISMATCH,
               "the checkpoint was saved on " + std::to_string(reader->ranks()) +
                   " ranks and this job has " + std::to_string(ranks) + ": request '" +
@@ -170,13 +176,24 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
                   "' has dct_restart=strict (set dct_restart=redistribute in its MPI_Info, or "
                   "DCT_RESTART=redistribute before creating it, to restart on another rank "
                   "count)");
-    for (RequestEngine *engine : engines)
+    }
+    for (RequestEngine *engine : engines) {
+      // Files before format 5 hold no DCT-MP request: those keep the state they have.
+      if (engine->counts_per_rank() && reader->format_version() < 5) continue;
       pending.push_back(plan(*reader, engine, rank, ranks, redistribute));
+    }
   });
   run_agreed(comm, [&] {
     const std::size_t max_rows = (reader->ranks() + ranks - 1) / ranks;
     std::exception_ptr failure;
     for (PendingState &state : pending) {
+      if (state.saved->state_words > 0) {  // DCT-MP (never redistributed): this rank's own row
+        try {
+          reader->read_row(*state.saved, rank, nullptr, nullptr, &state.extra);
+        } catch (...) {
+          if (!failure) failure = std::current_exception();
+        }
+      }
       if (!state.saved->has_residual && !state.saved->has_velocity) continue;
       if (state.saved->element_size == 4)
         read_rows<float>(*reader, state, redistribute ? max_rows : 1, failure);
@@ -184,6 +201,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
         read_rows<double>(*reader, state, redistribute ? max_rows : 1, failure);
     }
     if (failure) std::rethrow_exception(failure);
+    for (const PendingState &state : pending) state.engine->check_extra_state(state.extra);
   });
   // Everything is validated on every rank: now, and only now, the state changes.
   const KernelTurn kernels;
@@ -191,6 +209,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     state.engine->restore(state.residual ? state.residual->data() : nullptr,
                           state.velocity ? state.velocity->data() : nullptr, state.tau,
                           state.saved->calls);
+  for (const PendingState &state : pending) state.engine->restore_extra_state(state.extra);
 }
 
 }  // namespace dct::detail

@@ -87,6 +87,10 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
       saved.algorithm = h5::read_string(group.get(), "algorithm");
       saved.has_residual = h5::read_int(group.get(), "has_residual") != 0;
       saved.has_velocity = format_version_ >= 4 && h5::read_int(group.get(), "has_velocity") != 0;
+      saved.state_words =
+          format_version_ >= 5 ? h5::read_int(group.get(), "state_words") : std::int64_t(0);
+      require(saved.state_words >= 0 && saved.state_words <= kMaxStateWords, DCT_ERR_CKPT_FORMAT,
+              "request " + saved.name + " has an invalid state_words");
       saved.tau = h5::read_vector<double>(group.get(), "tau", H5T_NATIVE_DOUBLE,
                                           static_cast<hsize_t>(ranks_));
       saved.checksums = h5::read_vector<std::uint32_t>(group.get(), "checksum", H5T_NATIVE_UINT32,
@@ -98,7 +102,7 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
         require(std::isfinite(tau) && tau >= 0, DCT_ERR_CKPT_FORMAT,
                 "request " + saved.name + " has an invalid threshold for rank " +
                     std::to_string(r) + ": " + std::to_string(tau));
-        if (!saved.has_residual && !saved.has_velocity &&
+        if (!saved.has_residual && !saved.has_velocity && saved.state_words == 0 &&
             format_version_ >= 2)  // no data to read: check now
           require(row_checksum(nullptr, 0, tau, saved.calls) ==
                       saved.checksums[static_cast<std::size_t>(r)],
@@ -107,7 +111,8 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
                       std::to_string(r) + " does not match its checksum: the file is corrupt");
       }
       for (const auto &[part, present] :
-           {std::pair{"residual", saved.has_residual}, std::pair{"velocity", saved.has_velocity}}) {
+           {std::pair{"residual", saved.has_residual}, std::pair{"velocity", saved.has_velocity},
+            std::pair{"state", saved.state_words > 0}}) {
         if (!present) continue;
         h5::Handle dataset(H5Dopen2(group.get(), part, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                            "request " + saved.name + " has no " + part);
@@ -117,10 +122,11 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
         require(H5Sget_simple_extent_ndims(space.get()) == 2 &&
                     H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 2 &&
                     dims[0] == static_cast<hsize_t>(ranks_) &&
-                    dims[1] == static_cast<hsize_t>(saved.count),
+                    dims[1] == static_cast<hsize_t>(std::string(part) == "state" ? saved.state_words
+                                                                                 : saved.count),
                 DCT_ERR_CKPT_FORMAT,
                 std::string("the ") + part + " of " + saved.name +
-                    " does not have the shape [ranks, count]");
+                    " does not have the shape [ranks, count] ([ranks, state_words] for state)");
       }
       requests_.push_back(std::move(saved));
     }
@@ -149,13 +155,12 @@ namespace {
 /// Reads saved rank `rank`'s row of the [ranks, count] dataset `part` of `request` into `out`
 /// (collectively where `collective`; rank -1 takes nothing).
 void read_dataset_row(hid_t file, const SavedRequest &request, const char *part, int rank,
-                      void *out, bool collective) {
+                      void *out, bool collective, hsize_t elements, hid_t memory_type) {
   const std::string where = std::string(kCheckpointRequestsGroup) + "/" + request.name + "/" + part;
   h5::Handle dataset(H5Dopen2(file, where.c_str(), H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                      "cannot open " + where);
   h5::Handle space(H5Dget_space(dataset.get()), H5Sclose, DCT_ERR_CKPT_FORMAT,
                    "H5Dget_space failed");
-  const hsize_t elements = static_cast<hsize_t>(request.count);
   h5::Handle row_space(H5Screate_simple(1, &elements, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
                        "H5Screate_simple failed");
   if (rank >= 0) {
@@ -171,10 +176,9 @@ void read_dataset_row(hid_t file, const SavedRequest &request, const char *part,
   if (collective)
     h5::check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
                  "H5Pset_dxpl_mpio failed");
-  h5::check_h5(H5Dread(dataset.get(), h5::memory_type(request.element_size), row_space.get(),
-                       space.get(), transfer.get(), out),
-               DCT_ERR_CKPT_TRUNCATED,
-               "cannot read " + where + " of saved rank " + std::to_string(rank));
+  h5::check_h5(
+      H5Dread(dataset.get(), memory_type, row_space.get(), space.get(), transfer.get(), out),
+      DCT_ERR_CKPT_TRUNCATED, "cannot read " + where + " of saved rank " + std::to_string(rank));
 }
 
 }  // namespace
@@ -184,9 +188,10 @@ void CheckpointReader::read_residual(const SavedRequest &request, int rank, void
 }
 
 void CheckpointReader::read_row(const SavedRequest &request, int rank, void *residual,
-                                void *velocity) const {
+                                void *velocity, std::vector<double> *state) const {
   h5::QuietHdf5 quiet;
-  require((request.has_residual || request.has_velocity) && rank >= -1 && rank < ranks_,
+  require((request.has_residual || request.has_velocity || request.state_words > 0) && rank >= -1 &&
+              rank < ranks_,
           DCT_ERR_INTERNAL, "read_row: no such row");
   const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
   std::vector<std::byte> scratch;  // a velocity the caller does not want is still checked
@@ -194,22 +199,40 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
     scratch.resize(bytes);
     velocity = scratch.data();
   }
+  const hsize_t elements = static_cast<hsize_t>(request.count);
+  const hid_t memory = h5::memory_type(request.element_size);
   if (request.has_residual)
-    read_dataset_row(file_, request, "residual", rank, residual, collective_);
+    read_dataset_row(file_, request, "residual", rank, residual, collective_, elements, memory);
   if (request.has_velocity)
-    read_dataset_row(file_, request, "velocity", rank, velocity, collective_);
+    read_dataset_row(file_, request, "velocity", rank, velocity, collective_, elements, memory);
+  std::vector<double> row(static_cast<std::size_t>(request.state_words));
+  if (request.state_words > 0)
+    read_dataset_row(file_, request, "state", rank, row.data(), collective_,
+                     static_cast<hsize_t>(request.state_words), H5T_NATIVE_DOUBLE);
   if (rank < 0) return;
   const std::size_t residual_bytes = request.has_residual ? bytes : 0;
   const std::size_t velocity_bytes = request.has_velocity ? bytes : 0;
   const std::uint32_t crc =
       format_version_ >= 2
           ? row_checksum(residual, residual_bytes, request.tau[static_cast<std::size_t>(rank)],
-                         request.calls, velocity, velocity_bytes)
+                         request.calls, velocity, velocity_bytes, row.data(),
+                         row.size() * sizeof(double))
           : checksum(residual, residual_bytes);
   require(crc == request.checksums[static_cast<std::size_t>(rank)], DCT_ERR_CKPT_CHECKSUM,
-          "the residual, velocity, threshold or call counter of '" + request.name +
+          "the residual, velocity, state, threshold or call counter of '" + request.name +
               "' saved by rank " + std::to_string(rank) +
               " does not match its checksum: the file is corrupt");
+  if (request.state_words == 0) return;
+  // [words used, words..., zeros]: the row is as wide as the widest rank's.
+  const double used = row[0];
+  require(used >= 0 && used < double(row.size()) && used == std::floor(used), DCT_ERR_CKPT_FORMAT,
+          "the state of '" + request.name + "' saved by rank " + std::to_string(rank) +
+              " has an invalid length");
+  for (std::size_t i = 0; i < row.size(); ++i)
+    require(i <= std::size_t(used) ? std::isfinite(row[i]) : row[i] == 0.0, DCT_ERR_CKPT_FORMAT,
+            "the state of '" + request.name + "' saved by rank " + std::to_string(rank) +
+                " holds a value that is not finite, or padding that is not zero");
+  if (state != nullptr) state->assign(row.begin() + 1, row.begin() + 1 + std::ptrdiff_t(used));
 }
 
 }  // namespace dct::detail

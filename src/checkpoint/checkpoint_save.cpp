@@ -40,8 +40,32 @@ std::string directory_of(const std::string &path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
+/// Each engine's state row (format 5): [words used, extra_state()..., zeros], as wide as the
+/// widest rank's (one row width per dataset); empty for engines with no extra state anywhere.
+/// The rows are taken under run_agreed first, so that no rank fails between collectives.
+std::vector<std::vector<double>> state_rows(MPI_Comm comm,
+                                            const std::vector<RequestEngine *> &engines) {
+  std::vector<std::vector<double>> rows;
+  run_agreed(comm, [&] {
+    for (const RequestEngine *engine : engines) {
+      rows.push_back(engine->extra_state());
+      if (!rows.back().empty()) rows.back().insert(rows.back().begin(), double(rows.back().size()));
+      require(std::int64_t(rows.back().size()) <= kMaxStateWords, DCT_ERR_INTERNAL,
+              "the state of '" + engine->name() + "' is too large for a checkpoint");
+    }
+  });
+  std::vector<long long> widths;
+  for (const std::vector<double> &row : rows) widths.push_back(static_cast<long long>(row.size()));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, widths.data(), static_cast<int>(widths.size()),
+                          MPI_LONG_LONG, MPI_MAX, comm),
+            "MPI_Allreduce");
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i].resize(std::size_t(widths[i]), 0.0);
+  return rows;
+}
+
 void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
-                const std::vector<RequestEngine *> &engines) {
+                const std::vector<RequestEngine *> &engines,
+                const std::vector<std::vector<double>> &states) {
   h5::QuietHdf5 quiet;
   h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   h5::check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
@@ -64,14 +88,18 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
   h5::Handle requests(
       H5Gcreate2(file.get(), kCheckpointRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
       H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
-  for (const RequestEngine *engine : engines) {
+  for (std::size_t e = 0; e < engines.size(); ++e) {
+    const RequestEngine *engine = engines[e];
+    const std::vector<double> &state = states[e];
     h5::Handle group(
         H5Gcreate2(requests.get(), engine->name().c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
         H5Gclose, DCT_ERR_CKPT_IO, "cannot create group for " + engine->name());
     const Config &config = engine->config();
     const bool residual = has_residual(*engine);
     h5::write_attribute(group.get(), "kind", std::string(engine->kind()));
-    h5::write_attribute(group.get(), "count", static_cast<std::int64_t>(engine->count()));
+    // DCT-MP's counts are per rank (in the state row); an allreduce's is every rank's.
+    h5::write_attribute(group.get(), "count",
+                        static_cast<std::int64_t>(engine->counts_per_rank() ? 0 : engine->count()));
     h5::write_attribute(group.get(), "element_size",
                         static_cast<std::int64_t>(engine->element_size()));
     h5::write_attribute(group.get(), "datatype",
@@ -91,10 +119,14 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
     }
     h5::write_attribute(group.get(), "has_velocity",
                         static_cast<std::int64_t>(velocity != nullptr));
+    h5::write_attribute(group.get(), "state_words", static_cast<std::int64_t>(state.size()));
     const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
-    const std::uint32_t crc =
-        row_checksum(data, residual ? bytes : 0, tau, static_cast<std::int64_t>(engine->calls()),
-                     velocity, velocity != nullptr ? bytes : 0);
+    const std::uint32_t crc = row_checksum(
+        data, residual ? bytes : 0, tau, static_cast<std::int64_t>(engine->calls()), velocity,
+        velocity != nullptr ? bytes : 0, state.data(), state.size() * sizeof(double));
+    if (!state.empty())
+      h5::write_rank_row(group.get(), "state", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank,
+                         static_cast<hsize_t>(state.size()), true, state.data(), transfer.get());
     for (const auto &[part, row] : {std::pair{"residual", data}, std::pair{"velocity", velocity}})
       if (row != nullptr)
         h5::write_rank_row(group.get(), part, h5::file_type(engine->element_size()),
@@ -117,7 +149,7 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
 std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines, int ranks) {
   std::uint64_t bytes = kSealBytes + 8192;
   for (const RequestEngine *engine : engines) {
-    bytes += 16384 + 12 * std::uint64_t(ranks);
+    bytes += 16384 + 12 * std::uint64_t(ranks) + 8 * engine->extra_state().size() * ranks;
     const std::uint64_t row = std::uint64_t(engine->count()) *
                               std::uint64_t(engine->element_size()) * std::uint64_t(ranks);
     if (has_residual(*engine)) bytes += row;
@@ -183,7 +215,8 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
       remove_stale_temporaries(path);
       require_room(temporary, estimated_file_bytes(engines, ranks));
     });
-    run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines); });
+    const std::vector<std::vector<double>> states = state_rows(comm, engines);
+    run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines, states); });
     run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks); });
     // Only a complete, closed file takes the checkpoint's name.
     run_agreed(comm, [&] {

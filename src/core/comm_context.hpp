@@ -70,6 +70,13 @@ class CommContext {
   /// `take_default_name` moves on to the next, once every rank created the request.
   std::string default_name() const { return "allreduce." + std::to_string(persistent_created_); }
   void take_default_name() { ++persistent_created_; }
+  /// The same for DCT-MP forward requests ("alltoallv.N", counted apart, so that allreduce
+  /// names stay those of earlier versions); a backward request takes its forward's name and
+  /// ".backward" (".backward.M" for the M-th after the first).
+  std::string default_alltoallv_name() const {
+    return "alltoallv." + std::to_string(alltoallv_created_);
+  }
+  void take_default_alltoallv_name() { ++alltoallv_created_; }
 
   /// The configuration of the drop-in states (DCT_* variables), read and agreed on by every
   /// rank at the first compressed DCT_Allreduce on this communicator; nullptr until then.
@@ -92,6 +99,7 @@ class CommContext {
   int size_ = 1;
   bool attached_ = true;  // the user communicator still carries our attribute
   int persistent_created_ = 0;
+  int alltoallv_created_ = 0;
 };
 
 /// Names a communicator dct made for its own traffic ("dct:private"): libdct_pmpi, which may

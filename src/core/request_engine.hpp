@@ -11,10 +11,13 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/comm_context.hpp"
 #include "core/compute_backend.hpp"
 #include "core/config.hpp"
+#include "core/error.hpp"
 #include "dct/dct.h"
 
 namespace dct::detail {
@@ -69,7 +72,25 @@ class RequestEngine {
   /// drives the tau schedule).
   virtual void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) = 0;
 
+  /// State beyond the residual, velocity, tau and call counter that a checkpoint saves per
+  /// rank (format 5: DCT-MP's schedule position and adaptive bounds), as float64 words; empty
+  /// when there is none.
+  virtual std::vector<double> extra_state() const { return {}; }
+  /// Checks `words` (what extra_state() saved, read from a file: untrusted) against this
+  /// engine and throws DCT_ERR_CKPT_MISMATCH or DCT_ERR_CKPT_FORMAT without changing anything.
+  virtual void check_extra_state(const std::vector<double> &words) const {
+    require(words.empty(), DCT_ERR_CKPT_FORMAT,
+            "request '" + name() + "' keeps no state beyond its residual, the checkpoint has some");
+  }
+  /// Installs checked words (after restore()).
+  virtual void restore_extra_state(const std::vector<double> &words) { static_cast<void>(words); }
+  /// Whether count() is this rank's own (DCT-MP: the elements it sends), which may differ
+  /// between ranks; checkpoints then record it in extra_state(), not in the `count` attribute.
+  virtual bool counts_per_rank() const { return false; }
+
   const std::string &name() const { return config_.name; }
+  /// A DCT-MP backward request's own name (it shares its forward's configuration).
+  void rename(std::string name) { config_.name = std::move(name); }
   MPI_Count count() const { return count_; }
   int element_size() const { return element_size_; }
   MPI_Count calls() const { return totals_.calls; }

@@ -16,6 +16,7 @@ struct PersistentRequest {
   std::unique_ptr<RequestEngine> engine;
   const void *sendbuf = nullptr;
   void *recvbuf = nullptr;
+  int backwards_made = 0;  ///< DCT-MP forward: backward requests paired with it (their names)
 };
 
 class RequestTable {

@@ -52,6 +52,7 @@ struct MaskState {
   std::vector<RowMasks> received;  ///< per source rank, rows of its receive block
   MPI_Count forward_calls = 0;     ///< completed forward calls
   bool forward_active = false;     ///< a forward call is started and not completed
+  bool restored = false;           ///< loaded from a checkpoint, no forward call since (no masks)
 };
 
 using peer::ForwardAnnouncement;
@@ -73,8 +74,34 @@ class MpEngine : public RequestEngine {
   // One blocking exchange per call, run in start order (see progress.hpp).
   bool blocking() const override { return true; }
   const void *residual() const override { return nullptr; }
-  bool checkpointed() const override { return false; }
-  void restore(const void *, const void *, double, MPI_Count) override {}
+
+  // Checkpoints (format 5): the call counter (dct_interval's schedule of the threshold
+  // selections), the forward's threshold, and per rank its count and (forward) the forward
+  // calls completed. The masks are not saved: a backward needs its forward's call first.
+  bool checkpointed() const override { return true; }
+  bool counts_per_rank() const override { return true; }
+  void restore(const void *, const void *, double tau, MPI_Count calls) override {
+    totals_.calls = calls;
+    restore_tau(tau);
+  }
+  std::vector<double> extra_state() const override {
+    std::vector<double> words{double(count_)};
+    if (is_forward()) words.push_back(double(state_->forward_calls));
+    return words;
+  }
+  void check_extra_state(const std::vector<double> &words) const override {
+    check_mp_state(words, name(), count_, is_forward());
+  }
+  void restore_extra_state(const std::vector<double> &words) override {
+    if (!is_forward()) return;
+    state_->forward_calls = static_cast<MPI_Count>(words[1]);
+    for (auto *masks : {&state_->sent, &state_->received})
+      for (RowMasks &m : *masks) m.clear();
+    state_->restored = true;
+  }
+
+  virtual bool is_forward() const = 0;
+  virtual void restore_tau(double tau) { static_cast<void>(tau); }
 
   const Layout &layout() const { return layout_; }
   const std::shared_ptr<MaskState> &state() const { return state_; }
@@ -138,6 +165,8 @@ class ForwardEngine final : public MpEngine {
   }
 
   double tau() const override { return tau_; }
+  bool is_forward() const override { return true; }
+  void restore_tau(double tau) override { tau_ = previous_tau_ = tau; }
 
  private:
   static int context_size(const AlltoallvArgs &args) {
@@ -178,6 +207,7 @@ class ForwardEngine final : public MpEngine {
     std::swap(state_->received, received);
     state_->forward_calls += 1;
     state_->forward_active = false;
+    state_->restored = false;
     status_.nnz_sent = kept;
     status_.nnz_received = arrived;
     status_.density = count_ > 0 ? double(kept) / double(count_) : 0.0;
@@ -380,7 +410,7 @@ class BackwardEngine final : public MpEngine {
   const char *kind() const override { return "alltoallv_backward"; }
 
   void start(const void *send, void *recv) override {
-    require_backward_ready(state_->forward_active, state_->forward_calls);
+    require_backward_ready(state_->forward_active, state_->forward_calls, state_->restored);
     begin_call();
     send_ = static_cast<const T *>(send);
     recv_ = static_cast<T *>(recv);
@@ -388,6 +418,7 @@ class BackwardEngine final : public MpEngine {
   }
 
   double tau() const override { return 0.0; }
+  bool is_forward() const override { return false; }
 
  private:
   bool advance(bool) override {

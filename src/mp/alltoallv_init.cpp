@@ -63,9 +63,12 @@ void alltoallv_init(const AlltoallvArgs &args, MPI_Info info, DCT_Request *reque
   auto persistent = std::make_unique<PersistentRequest>();
   auto plan = std::make_shared<ExchangePlan>();
   bool needs_point_to_point = false;
+  bool unnamed = false;
   try {
     require(request != nullptr, DCT_ERR_ARG, "request is NULL");
     config = Config::from(info, KnobUse::alltoallv);
+    unnamed = config.name.empty();
+    if (unnamed) config.name = context->default_alltoallv_name();
     validate_alltoallv(args, config);
     persistent->engine = make_alltoallv_engine(args, config, plan);
     needs_point_to_point = may_pass_int_counts(AlltoallvLayout(args, context->size()), config,
@@ -87,6 +90,7 @@ void alltoallv_init(const AlltoallvArgs &args, MPI_Info info, DCT_Request *reque
   fingerprint.add("dct_backward_error_bound given",
                   std::uint64_t(error_bounded && config.error_bound.backward_bound >= 0));
   agree(context->shared_comm(), context->rank(), local_error, fingerprint, function);
+  if (unnamed) context->take_default_alltoallv_name();
   // Every rank accepted: one path for everyone's messages (alltoallv_exchange.hpp).
   *plan = agree_exchange_plan(context->shared_comm(), needs_point_to_point);
   const bool exact_top_k =
@@ -101,9 +105,15 @@ void alltoallv_init(const AlltoallvArgs &args, MPI_Info info, DCT_Request *reque
 
 void alltoallv_backward_init(DCT_Request forward, const AlltoallvArgs &args, DCT_Request *request) {
   require(request != nullptr, DCT_ERR_ARG, "request is NULL");
-  const RequestEngine &engine = *RequestTable::instance().find(&forward).engine;
+  PersistentRequest &pair = RequestTable::instance().find(&forward);
+  const RequestEngine &engine = *pair.engine;
   auto persistent = std::make_unique<PersistentRequest>();
   persistent->engine = make_alltoallv_backward(engine, args);
+  // Its own name for checkpoints: the forward's, ".backward", then ".backward.1", ...
+  const int made = pair.backwards_made;
+  persistent->engine->rename(engine.name() + ".backward" +
+                             (made > 0 ? "." + std::to_string(made) : std::string()));
+  pair.backwards_made += 1;
   persistent->sendbuf = args.sendbuf;
   persistent->recvbuf = args.recvbuf;
   *request = RequestTable::instance().insert(std::move(persistent));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -103,11 +104,35 @@ void validate_alltoallv(const AlltoallvArgs &args, const Config &config) {
   if (config.mp_compressor == MpCompressor::error_bounded) validate_error_bounded(config);
 }
 
-void require_backward_ready(bool forward_active, std::int64_t forward_calls) {
+void check_mp_state(const std::vector<double> &words, const std::string &name, MPI_Count count,
+                    bool forward, std::size_t bounds) {
+  const std::size_t expected = forward ? 2 + bounds : 1;
+  require(words.size() == expected, DCT_ERR_CKPT_MISMATCH,
+          "request '" + name + "': the checkpoint holds " + std::to_string(words.size()) +
+              " state words for this rank, the request keeps " + std::to_string(expected) +
+              " (another compressor or number of tables?)");
+  require(words[0] == double(count), DCT_ERR_CKPT_MISMATCH,
+          "request '" + name + "' sends " + std::to_string(count) +
+              " elements from this rank, the checkpoint's rank sent " + std::to_string(words[0]));
+  if (!forward) return;
+  const double calls = words[1];
+  require(calls >= 0 && calls <= 9.0e15 && calls == std::floor(calls), DCT_ERR_CKPT_FORMAT,
+          "request '" + name + "' has an invalid forward call counter in the checkpoint");
+  for (std::size_t t = 0; t < bounds; ++t) {
+    const double bound = words[2 + t];
+    require(bound >= 0.0 && bound <= 1.0, DCT_ERR_CKPT_FORMAT,
+            "request '" + name + "' has an invalid error bound in the checkpoint");
+  }
+}
+
+void require_backward_ready(bool forward_active, std::int64_t forward_calls, bool restored) {
   require(!forward_active, DCT_ERR_ACTIVE,
           "the forward request is started: complete it before its backward");
   require(forward_calls > 0, DCT_ERR_ACTIVE,
           "backward before the forward request completed a call");
+  require(!restored, DCT_ERR_ACTIVE,
+          "backward before the forward request completed a call since DCT_Checkpoint_load (a "
+          "checkpoint holds no masks: run the forward first)");
 }
 
 MPI_Count check_backward_args(const AlltoallvArgs &args, const AlltoallvLayout &f, int ranks,

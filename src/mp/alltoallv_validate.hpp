@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/config.hpp"
 #include "mp/alltoallv.hpp"
@@ -21,9 +23,17 @@ namespace dct::detail {
 MPI_Count check_backward_args(const AlltoallvArgs &args, const AlltoallvLayout &forward, int ranks,
                               std::int64_t d, int element_size);
 
-/// A backward call may start only once its forward completed a call and is not running:
-/// throws DCT_ERR_ACTIVE otherwise (both compressors' backward requests).
-void require_backward_ready(bool forward_active, std::int64_t forward_calls);
+/// Checks what a checkpoint saved per rank for a DCT-MP request (untrusted words): [count,
+/// then for a forward its completed calls and `bounds` relative bounds in [0, 1]]. Throws
+/// DCT_ERR_CKPT_MISMATCH when the count or the number of words is not this request's (another
+/// layout or configuration), DCT_ERR_CKPT_FORMAT when a word is not a valid value.
+void check_mp_state(const std::vector<double> &words, const std::string &name, MPI_Count count,
+                    bool forward, std::size_t bounds = 0);
+
+/// A backward call may start only once its forward completed a call and is not running, and
+/// (`restored`) not between a checkpoint load and the forward's next call, whose masks a
+/// checkpoint does not hold: throws DCT_ERR_ACTIVE otherwise (both compressors' backwards).
+void require_backward_ready(bool forward_active, std::int64_t forward_calls, bool restored);
 
 /// The ranks of an intra-communicator (how many entries the count arrays have); throws
 /// DCT_ERR_COMM for MPI_COMM_NULL or an inter-communicator.

@@ -27,6 +27,7 @@ struct PairState {
   std::vector<std::size_t> peer_columns;  ///< table columns each peer announced last forward
   MPI_Count forward_calls = 0;
   bool forward_active = false;
+  bool restored = false;  ///< loaded from a checkpoint, no forward call since (no peer columns)
   std::shared_ptr<const ExchangePlan> plan;  ///< agreed at the forward's init
 };
 
@@ -66,7 +67,8 @@ class ErrorBoundedEngine final : public RequestEngine {
   }
 
   void start(const void *send, void *recv) override {
-    if (backward_) require_backward_ready(pair_->forward_active, pair_->forward_calls);
+    if (backward_)
+      require_backward_ready(pair_->forward_active, pair_->forward_calls, pair_->restored);
     begin_call();
     send_ = static_cast<const T *>(send);
     recv_ = static_cast<T *>(recv);
@@ -78,8 +80,34 @@ class ErrorBoundedEngine final : public RequestEngine {
   const void *residual() const override { return nullptr; }
   double tau() const override { return 0.0; }
   const char *kind() const override { return backward_ ? "alltoallv_backward" : "alltoallv"; }
-  bool checkpointed() const override { return false; }
-  void restore(const void *, const void *, double, MPI_Count) override {}
+
+  // Checkpoints (format 5): the call counter (the lossless probes' schedule), and per rank its
+  // count and (forward) the forward calls completed (the error-bound schedule's position) and
+  // the tables' bounds (chosen by dct_error_bound=auto). The coders' measured speeds are not
+  // saved: until the next probe every peer's message goes without a lossless stage, which
+  // changes bytes, never values.
+  bool checkpointed() const override { return true; }
+  bool counts_per_rank() const override { return true; }
+  void restore(const void *, const void *, double, MPI_Count calls) override {
+    totals_.calls = calls;
+  }
+  std::vector<double> extra_state() const override {
+    std::vector<double> words{double(count_)};
+    if (backward_) return words;
+    words.push_back(double(pair_->forward_calls));
+    words.insert(words.end(), bounds_.begin(), bounds_.end());
+    return words;
+  }
+  void check_extra_state(const std::vector<double> &words) const override {
+    check_mp_state(words, name(), count_, !backward_, bounds_.size());
+  }
+  void restore_extra_state(const std::vector<double> &words) override {
+    if (backward_) return;
+    pair_->forward_calls = static_cast<MPI_Count>(words[1]);
+    std::copy(words.begin() + 2, words.end(), bounds_.begin());
+    pair_->peer_columns.clear();
+    pair_->restored = true;
+  }
 
   const AlltoallvLayout &layout() const { return layout_; }
   const std::shared_ptr<PairState> &pair() const { return pair_; }
@@ -127,6 +155,7 @@ class ErrorBoundedEngine final : public RequestEngine {
     if (!backward_) {
       pair_->forward_calls += 1;
       pair_->forward_active = false;
+      pair_->restored = false;
     }
     return true;
   }

@@ -20,20 +20,28 @@ def header(rows, requests, version=field(), ranks=field(), group=0):
 
 # VELOCITY: the request has a dct_momentum velocity (format 4); VELOCITY_FIELDS: has_velocity
 # and the velocity dataset are in the input (else written as the writer writes them)
+# STATE: the request has a state row per rank (format 5, DCT-MP), of width 2 + its byte % 4;
+# STATE_FIELDS: state_words and the state dataset are in the input
 DOUBLE, RESIDUAL, RAW_TAU, NAMED, VELOCITY, VELOCITY_FIELDS = 1, 2, 4, 8, 16, 32
+STATE, STATE_FIELDS = 64, 128
 WITHOUT_VELOCITY = 8  # checksum form bit 3: the velocity left out of the checksums (format 3's)
 
 
 def request(flags, count, taus, seed=1, calls=7, name=b"", fields=None, tau_form=0,
-            checksum_form=0, residual_form=0, has_velocity=field(), velocity_form=b"\0"):
+            checksum_form=0, residual_form=0, has_velocity=field(), velocity_form=b"\0",
+            state_width=0, state_words=field(), state_form=b"\0"):
     out = bytes([flags, count]) + struct.pack("<HH", seed, calls)
     if flags & NAMED:
         out += bytes([len(name)]) + name
+    if flags & STATE:
+        out += bytes([state_width])
     out += b"".join(fields or [field()] * 9) + bytes([tau_form])
     out += b"".join(struct.pack("<Q" if flags & RAW_TAU else "<H", t) for t in taus)
     out += bytes([checksum_form, residual_form])
     if flags & VELOCITY_FIELDS:  # format 4's has_velocity and velocity (form and its bytes)
         out += has_velocity + velocity_form
+    if flags & STATE_FIELDS:  # format 5's state_words and state (form and its bytes)
+        out += state_words + state_form
     return out
 
 
@@ -92,6 +100,19 @@ seeds = {
     # a format-3 file with a velocity: the reader reads none, so the row checksums (with the
     # velocity) do not match
     "version3-with-velocity": header(1, 1, version=i64(3)) + request(RESIDUAL | VELOCITY, 4, [1]),
+    # format 5: DCT-MP requests (count 0, a state row per rank), beside an allreduce
+    "valid-v5-1rank-state": header(1, 1) + request(STATE, 0, [0]),
+    "valid-v5-3ranks-state-and-allreduce": header(3, 2)
+    + request(STATE | DOUBLE, 0, [1, 2, 3], state_width=3)
+    + request(RESIDUAL | VELOCITY, 8, [4, 5, 6]),
+    "valid-v5-state-fields": header(2, 1)
+    + request(STATE | STATE_FIELDS, 0, [1, 2], state_width=1, state_words=i64(3)),
+    "state-missing": header(1, 1) + request(STATE | STATE_FIELDS, 0, [1], state_form=b"\1"),
+    "state-other-shape": header(2, 1)
+    + request(STATE | STATE_FIELDS, 0, [1, 2], state_form=bytes([2, 2, 5])),
+    "state-words-without-state": header(1, 1)
+    + request(STATE_FIELDS, 0, [1], state_words=i64(3)),
+    "state-in-version4": header(1, 1, version=i64(4)) + request(STATE, 0, [1]),
 }
 os.makedirs(sys.argv[1], exist_ok=True)
 for name, data in seeds.items():

@@ -9,8 +9,9 @@
 // Findings (abort): a crash, an exception other than dct's Error, an error code other than a
 // DCT_ERR_CKPT_* one; an accepted file whose metadata break the reader's promises (ranks >= 1,
 // count >= 0, element_size 4 or 8, calls >= 0, one finite tau >= 0 and one checksum per rank,
-// a velocity only from format 4 on, has_velocity present in format 4); a row (residual and
-// velocity, read by read_row into buffers of exactly count * element_size bytes each: ASan)
+// a velocity only from format 4 on, has_velocity present in format 4, a state and state_words
+// only from format 5 on, state words finite and fewer than the row holds); a row (residual,
+// velocity and state, read by read_row into buffers of exactly count * element_size bytes: ASan)
 // accepted that does not match its checksum, or read_residual and read_row disagreeing on a row;
 // an accepted value other than the one written (for the attributes written in a type HDF5
 // converts exactly; has_velocity from format 4 on); a fully valid file (the writer's types,
@@ -27,12 +28,15 @@
 //   per request: [flags u8] bit 0: double (else float); bit 1: has a residual; bit 2: taus
 //     are raw 64-bit patterns (else u16 / 1024); bit 3: a fuzzed name [length u8 % 13][bytes];
 //     bit 4: has a velocity (dct_momentum, format 4); bit 5: has_velocity and the velocity are
-//     fuzzed (else written as the writer does); [count u8] % 65; [data seed u16]; [calls u16];
+//     fuzzed (else written as the writer does); bit 6: has a state row per rank (format 5,
+//     DCT-MP: [words used, words...], width 2 + [u8 after the name] % 4); bit 7: state_words
+//     and the state are fuzzed; [count u8] % 65; [data seed u16]; [calls u16];
 //     then the fields kind, count, element_size, datatype, calls, density, interval,
 //     algorithm, has_residual; [tau form u8] and per row [u16] or [u64]; [checksum form u8]
 //     (bit 3: the velocity left out, as format 3 computed it); [residual form u8]; with bit 5
-//     the field has_velocity and [velocity form u8] (as the residual's) (see the functions
-//     below). Inputs without bits 4 and 5 mean what they meant in format 3.
+//     the field has_velocity and [velocity form u8] (as the residual's); with bit 7 the field
+//     state_words and [state form u8] (see the functions below). Inputs without bits 4 and 5
+//     mean what they meant in format 3, without bits 6 and 7 what they meant in format 4.
 //   A field is [how u8]: how & 7 is its form (0: as the writer writes it; 1: missing; 2-5:
 //   other HDF5 types; 6: two elements; 7: a null dataspace) and how & 8 says that a value of
 //   its own follows ([i64], [u64 bit pattern of a double], or [length u8 % 25][bytes]).
@@ -288,8 +292,11 @@ struct Request {
   std::int64_t data_count = 0;
   std::vector<std::vector<std::byte>> rows;      // the residual rows written, as bytes
   std::vector<std::vector<std::byte>> velocity;  // the velocity rows written, as bytes
+  bool data_state = false;                       // format 5: a state row per rank
+  std::int64_t data_state_words = 0;             // its width: [words used, words...]
+  std::vector<std::vector<std::byte>> state;     // the state rows written, as bytes
   Field<std::string> kind, algorithm;
-  Field<std::int64_t> count, element_size, calls, interval, has_residual, has_velocity;
+  Field<std::int64_t> count, element_size, calls, interval, has_residual, has_velocity, state_words;
   Field<double> density;
   std::vector<double> tau;               // one per row written
   std::vector<std::uint32_t> checksums;  // one per row written
@@ -358,9 +365,12 @@ bool put_checksums(Input &in, hid_t group, Request &request, int rows) {
     const void *residual = request.data_residual ? row.data() : nullptr;
     const std::size_t bytes = request.data_residual ? row.size() : 0;
     const double tau = request.tau[static_cast<std::size_t>(r)];
+    const auto &state = request.state[static_cast<std::size_t>(r)];
     request.checksums.push_back(row_checksum(residual, bytes, tau, request.calls.value,
                                              request.data_velocity ? velocity.data() : nullptr,
-                                             request.data_velocity ? velocity.size() : 0));
+                                             request.data_velocity ? velocity.size() : 0,
+                                             request.data_state ? state.data() : nullptr,
+                                             request.data_state ? state.size() : 0));
     values.push_back(how & 8 ? row_checksum(residual, bytes, tau, request.calls.value)
                              : request.checksums.back());
   }
@@ -494,6 +504,15 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
                              request.data_element_size);
   request.velocity = random_rows(engine, rows, request.data_velocity, request.data_count,
                                  request.data_element_size);
+  // Format 5's state rows (bit 6): [words used, words...] of width 2 + [u8] % 4, all used.
+  request.data_state = flags & 64;
+  request.data_state_words = request.data_state ? 2 + in.take<std::uint8_t>() % 4 : 0;
+  request.state = random_rows(engine, rows, request.data_state, request.data_state_words, 8);
+  for (auto &row : request.state) {
+    if (!request.data_state) continue;
+    const double used = double(request.data_state_words - 1);
+    std::memcpy(row.data(), &used, sizeof used);
+  }
   Id group(H5Gcreate2(requests, request.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
            H5Gclose);
   request.created = group.ok();  // not if the name repeats one, or HDF5 refuses it
@@ -534,6 +553,12 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
   Input none(&nothing, 0);
   const bool velocity_ok = put_rows(fuzzed ? in : none, g, "velocity", request.velocity, velocity,
                                     request.data_element_size, request.data_count);
+  // Format 5's state_words and state: fuzzed with bit 7, else as the writer writes them.
+  const bool state_fuzzed = flags & 128;
+  request.state_words = put_int(state_fuzzed ? in.take<std::uint8_t>() : 0u, in, g, "state_words",
+                                request.data_state_words);
+  const bool state_ok = put_rows(state_fuzzed ? in : none, g, "state", request.state,
+                                 request.data_state, 8, request.data_state_words);
   bool taus_valid = true;
   for (double tau : request.tau) taus_valid = taus_valid && std::isfinite(tau) && tau >= 0;
   // Valid: what the writer writes, consistent with the rows written. (It writes no residual
@@ -541,8 +566,10 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
   request.valid = request.kind.writers && request.count.writers && request.element_size.writers &&
                   datatype.writers && request.calls.writers && request.density.writers &&
                   request.interval.writers && request.algorithm.writers &&
-                  request.has_residual.writers && request.has_velocity.writers && tau_ok &&
-                  checksums_ok && residual_ok && velocity_ok && taus_valid &&
+                  request.has_residual.writers && request.has_velocity.writers &&
+                  request.state_words.writers && tau_ok && checksums_ok && residual_ok &&
+                  velocity_ok && state_ok && taus_valid &&
+                  request.state_words.value == request.data_state_words &&
                   request.calls.value >= 0 && request.has_residual.value == (residual ? 1 : 0) &&
                   request.has_velocity.value == (velocity ? 1 : 0) &&
                   request.element_size.value == request.data_element_size &&
@@ -692,9 +719,10 @@ void check_row(const dct::detail::CheckpointReader &reader, const dct::detail::S
       static_cast<std::size_t>(saved.count) * static_cast<std::size_t>(saved.element_size);
   const auto row = static_cast<std::size_t>(r);
   RowBuffer residual(saved.has_residual, bytes), velocity(saved.has_velocity, bytes);
+  std::vector<double> state;
   const bool accepted =
-      read_or_refuse([&] { reader.read_row(saved, r, residual.get(), velocity.get()); }, "read_row",
-                     valid != nullptr);
+      read_or_refuse([&] { reader.read_row(saved, r, residual.get(), velocity.get(), &state); },
+                     "read_row", valid != nullptr);
   check(accepted || valid == nullptr, "a valid file's row was refused");
   // The same row read without the velocity's buffer (the reader checks it in a scratch buffer)
   // is accepted or refused alike.
@@ -711,9 +739,20 @@ void check_row(const dct::detail::CheckpointReader &reader, const dct::detail::S
     check(also == accepted, "read_row with and without a velocity buffer disagree on a row");
   }
   if (!accepted) return;
+  // The state row as stored: [words used, the words, zeros] (the reader checks the padding).
+  check(state.size() < std::size_t(std::max<std::int64_t>(saved.state_words, 1)),
+        "read_row returned more state words than the row holds");
+  for (double word : state) check(std::isfinite(word), "read_row accepted a state not finite");
+  std::vector<double> stored;
+  if (saved.state_words > 0) {
+    stored.assign(std::size_t(saved.state_words), 0.0);
+    stored[0] = double(state.size());
+    std::copy(state.begin(), state.end(), stored.begin() + 1);
+  }
   const std::uint32_t expected =
       reader.format_version() >= 2 ? row_checksum(residual.get(), residual.bytes(), saved.tau[row],
-                                                  saved.calls, velocity.get(), velocity.bytes())
+                                                  saved.calls, velocity.get(), velocity.bytes(),
+                                                  stored.data(), stored.size() * sizeof(double))
                                    : dct::detail::checksum(residual.get(), residual.bytes());
   check(expected == saved.checksums[row], "read_row accepted a row whose checksum does not match");
   if (valid == nullptr) return;
@@ -721,6 +760,11 @@ void check_row(const dct::detail::CheckpointReader &reader, const dct::detail::S
         "a valid file's residual read back differently");
   check(!saved.has_velocity || velocity.same(valid->velocity[row]),
         "a valid file's velocity read back differently");
+  if (valid->data_state) {
+    std::vector<std::byte> bytes_read(stored.size() * sizeof(double));
+    std::memcpy(bytes_read.data(), stored.data(), bytes_read.size());
+    check(bytes_read == valid->state[row], "a valid file's state read back differently");
+  }
 }
 
 /// The reader accepted the file: its promises, and the values written.
@@ -759,6 +803,10 @@ void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoin
       check(!request.has_velocity.exact || (request.has_velocity.value != 0) == saved->has_velocity,
             "has_velocity read back differently");
     }
+    if (reader.format_version() >= 5) {
+      check(request.state_words.present, "accepted a format-5 request without state_words");
+      check_field(request.state_words, saved->state_words, "state_words");
+    }
   }
   for (const dct::detail::SavedRequest &saved : reader.requests()) {
     check(saved.count >= 0 && (saved.element_size == 4 || saved.element_size == 8),
@@ -781,7 +829,11 @@ void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoin
     }
     check(!saved.has_velocity || reader.format_version() >= 4,
           "accepted a velocity in a file of format 3 or older");
-    if (!saved.has_residual && !saved.has_velocity) {
+    check(saved.state_words == 0 || reader.format_version() >= 5,
+          "accepted a state in a file of format 4 or older");
+    check(saved.state_words >= 0 && saved.state_words <= dct::detail::kMaxStateWords,
+          "accepted an invalid state_words");
+    if (!saved.has_residual && !saved.has_velocity && saved.state_words == 0) {
       if (reader.format_version() >= 2)
         for (int r = 0; r < ranks; ++r)
           check(saved.checksums[static_cast<std::size_t>(r)] ==

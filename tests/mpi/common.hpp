@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -170,6 +172,20 @@ std::vector<T> velocity_of(DCT_Request request, std::size_t n) {
 }
 
 /// An MPI_Info with the given key/value pairs; freed by the caller.
+/// A fresh path `<prefix>.np<P>/<name>.h5` in a directory every rank sees (the ranks of these
+/// tests share one machine), one directory per test binary and rank count since ctest runs
+/// them concurrently: rank 0 makes the directory and removes an old file, then all wait.
+inline std::string scratch_path(const std::string &prefix, const std::string &name) {
+  const std::string directory = prefix + ".np" + std::to_string(size());
+  const std::string path = directory + "/" + name + ".h5";
+  if (rank() == 0) {
+    ::mkdir(directory.c_str(), 0755);
+    std::remove(path.c_str());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
 inline MPI_Info make_info(const std::vector<std::pair<std::string, std::string>> &pairs) {
   MPI_Info info;
   MPI_Info_create(&info);

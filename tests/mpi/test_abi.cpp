@@ -197,7 +197,8 @@ TEST(GetInfo, RequestShowsEveryValueInForceAndCreatesItsTwin) {
   EXPECT_EQ(used["dct_name"].rfind("allreduce.", 0), 0u) << used["dct_name"];  // its default
   EXPECT_EQ(used.count("dct_keep"), 0u);  // DCT-MP's keys do not act on an allreduce
   EXPECT_EQ(used.count("dct_error_bound"), 0u);
-  EXPECT_EQ(used.size(), 15u);
+  EXPECT_EQ(used["dct_density_warmup"], "1,0");  // off
+  EXPECT_EQ(used.size(), 16u);
 
   // The info read back creates a request whose configuration reads back the same.
   MPI_Info again = MPI_INFO_NULL;
@@ -239,8 +240,12 @@ TEST(GetInfo, AlltoallvRequestsShowDctMpKeys) {
   EXPECT_EQ(used["dct_error_bound"], "0.01");
   EXPECT_EQ(used["dct_backward_error_bound"], "none");
   EXPECT_EQ(used.count("dct_density"), 0u);
-  EXPECT_EQ(used.count("dct_restart"), 0u);  // checkpoints skip DCT-MP
-  EXPECT_EQ(request_info(backward), used);   // the forward's configuration
+  EXPECT_EQ(used.count("dct_restart"), 0u);  // DCT-MP never restarts on other rank counts
+  EXPECT_EQ(used["dct_name"].rfind("alltoallv.", 0), 0u) << used["dct_name"];  // its default
+  // The forward's configuration, under the backward's own name.
+  std::map<std::string, std::string> expected = used;
+  expected["dct_name"] = used["dct_name"] + ".backward";
+  EXPECT_EQ(request_info(backward), expected);
   DCT_Request_free(&backward);
   DCT_Request_free(&forward);
 }

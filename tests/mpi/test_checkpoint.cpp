@@ -22,17 +22,8 @@ namespace {
 
 constexpr std::size_t kCount = 3001;
 
-/// A fresh path in a directory every rank sees (the ranks of these tests share one machine),
-/// one directory per rank count since ctest runs them concurrently.
 std::string scratch(const std::string &name) {
-  const std::string directory = "dct_checkpoint_test.np" + std::to_string(size());
-  const std::string path = directory + "/" + name + ".h5";
-  if (rank() == 0) {
-    ::mkdir(directory.c_str(), 0755);
-    std::remove(path.c_str());
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return path;
+  return scratch_path("dct_checkpoint_test", name);
 }
 
 /// Two live requests with some history, float and double. They are named: default names

@@ -23,14 +23,7 @@ namespace {
 constexpr std::size_t kCount = 2999;
 
 std::string scratch(const std::string &name) {
-  const std::string directory = "dct_checkpoint_momentum.np" + std::to_string(size());
-  const std::string path = directory + "/" + name + ".h5";
-  if (rank() == 0) {
-    ::mkdir(directory.c_str(), 0755);
-    std::remove(path.c_str());
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return path;
+  return scratch_path("dct_checkpoint_momentum", name);
 }
 
 /// SGD with momentum correction as the README recommends it: a float layer compressed to 2%,
@@ -128,7 +121,7 @@ TEST(CheckpointMomentum, ReaderHasTheVelocityUnderTheChecksum) {
   ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
   const Model::State live = model.state();
   detail::CheckpointReader reader(path, MPI_COMM_SELF);
-  EXPECT_EQ(reader.format_version(), 4);
+  EXPECT_GE(reader.format_version(), 4);  // a format with velocities
   const detail::SavedRequest *a = reader.find("mc.a");
   const detail::SavedRequest *b = reader.find("mc.b");
   ASSERT_TRUE(a != nullptr && b != nullptr);
