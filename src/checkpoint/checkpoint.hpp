@@ -55,8 +55,9 @@ struct SavedRequest {
 /// _FORMAT, _TRUNCATED, _VERSION) and reads every request's metadata.
 class DCT_INTERNAL_API CheckpointReader {
  public:
-  /// `comm`: the ranks opening the file together with MPI-IO, or MPI_COMM_SELF for one process.
-  CheckpointReader(const std::string &path, MPI_Comm comm);
+  /// `comm`: the ranks opening the file together with MPI-IO, or MPI_COMM_SELF for one process
+  /// (which first checks the whole file against its seal, unless `sealed`: the caller did).
+  CheckpointReader(const std::string &path, MPI_Comm comm, bool sealed = false);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader &) = delete;
   CheckpointReader &operator=(const CheckpointReader &) = delete;

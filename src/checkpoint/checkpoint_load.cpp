@@ -4,7 +4,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -14,6 +16,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_collective.hpp"
+#include "checkpoint/checkpoint_seal.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
@@ -51,7 +54,54 @@ struct PendingState {
   std::unique_ptr<StagingBuffer> residual, velocity;
   double tau;
   std::vector<double> extra;  // the saved row's state words (format 5), checked by the engine
+  // The request's own residual and velocity, read into directly (see direct_targets).
+  void *direct_residual = nullptr, *direct_velocity = nullptr;
+  std::size_t direct_bytes = 0;
+  const void *residual_data() const { return direct_residual ? direct_residual : staged(residual); }
+  const void *velocity_data() const { return direct_velocity ? direct_velocity : staged(velocity); }
+  static const void *staged(const std::unique_ptr<StagingBuffer> &buffer) {
+    return buffer ? buffer->data() : nullptr;
+  }
+  /// A failed load: what was read straight into the request goes back to the zeros it held.
+  void undo_direct() const {
+    if (direct_residual) std::memset(direct_residual, 0, direct_bytes);
+    if (direct_velocity) std::memset(direct_velocity, 0, direct_bytes);
+  }
 };
+
+/// Whether `bytes` bytes at `data` are all zero bits.
+bool all_zero(const void *data, std::size_t bytes) {
+  const auto *p = static_cast<const unsigned char *>(data);
+  std::uint64_t any = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p + i, 8);
+    any |= word;
+  }
+  for (; i < bytes; ++i) any |= p[i];
+  return any == 0;
+}
+
+/// A restart loads into requests that have not run: their residual and velocity are zeros in
+/// host memory. Those are read into directly, without staging memory of their own (fresh pages
+/// cost the load more than the read itself: docs/performance.md), since a failed load can put
+/// them back exactly by zeroing them. Anything else (state to keep, device memory, several
+/// rows summed on another rank count) is staged.
+void direct_targets(PendingState &state, bool redistribute) {
+  const SavedRequest &saved = *state.saved;
+  if (redistribute || (!saved.has_residual && !saved.has_velocity)) return;
+  const KernelTurn kernels;  // the residual's pending writes may run kernels
+  void *residual = saved.has_residual ? state.engine->loadable_residual() : nullptr;
+  void *velocity = saved.has_velocity ? state.engine->loadable_velocity() : nullptr;
+  const std::size_t bytes = static_cast<std::size_t>(saved.count) * saved.element_size;
+  if ((saved.has_residual && (residual == nullptr || !all_zero(residual, bytes))) ||
+      (saved.has_velocity && (velocity == nullptr || !all_zero(velocity, bytes))))
+    return;
+  state.direct_residual = residual;
+  state.direct_velocity = velocity;
+  state.direct_bytes = bytes;
+}
 
 /// The saved rows this rank takes on a restart: its own (same ranks), or every saved rank r
 /// with r mod ranks == rank (redistribute).
@@ -124,6 +174,14 @@ class RowSum {
 template <typename T>
 void read_rows(const CheckpointReader &reader, PendingState &state, std::size_t max_rows,
                std::exception_ptr &failure) {
+  if (state.direct_residual || state.direct_velocity) {  // one row: this rank's own
+    try {
+      reader.read_row(*state.saved, state.rows.at(0), state.direct_residual, state.direct_velocity);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    return;
+  }
   const std::size_t n = static_cast<std::size_t>(state.saved->count);
   std::optional<RowSum<T>> residual, velocity;
   if (state.saved->has_residual) residual.emplace(state.residual, n, state.rows.size());
@@ -151,9 +209,29 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
   const std::vector<RequestEngine *> &engines = c.engines;
-  // Rank 0 looks first, so that a missing or foreign file never reaches collective HDF5 calls.
+  // Every byte is checked against the seal before HDF5 parses any (each rank its share of the
+  // file, with plain reads), then rank 0 looks at the metadata alone: a missing, foreign or
+  // damaged file never reaches collective HDF5 calls.
+  SealHeader seal;
   run_agreed(comm, [&] {
-    if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF);
+    if (rank != 0) return;
+    require_regular_file(path);
+    seal = read_seal_header(path);
+  });
+  std::uint64_t words[3] = {std::uint64_t(seal.seal == Seal::sealed), seal.payload, seal.crc};
+  check_mpi(MPI_Bcast(words, 3, MPI_UINT64_T, 0, comm), "MPI_Bcast");
+  seal = SealHeader{words[0] ? Seal::sealed : Seal::unsealed, words[1],
+                    static_cast<std::uint32_t>(words[2])};
+  if (seal.seal == Seal::sealed) {
+    SealShare mine;
+    run_agreed(comm, [&] { mine = crc_of_share(path, seal.payload, rank, ranks); });
+    const std::uint32_t crc = combine_shares(comm, rank, ranks, mine);
+    run_agreed(comm, [&] {
+      if (rank == 0) require_seal_matches(path, seal, crc);
+    });
+  }
+  run_agreed(comm, [&] {
+    if (rank == 0) CheckpointReader probe(path, MPI_COMM_SELF, seal.seal == Seal::sealed);
   });
   run_agreed(comm, [&] { avoid_lockedfile_overflow(path, ranks); });
   std::unique_ptr<CheckpointReader> reader;
@@ -181,33 +259,38 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
       // Files before format 5 hold no DCT-MP request: those keep the state they have.
       if (engine->counts_per_rank() && reader->format_version() < 5) continue;
       pending.push_back(plan(*reader, engine, rank, ranks, redistribute));
+      direct_targets(pending.back(), redistribute);
     }
   });
-  run_agreed(comm, [&] {
-    const std::size_t max_rows = (reader->ranks() + ranks - 1) / ranks;
-    std::exception_ptr failure;
-    for (PendingState &state : pending) {
-      if (state.saved->state_words > 0) {  // DCT-MP (never redistributed): this rank's own row
-        try {
-          reader->read_row(*state.saved, rank, nullptr, nullptr, &state.extra);
-        } catch (...) {
-          if (!failure) failure = std::current_exception();
+  try {
+    run_agreed(comm, [&] {
+      const std::size_t max_rows = (reader->ranks() + ranks - 1) / ranks;
+      std::exception_ptr failure;
+      for (PendingState &state : pending) {
+        if (state.saved->state_words > 0) {  // DCT-MP (never redistributed): this rank's own row
+          try {
+            reader->read_row(*state.saved, rank, nullptr, nullptr, &state.extra);
+          } catch (...) {
+            if (!failure) failure = std::current_exception();
+          }
         }
+        if (!state.saved->has_residual && !state.saved->has_velocity) continue;
+        if (state.saved->element_size == 4)
+          read_rows<float>(*reader, state, redistribute ? max_rows : 1, failure);
+        else
+          read_rows<double>(*reader, state, redistribute ? max_rows : 1, failure);
       }
-      if (!state.saved->has_residual && !state.saved->has_velocity) continue;
-      if (state.saved->element_size == 4)
-        read_rows<float>(*reader, state, redistribute ? max_rows : 1, failure);
-      else
-        read_rows<double>(*reader, state, redistribute ? max_rows : 1, failure);
-    }
-    if (failure) std::rethrow_exception(failure);
-    for (const PendingState &state : pending) state.engine->check_extra_state(state.extra);
-  });
+      if (failure) std::rethrow_exception(failure);
+      for (const PendingState &state : pending) state.engine->check_extra_state(state.extra);
+    });
+  } catch (...) {
+    for (const PendingState &state : pending) state.undo_direct();
+    throw;
+  }
   // Everything is validated on every rank: now, and only now, the state changes.
   const KernelTurn kernels;
   for (const PendingState &state : pending)
-    state.engine->restore(state.residual ? state.residual->data() : nullptr,
-                          state.velocity ? state.velocity->data() : nullptr, state.tau,
+    state.engine->restore(state.residual_data(), state.velocity_data(), state.tau,
                           state.saved->calls);
   for (const PendingState &state : pending) state.engine->restore_extra_state(state.extra);
 }

@@ -1,8 +1,6 @@
 // The checkpoint reader shared by DCT_Checkpoint_load and dct-ckpt: opening validates the file
 // and its metadata, each residual row is checked against its checksum as it is read.
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,19 +14,13 @@
 
 namespace dct::detail {
 
-CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm) {
+CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool sealed) {
   h5::QuietHdf5 quiet;
-  struct stat info {};
-  const int found = ::stat(path.c_str(), &info);
-  const int error = errno;  // read before the message is built
-  require(found == 0, DCT_ERR_CKPT_NOT_FOUND,
-          "no checkpoint at " + path + ": " + std::strerror(error));
-  // Opening a FIFO or a device would block or read endlessly.
-  require(S_ISREG(info.st_mode), DCT_ERR_CKPT_FORMAT, path + " is not a regular file");
-  // Alone (dct-ckpt, and rank 0's look before a load), every byte is checked against the seal
-  // before HDF5 reads any: HDF5 trusts its metadata (checkpoint_seal.hpp).
+  require_regular_file(path);
+  // Alone (dct-ckpt), every byte is checked against the seal before HDF5 reads any: HDF5
+  // trusts its metadata (checkpoint_seal.hpp). A load checks it first, shared by its ranks.
   const bool alone = comm == MPI_COMM_SELF;
-  const Seal seal = alone ? check_seal(path) : Seal::sealed;
+  const Seal seal = alone && !sealed ? check_seal(path) : Seal::sealed;
   require(H5Fis_hdf5(path.c_str()) > 0, DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
   h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   collective_ = comm != MPI_COMM_SELF;

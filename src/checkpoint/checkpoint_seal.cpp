@@ -125,6 +125,25 @@ void seal_file(const std::string &path) {
   write_seal(path, size - kSealBytes, crc);
 }
 
+SealShare crc_of_share(const std::string &path, std::uint64_t payload, int rank, int ranks) {
+  const std::uint64_t share = (payload + std::uint64_t(ranks) - 1) / std::uint64_t(ranks);
+  const std::uint64_t begin = kSealBytes + std::min(payload, share * std::uint64_t(rank));
+  const std::uint64_t end = kSealBytes + std::min(payload, share * (std::uint64_t(rank) + 1));
+  const File file(path, O_RDONLY);
+  return SealShare{crc_of(file.fd(), begin, end, path), end - begin};
+}
+
+std::uint32_t combine_shares(MPI_Comm comm, int rank, int ranks, SealShare mine) {
+  const std::uint64_t words[2] = {mine.crc, mine.bytes};
+  std::vector<std::uint64_t> all(rank == 0 ? 2 * std::size_t(ranks) : 0);
+  check_mpi(MPI_Gather(words, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, comm), "MPI_Gather");
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (int r = 0; r < (rank == 0 ? ranks : 0); ++r)  // the shares in rank order
+    crc = crc32_combine(crc, static_cast<uLong>(all[2 * std::size_t(r)]),
+                        static_cast<z_off_t>(all[2 * std::size_t(r) + 1]));
+  return static_cast<std::uint32_t>(crc);
+}
+
 void seal_file(const std::string &path, MPI_Comm comm, int rank, int ranks) {
   // Rank 0's size, read before any rank may fail: every rank takes the Bcast.
   std::uint64_t size = 0;
@@ -141,31 +160,28 @@ void seal_file(const std::string &path, MPI_Comm comm, int rank, int ranks) {
   require(size >= kSealBytes, DCT_ERR_CKPT_IO, path + " is shorter than its user block");
   // Each rank its share of the payload; rank 0 joins the shares in rank order.
   const std::uint64_t payload = size - kSealBytes;
-  const std::uint64_t share = (payload + std::uint64_t(ranks) - 1) / std::uint64_t(ranks);
-  const std::uint64_t begin = kSealBytes + std::min(payload, share * std::uint64_t(rank));
-  const std::uint64_t end = kSealBytes + std::min(payload, share * (std::uint64_t(rank) + 1));
-  std::uint64_t mine[2] = {0, end - begin};
-  {
-    const File file(path, O_RDONLY);
-    mine[0] = crc_of(file.fd(), begin, end, path);
-  }
-  std::vector<std::uint64_t> all(rank == 0 ? 2 * std::size_t(ranks) : 0);
-  check_mpi(MPI_Gather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, comm), "MPI_Gather");
-  if (rank != 0) return;
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (int r = 0; r < ranks; ++r)
-    crc = crc32_combine(crc, static_cast<uLong>(all[2 * std::size_t(r)]),
-                        static_cast<z_off_t>(all[2 * std::size_t(r) + 1]));
-  write_seal(path, payload, static_cast<std::uint32_t>(crc));
+  const std::uint32_t crc =
+      combine_shares(comm, rank, ranks, crc_of_share(path, payload, rank, ranks));
+  if (rank == 0) write_seal(path, payload, crc);
 }
 
-Seal check_seal(const std::string &path) {
+void require_regular_file(const std::string &path) {
+  struct stat info {};
+  const int found = ::stat(path.c_str(), &info);
+  const int error = errno;  // read before the message is built
+  require(found == 0, DCT_ERR_CKPT_NOT_FOUND,
+          "no checkpoint at " + path + ": " + std::strerror(error));
+  // Opening a FIFO or a device would block or read endlessly.
+  require(S_ISREG(info.st_mode), DCT_ERR_CKPT_FORMAT, path + " is not a regular file");
+}
+
+SealHeader read_seal_header(const std::string &path) {
   const File file(path, O_RDONLY);
   unsigned char header[kSealBytes + 8] = {};
   const std::size_t got = read_at(file.fd(), header, sizeof header, 0, path);
   if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
     // A file HDF5 would take for its own from the first byte: no seal (versions 1 and 2).
-    if (got >= 8 && std::memcmp(header, kHdf5Signature, 8) == 0) return Seal::unsealed;
+    if (got >= 8 && std::memcmp(header, kHdf5Signature, 8) == 0) return SealHeader{};
     // HDF5's signature behind a user block: a sealed file whose seal was damaged.
     require(!(got >= kSealBytes + 8 && std::memcmp(header + kSealBytes, kHdf5Signature, 8) == 0),
             DCT_ERR_CKPT_CHECKSUM, path + ": its seal is damaged");
@@ -183,9 +199,19 @@ Seal check_seal(const std::string &path) {
               std::to_string(kSealBytes + payload) + ": truncated");
   require(size == kSealBytes + payload, DCT_ERR_CKPT_CHECKSUM,
           path + " holds more bytes than its seal says");
-  require(crc_of(file.fd(), kSealBytes, size, path) == get_u32(header + 16), DCT_ERR_CKPT_CHECKSUM,
+  return SealHeader{Seal::sealed, payload, get_u32(header + 16)};
+}
+
+void require_seal_matches(const std::string &path, const SealHeader &header, std::uint32_t crc) {
+  require(crc == header.crc, DCT_ERR_CKPT_CHECKSUM,
           path + ": its bytes do not match its seal (the file was damaged after it was saved)");
-  return Seal::sealed;
+}
+
+Seal check_seal(const std::string &path) {
+  const SealHeader header = read_seal_header(path);
+  if (header.seal == Seal::sealed)
+    require_seal_matches(path, header, crc_of_share(path, header.payload, 0, 1).crc);
+  return header.seal;
 }
 
 }  // namespace dct::detail

@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace dct::detail {
@@ -34,5 +35,34 @@ enum class Seal {
 /// DCT_ERR_CKPT_TRUNCATED when it is shorter than its seal says, DCT_ERR_CKPT_CHECKSUM when a
 /// byte (or the seal) differs, DCT_ERR_CKPT_IO when it cannot be read.
 Seal check_seal(const std::string &path);
+
+// The same check shared by the ranks of a load, each reading its share of the file: rank 0
+// reads the header (read_seal_header), every rank the CRC-32 of its share (crc_of_share), rank
+// 0 joins them (combine_shares) and compares (require_seal_matches).
+
+/// Throws DCT_ERR_CKPT_NOT_FOUND when nothing is at `path`, DCT_ERR_CKPT_FORMAT when it is not
+/// a regular file (a FIFO or a device would block or read endlessly).
+void require_regular_file(const std::string &path);
+
+/// A file's seal, as its first bytes hold it (`seal` unsealed: formats 1 and 2).
+struct SealHeader {
+  Seal seal = Seal::unsealed;
+  std::uint64_t payload = 0;  ///< bytes after the user block
+  std::uint32_t crc = 0;      ///< their CRC-32
+};
+/// Checks the seal itself and the file's length against it (the codes of check_seal).
+SealHeader read_seal_header(const std::string &path);
+
+/// The CRC-32 of rank `rank`'s share (of `ranks` equal ones) of the `payload` bytes after the
+/// user block, and the share's length.
+struct SealShare {
+  std::uint64_t crc = 0;
+  std::uint64_t bytes = 0;
+};
+SealShare crc_of_share(const std::string &path, std::uint64_t payload, int rank, int ranks);
+/// Collective over `comm`: the CRC-32 of the whole payload on rank 0 (0 on the others).
+std::uint32_t combine_shares(MPI_Comm comm, int rank, int ranks, SealShare mine);
+/// Throws DCT_ERR_CKPT_CHECKSUM unless `crc` is the one the seal holds.
+void require_seal_matches(const std::string &path, const SealHeader &header, std::uint32_t crc);
 
 }  // namespace dct::detail

@@ -72,6 +72,12 @@ class RequestEngine {
   /// drives the tau schedule).
   virtual void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) = 0;
 
+  /// The live residual and velocity in writable host memory, with every pending write done,
+  /// for a checkpoint load to read into directly when they hold nothing yet (nullptr: not in
+  /// host memory, or none); restore() then gets these same pointers back.
+  virtual void *loadable_residual() { return nullptr; }
+  virtual void *loadable_velocity() { return nullptr; }
+
   /// State beyond the residual, velocity, tau and call counter that a checkpoint saves per
   /// rank (format 5: DCT-MP's schedule position and adaptive bounds), as float64 words; empty
   /// when there is none.

@@ -188,9 +188,16 @@ class CompressedEngine final : public RequestEngine {
     backend_->copy(velocity_host_.data(), velocity_.data(), elements() * sizeof(T), stream_);
     return velocity_host_.data();
   }
+  void *loadable_residual() override {
+    return exact() || staged_ || elements() == 0 ? nullptr : compressor_.residual(stream_);
+  }
+  void *loadable_velocity() override {
+    return !momentum() || staged_ || elements() == 0 ? nullptr : velocity_.data();
+  }
   void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) override {
     compressor_.restore(residual, tau, stream_);
-    if (momentum() && elements() > 0)
+    // (A load that read straight into the velocity passes it back.)
+    if (momentum() && elements() > 0 && velocity != velocity_.data())
       backend_->copy(velocity_.data(), velocity, elements() * sizeof(T), stream_);
     totals_.calls = calls;
     // Re-balanced, on every rank, by the next split or hierarchical call.

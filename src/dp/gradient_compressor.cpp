@@ -130,7 +130,9 @@ template <typename T>
 void GradientCompressor<T>::restore(const void *residual, double tau, Stream stream) {
   pending_ = 0;  // the checkpoint's residual replaces it whole
   pending_this_call_ = false;
-  if (elements() > 0) backend_->copy(residual_.data(), residual, elements() * sizeof(T), stream);
+  // (A load that read straight into the residual passes it back.)
+  if (elements() > 0 && residual != residual_.data())
+    backend_->copy(residual_.data(), residual, elements() * sizeof(T), stream);
   tau_ = static_cast<T>(tau);
 }
 

@@ -163,5 +163,24 @@ TEST(CheckpointMomentum, ACorruptVelocityIsRefusedAndChangesNothing) {
   EXPECT_TRUE(model.state() == before);
 }
 
+// A restart reads straight into requests that have not run (no staging memory): a failed
+// load must put back the zeros they held, on every rank, including the ranks whose own rows
+// were read before another rank's failed its checksum.
+TEST(CheckpointMomentum, AFailedLoadIntoNewRequestsLeavesThemAsTheyWere) {
+  const std::string path = scratch("fresh");
+  {
+    Model model;
+    for (int i = 0; i < 3; ++i) model.step();
+    ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+  }
+  add_to_saved_value(path, "requests/mc.a/velocity", 7, 1.0);  // saved rank 0's velocity
+  Model fresh;
+  const Model::State empty = fresh.state();
+  const int rc = DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str());
+  EXPECT_TRUE(all_ranks(rc == DCT_ERR_CKPT_CHECKSUM)) << rc << ": " << DCT_Get_last_error();
+  EXPECT_TRUE(all_ranks(fresh.state() == empty));
+  EXPECT_TRUE(all_ranks(fresh.state() == Model().state()));  // zeros, as made
+}
+
 }  // namespace
 }  // namespace dct::test

@@ -7,14 +7,16 @@
 #      (dct's file written, its own file not yet renamed), then resumed: from the previous one
 # Each resumed run must equal run 1 (dct_dlrm_check same-as: checksums, per-epoch losses,
 # accuracies and bytes).
-# usage: checkpoint_resume.sh MPIEXEC DEMO CHECKER RANKS WORK_DIR
+# usage: checkpoint_resume.sh MPIEXEC DEMO CHECKER RANKS WORK_DIR [DEMO OPTIONS...]
+# (the options are added to every run, e.g. --mp-select threshold: DCT-MP state to resume)
 set -euo pipefail
 mpiexec=$1 demo=$2 checker=$3 ranks=$4 work=$5
+shift 5
 rm -rf "$work"
 mkdir -p "$work"
 # 1536 images at 32 per rank: 24 steps per epoch at 2 ranks, 12 at 4.
 args=(--modes dense,dct --momentum-correction --epochs 2 --train-limit 1536 --test-limit 1000
-      --batch 32 --quiet --checkpoint-every 5)
+      --batch 32 --quiet --checkpoint-every 5 "$@")
 steps=$((1536 / (32 * ranks)))
 kill_step=$((steps + steps / 2 + 1))   # in the second epoch, past a checkpoint
 save_step=$(((steps / 5) * 5))         # a checkpoint of the first epoch (not the first one)
