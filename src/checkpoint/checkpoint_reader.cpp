@@ -102,9 +102,15 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
                   "the threshold or call counter of '" + saved.name + "' saved by rank " +
                       std::to_string(r) + " does not match its checksum: the file is corrupt");
       }
-      for (const auto &[part, present] :
-           {std::pair{"residual", saved.has_residual}, std::pair{"velocity", saved.has_velocity},
-            std::pair{"state", saved.state_words > 0}}) {
+      struct Part {
+        const char *name;
+        bool present;
+        std::int64_t width;  // of a row
+      };
+      for (const auto &[part, present, width] :
+           {Part{"residual", saved.has_residual, saved.count},
+            Part{"velocity", saved.has_velocity, saved.count},
+            Part{"state", saved.state_words > 0, saved.state_words}}) {
         if (!present) continue;
         h5::Handle dataset(H5Dopen2(group.get(), part, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                            "request " + saved.name + " has no " + part);
@@ -114,8 +120,7 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
         require(H5Sget_simple_extent_ndims(space.get()) == 2 &&
                     H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 2 &&
                     dims[0] == static_cast<hsize_t>(ranks_) &&
-                    dims[1] == static_cast<hsize_t>(std::string(part) == "state" ? saved.state_words
-                                                                                 : saved.count),
+                    dims[1] == static_cast<hsize_t>(width),
                 DCT_ERR_CKPT_FORMAT,
                 std::string("the ") + part + " of " + saved.name +
                     " does not have the shape [ranks, count] ([ranks, state_words] for state)");
@@ -144,8 +149,9 @@ const SavedRequest *CheckpointReader::find(const std::string &name) const {
 
 namespace {
 
-/// Reads saved rank `rank`'s row of the [ranks, count] dataset `part` of `request` into `out`
-/// (collectively where `collective`; rank -1 takes nothing).
+/// Reads saved rank `rank`'s row (`elements` wide, as `memory_type`) of the [ranks, elements]
+/// dataset `part` of `request` into `out` (collectively where `collective`; rank -1 takes
+/// nothing).
 void read_dataset_row(hid_t file, const SavedRequest &request, const char *part, int rank,
                       void *out, bool collective, hsize_t elements, hid_t memory_type) {
   const std::string where = std::string(kCheckpointRequestsGroup) + "/" + request.name + "/" + part;

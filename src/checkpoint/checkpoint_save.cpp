@@ -146,10 +146,12 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
 
 /// About what the file will hold: every residual row, tau and checksum, and HDF5's metadata
 /// (measured: under 4 KiB per request and 2 KiB per file; counted 4x over).
-std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines, int ranks) {
+std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
+                                   const std::vector<std::vector<double>> &states, int ranks) {
   std::uint64_t bytes = kSealBytes + 8192;
-  for (const RequestEngine *engine : engines) {
-    bytes += 16384 + 12 * std::uint64_t(ranks) + 8 * engine->extra_state().size() * ranks;
+  for (std::size_t e = 0; e < engines.size(); ++e) {
+    const RequestEngine *engine = engines[e];
+    bytes += 16384 + 12 * std::uint64_t(ranks) + 8 * states[e].size() * std::uint64_t(ranks);
     const std::uint64_t row = std::uint64_t(engine->count()) *
                               std::uint64_t(engine->element_size()) * std::uint64_t(ranks);
     if (has_residual(*engine)) bytes += row;
@@ -210,12 +212,12 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
 
   try {
     run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
+    const std::vector<std::vector<double>> states = state_rows(comm, engines);
     run_agreed(comm, [&] {
       if (rank != 0) return;
       remove_stale_temporaries(path);
-      require_room(temporary, estimated_file_bytes(engines, ranks));
+      require_room(temporary, estimated_file_bytes(engines, states, ranks));
     });
-    const std::vector<std::vector<double>> states = state_rows(comm, engines);
     run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines, states); });
     run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks); });
     // Only a complete, closed file takes the checkpoint's name.

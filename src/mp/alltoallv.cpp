@@ -95,9 +95,7 @@ class MpEngine : public RequestEngine {
   void restore_extra_state(const std::vector<double> &words) override {
     if (!is_forward()) return;
     state_->forward_calls = static_cast<MPI_Count>(words[1]);
-    for (auto *masks : {&state_->sent, &state_->received})
-      for (RowMasks &m : *masks) m.clear();
-    state_->restored = true;
+    state_->restored = true;  // the masks held are not the file's: no backward until a forward
   }
 
   virtual bool is_forward() const = 0;

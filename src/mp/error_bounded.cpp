@@ -105,8 +105,8 @@ class ErrorBoundedEngine final : public RequestEngine {
     if (backward_) return;
     pair_->forward_calls = static_cast<MPI_Count>(words[1]);
     std::copy(words.begin() + 2, words.end(), bounds_.begin());
-    pair_->peer_columns.clear();
-    pair_->restored = true;
+    pair_->restored =
+        true;  // the peer columns held are not the file's: no backward until a forward
   }
 
   const AlltoallvLayout &layout() const { return layout_; }

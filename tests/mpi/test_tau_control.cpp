@@ -168,39 +168,59 @@ TEST(TauControl, AdaptiveSurvivesJumpsWithFewExactSelections) {
   EXPECT_LE(r.reestimations, 1 + 200 / 50);  // at most one per jump down
 }
 
-// For native values the adaptive control sends exactly what an exact selection on every
-// call sends (the fixed schedule with interval 1): same results and residuals, bit for bit.
-TEST(TauControl, AdaptiveEqualsExactSelectionOnEveryCall) {
-  Inputs inputs(Kind::correlated, kElements, 100);
-  std::vector<float> send(kElements), adaptive_recv(kElements), exact_recv(kElements);
-  MPI_Info adaptive_info = make_info({{"dct_density", "0.004"}});
-  MPI_Info exact_info =
-      make_info({{"dct_density", "0.004"}, {"dct_tau_control", "fixed"}, {"dct_interval", "1"}});
-  DCT_Request adaptive, exact;
-  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), adaptive_recv.data(), kElements, MPI_FLOAT,
-                                         MPI_SUM, MPI_COMM_WORLD, adaptive_info, &adaptive),
-                      DCT_SUCCESS);
-  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), exact_recv.data(), kElements, MPI_FLOAT,
-                                         MPI_SUM, MPI_COMM_WORLD, exact_info, &exact),
-                      DCT_SUCCESS);
-  for (int call = 0; call < 100; ++call) {
-    inputs.fill(call, send);
-    DCT_Status a, e;
+/// Two requests over the same input with the same `keys`: the adaptive control (the default)
+/// and an exact selection on every call (the fixed schedule at interval 1).
+struct AdaptiveAndExact {
+  std::vector<float> send = std::vector<float>(kElements);
+  std::vector<float> adaptive_recv = std::vector<float>(kElements);
+  std::vector<float> exact_recv = std::vector<float>(kElements);
+  DCT_Request adaptive = DCT_REQUEST_NULL, exact = DCT_REQUEST_NULL;
+
+  using Keys = std::vector<std::pair<std::string, std::string>>;
+  explicit AdaptiveAndExact(Keys keys) {
+    MPI_Info adaptive_info = make_info(keys);
+    keys.push_back({"dct_tau_control", "fixed"});
+    keys.push_back({"dct_interval", "1"});
+    MPI_Info exact_info = make_info(keys);
+    EXPECT_TRUE(all_ranks(DCT_Allreduce_init(send.data(), adaptive_recv.data(), kElements,
+                                             MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, adaptive_info,
+                                             &adaptive) == DCT_SUCCESS));
+    EXPECT_TRUE(
+        all_ranks(DCT_Allreduce_init(send.data(), exact_recv.data(), kElements, MPI_FLOAT, MPI_SUM,
+                                     MPI_COMM_WORLD, exact_info, &exact) == DCT_SUCCESS));
+    MPI_Info_free(&adaptive_info);
+    MPI_Info_free(&exact_info);
+  }
+  ~AdaptiveAndExact() {
+    EXPECT_EQ(DCT_Request_free(&adaptive), DCT_SUCCESS);
+    EXPECT_EQ(DCT_Request_free(&exact), DCT_SUCCESS);
+  }
+  /// One call of each on `send`, their statuses into `a` and `e`.
+  void call(DCT_Status &a, DCT_Status &e) {
     ASSERT_ALL_RANKS_EQ(DCT_Start(&adaptive), DCT_SUCCESS);
     ASSERT_ALL_RANKS_EQ(DCT_Wait(&adaptive, &a), DCT_SUCCESS);
     ASSERT_ALL_RANKS_EQ(DCT_Start(&exact), DCT_SUCCESS);
     ASSERT_ALL_RANKS_EQ(DCT_Wait(&exact, &e), DCT_SUCCESS);
-    ASSERT_TRUE(same_bits(adaptive_recv, exact_recv)) << "call " << call;
-    ASSERT_TRUE(
-        same_bits(residual_of<float>(adaptive, kElements), residual_of<float>(exact, kElements)))
-        << "call " << call;
+  }
+  bool same_residuals() const {
+    return same_bits(residual_of<float>(adaptive, kElements), residual_of<float>(exact, kElements));
+  }
+};
+
+// For native values the adaptive control sends exactly what an exact selection on every
+// call sends (the fixed schedule with interval 1): same results and residuals, bit for bit.
+TEST(TauControl, AdaptiveEqualsExactSelectionOnEveryCall) {
+  Inputs inputs(Kind::correlated, kElements, 100);
+  AdaptiveAndExact pair(AdaptiveAndExact::Keys{{"dct_density", "0.004"}});
+  for (int call = 0; call < 100; ++call) {
+    inputs.fill(call, pair.send);
+    DCT_Status a, e;
+    ASSERT_NO_FATAL_FAILURE(pair.call(a, e));
+    ASSERT_TRUE(same_bits(pair.adaptive_recv, pair.exact_recv)) << "call " << call;
+    ASSERT_TRUE(pair.same_residuals()) << "call " << call;
     EXPECT_EQ(a.nnz_sent, e.nnz_sent);
     EXPECT_EQ(a.tau, e.tau);
   }
-  EXPECT_EQ(DCT_Request_free(&adaptive), DCT_SUCCESS);
-  EXPECT_EQ(DCT_Request_free(&exact), DCT_SUCCESS);
-  MPI_Info_free(&adaptive_info);
-  MPI_Info_free(&exact_info);
 }
 
 // dct_density_warmup: call c of the first CALLS sends exactly ceil(d_c n) entries, d_c =
@@ -212,32 +232,15 @@ TEST(TauControl, DensityWarmupFollowsItsScheduleExactly) {
   constexpr double kDensity = 0.004, kStart = 0.1;
   constexpr int kWarmup = 30, kCalls = 50;
   Inputs inputs(Kind::correlated, kElements, kCalls);
-  std::vector<float> send(kElements), adaptive_recv(kElements), exact_recv(kElements);
-  const std::vector<std::pair<std::string, std::string>> keys = {
-      {"dct_density", "0.004"}, {"dct_density_warmup", "0.1," + std::to_string(kWarmup)}};
-  auto exact_keys = keys;
-  exact_keys.push_back({"dct_tau_control", "fixed"});
-  exact_keys.push_back({"dct_interval", "1"});
-  MPI_Info adaptive_info = make_info(keys), exact_info = make_info(exact_keys);
-  DCT_Request adaptive, exact;
-  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), adaptive_recv.data(), kElements, MPI_FLOAT,
-                                         MPI_SUM, MPI_COMM_WORLD, adaptive_info, &adaptive),
-                      DCT_SUCCESS);
-  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), exact_recv.data(), kElements, MPI_FLOAT,
-                                         MPI_SUM, MPI_COMM_WORLD, exact_info, &exact),
-                      DCT_SUCCESS);
-  MPI_Info_free(&adaptive_info);
-  MPI_Info_free(&exact_info);
+  AdaptiveAndExact pair(AdaptiveAndExact::Keys{
+      {"dct_density", "0.004"}, {"dct_density_warmup", "0.1," + std::to_string(kWarmup)}});
   std::vector<double> inputs_sum(kElements, 0.0), delivered(kElements, 0.0);
   MPI_Count first_bytes = 0, last_bytes = 0;
   for (int call = 0; call < kCalls; ++call) {
-    inputs.fill(call, send);
-    for (std::size_t i = 0; i < kElements; ++i) inputs_sum[i] += send[i];
+    inputs.fill(call, pair.send);
+    for (std::size_t i = 0; i < kElements; ++i) inputs_sum[i] += pair.send[i];
     DCT_Status a, e;
-    ASSERT_ALL_RANKS_EQ(DCT_Start(&adaptive), DCT_SUCCESS);
-    ASSERT_ALL_RANKS_EQ(DCT_Wait(&adaptive, &a), DCT_SUCCESS);
-    ASSERT_ALL_RANKS_EQ(DCT_Start(&exact), DCT_SUCCESS);
-    ASSERT_ALL_RANKS_EQ(DCT_Wait(&exact, &e), DCT_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(pair.call(a, e));
     const double scheduled =
         call < kWarmup
             ? std::max(kDensity, kStart * std::pow(kDensity / kStart, double(call) / kWarmup))
@@ -245,14 +248,14 @@ TEST(TauControl, DensityWarmupFollowsItsScheduleExactly) {
     const auto k = static_cast<MPI_Count>(std::ceil(scheduled * double(kElements)));
     ASSERT_EQ(a.nnz_sent, k) << "call " << call;
     ASSERT_EQ(e.nnz_sent, k) << "call " << call;
-    ASSERT_TRUE(same_bits(adaptive_recv, exact_recv)) << "call " << call;
-    for (std::size_t i = 0; i < kElements; ++i) delivered[i] += adaptive_recv[i];
+    ASSERT_TRUE(same_bits(pair.adaptive_recv, pair.exact_recv)) << "call " << call;
+    for (std::size_t i = 0; i < kElements; ++i) delivered[i] += pair.adaptive_recv[i];
     if (call == 0) first_bytes = a.bytes_sent;
     last_bytes = a.bytes_sent;
   }
-  const std::vector<float> residual = residual_of<float>(adaptive, kElements);
-  ASSERT_TRUE(same_bits(residual, residual_of<float>(exact, kElements)));
+  ASSERT_TRUE(pair.same_residuals());
   // Conservation: what every rank put in = what arrived + what every residual holds.
+  const std::vector<float> residual = residual_of<float>(pair.adaptive, kElements);
   std::vector<double> held(residual.begin(), residual.end());
   MPI_Allreduce(MPI_IN_PLACE, held.data(), int(kElements), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, inputs_sum.data(), int(kElements), MPI_DOUBLE, MPI_SUM,
@@ -265,8 +268,6 @@ TEST(TauControl, DensityWarmupFollowsItsScheduleExactly) {
   if (size() > 1) {
     EXPECT_GT(first_bytes, 10 * last_bytes);
   }
-  EXPECT_EQ(DCT_Request_free(&adaptive), DCT_SUCCESS);
-  EXPECT_EQ(DCT_Request_free(&exact), DCT_SUCCESS);
 }
 
 /// `x` rounded to nearest with `bits` significant bits (11: fp16's, 8: bf16's), as gradients
