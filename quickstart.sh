@@ -20,7 +20,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # --- 1. Debian packages, installed only if missing -------------------------------------
 packages=(g++ gfortran make cmake pkg-config libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
           libgtest-dev libhdf5-openmpi-dev zlib1g-dev libopenblas-dev libcli11-dev
-          nlohmann-json3-dev dataset-fashion-mnist libzstd-dev liblz4-dev ccache)
+          nlohmann-json3-dev dataset-fashion-mnist libzstd-dev liblz4-dev libdeflate-dev ccache)
 # The tests of the Python package and its PyTorch hook (bindings/python) need these too.
 if [ "$mode" = test ]; then
   packages+=(python3-mpi4py python3-numpy python3-pytest python3-torch)

@@ -19,7 +19,8 @@ namespace dct::detail {
 void checkpoint_save(MPI_Comm comm, const std::string &path);
 void checkpoint_load(MPI_Comm comm, const std::string &path);
 
-/// CRC-32 (zlib's) of `bytes` bytes, continuing the CRC `start` (0: a new one).
+/// CRC-32 (zlib's polynomial and conventions, libdeflate's implementation) of `bytes` bytes,
+/// continuing the CRC `start` (0: a new one).
 std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start = 0);
 /// What a checkpoint stores per request and saved rank (format version 2): the CRC-32 of the
 /// rank's residual bytes (none without residual), then (version 4) of its momentum velocity's
@@ -62,6 +63,11 @@ class DCT_INTERNAL_API CheckpointReader {
   CheckpointReader(const CheckpointReader &) = delete;
   CheckpointReader &operator=(const CheckpointReader &) = delete;
 
+  /// How read_row moves residual and velocity rows on a file opened by several ranks:
+  /// collective MPI-IO, or (the default) independent reads of each rank's contiguous row
+  /// (DCT_CHECKPOINT_IO, docs/configuration.md). Every rank must choose alike.
+  void set_collective_rows(bool collective) { collective_rows_ = collective; }
+
   int ranks() const { return ranks_; }
   int format_version() const { return format_version_; }
   const std::string &dct_version() const { return dct_version_; }
@@ -83,6 +89,7 @@ class DCT_INTERNAL_API CheckpointReader {
  private:
   std::int64_t file_ = -1;  // hid_t
   bool collective_ = false;
+  bool collective_rows_ = false;
   int ranks_ = 0;
   int format_version_ = 0;
   std::string dct_version_;

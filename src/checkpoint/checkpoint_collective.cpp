@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/comm_context.hpp"
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/request_engine.hpp"
 #include "core/request_table.hpp"
@@ -111,7 +112,20 @@ Collective open_collective(MPI_Comm user_comm, const std::string &path) {
   const MPI_Comm comm = context->comm();
   agree_on_path(comm, path);
   std::vector<RequestEngine *> engines = agreed_engines(comm, context.get());
-  return Collective{context, comm, context->rank(), context->size(), std::move(engines)};
+  // Collective and independent transfers of one dataset on different ranks would hang.
+  int collective_rows = 0;
+  run_agreed(comm, [&] {
+    collective_rows = Config::from(MPI_INFO_NULL, KnobUse::checkpoint).checkpoint_collective_io;
+  });
+  int lowest = 0;
+  check_mpi(MPI_Allreduce(&collective_rows, &lowest, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  run_agreed(comm, [&] {
+    require(lowest == collective_rows, DCT_ERR_ARG,
+            "ranks set DCT_CHECKPOINT_IO differently (this rank: " +
+                std::string(collective_rows ? "collective" : "independent") + ")");
+  });
+  return Collective{
+      context, comm, context->rank(), context->size(), std::move(engines), collective_rows != 0};
 }
 
 void avoid_lockedfile_overflow(const std::string &name, int ranks) {

@@ -25,13 +25,14 @@ struct Collective {
   int rank;
   int ranks;
   std::vector<RequestEngine *> engines;
+  bool collective_rows;  ///< DCT_CHECKPOINT_IO=collective, the same on every rank
 };
 
 /// Collective over `user_comm`: readies the library, finds dct's communicator (throws if MPI
 /// was finalized), and agrees that every rank names the same `path` and holds the same live
-/// requests (names, counts, datatypes): the collective HDF5 calls that follow need every rank
-/// to open the same file and handle the same requests in the same order. Throws the same
-/// error on every rank otherwise.
+/// requests (names, counts, datatypes) and reads DCT_CHECKPOINT_IO alike: the collective HDF5
+/// calls that follow need every rank to open the same file and handle the same requests in the
+/// same order, the same way. Throws the same error on every rank otherwise.
 Collective open_collective(MPI_Comm user_comm, const std::string &path);
 
 /// Runs `body` on every rank; if it failed anywhere, every rank throws the same error: the

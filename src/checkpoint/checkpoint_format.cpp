@@ -1,6 +1,6 @@
 #include "checkpoint/checkpoint_format.hpp"
 
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <algorithm>
 #include <cstring>
@@ -22,15 +22,7 @@ std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, 
 }
 
 std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start) {
-  uLong crc = start;  // crc32(0L, Z_NULL, 0), the initial CRC, is 0
-  const auto *p = static_cast<const Bytef *>(data);
-  while (bytes > 0) {  // zlib takes uInt lengths
-    const uInt chunk = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    bytes -= chunk;
-  }
-  return static_cast<std::uint32_t>(crc);
+  return bytes == 0 ? start : libdeflate_crc32(start, data, bytes);
 }
 
 namespace h5 {
@@ -119,8 +111,8 @@ std::string read_string(hid_t object, const char *name) {
   return value;
 }
 
-void write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, int ranks, int rank,
-                    hsize_t row_length, bool matrix, const void *row, hid_t transfer) {
+Extent write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, int ranks,
+                      int rank, hsize_t row_length, bool matrix, const void *row, hid_t transfer) {
   const hsize_t dims[2] = {static_cast<hsize_t>(ranks), row_length};
   Handle space(H5Screate_simple(matrix ? 2 : 1, dims, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
                "H5Screate_simple failed");
@@ -136,6 +128,10 @@ void write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, i
                    "H5Screate_simple failed");
   check_h5(H5Dwrite(dataset.get(), memory, row_space.get(), space.get(), transfer, row),
            DCT_ERR_CKPT_IO, std::string("cannot write dataset ") + name);
+  // The offset counts the user block (H5Dget_offset adds the file's base address).
+  const haddr_t offset = H5Dget_offset(dataset.get());
+  if (offset == HADDR_UNDEF) return Extent{};
+  return Extent{offset, offset + H5Dget_storage_size(dataset.get())};
 }
 
 }  // namespace h5

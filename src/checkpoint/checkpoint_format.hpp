@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_seal.hpp"
 #include "core/error.hpp"
 
 namespace dct::detail {
@@ -94,9 +95,11 @@ std::string read_string(hid_t object, const char *name);
 // --- datasets: one row or one element per rank ----------------------------------------------
 
 /// Creates `name` with shape [ranks, row_length] (`matrix`) or [ranks] and writes this rank's
-/// row (or element) collectively with the dataset transfer list `transfer`.
-void write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, int ranks, int rank,
-                    hsize_t row_length, bool matrix, const void *row, hid_t transfer);
+/// row (or element) collectively with the dataset transfer list `transfer`. Returns where the
+/// dataset's raw data lies in the file (from its first byte, the user block included; empty
+/// when HDF5 cannot say: not contiguous, not allocated).
+Extent write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, int ranks,
+                      int rank, hsize_t row_length, bool matrix, const void *row, hid_t transfer);
 
 /// Reads a whole 1-D dataset of `length` elements, checking its shape.
 template <typename Value>

@@ -209,22 +209,20 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   const MPI_Comm comm = c.comm;
   const int rank = c.rank, ranks = c.ranks;
   const std::vector<RequestEngine *> &engines = c.engines;
-  // Every byte is checked against the seal before HDF5 parses any (each rank its share of the
-  // file, with plain reads), then rank 0 looks at the metadata alone: a missing, foreign or
-  // damaged file never reaches collective HDF5 calls.
+  // Every sealed byte is checked before HDF5 parses any (each rank its share, with plain
+  // reads), then rank 0 looks at the metadata alone: a missing, foreign or damaged file never
+  // reaches collective HDF5 calls. Bytes a seal 2 skips (residual and velocity data) are
+  // checked against their rows' checksums as they are read.
   SealHeader seal;
   run_agreed(comm, [&] {
     if (rank != 0) return;
     require_regular_file(path);
     seal = read_seal_header(path);
   });
-  std::uint64_t words[3] = {std::uint64_t(seal.seal == Seal::sealed), seal.payload, seal.crc};
-  check_mpi(MPI_Bcast(words, 3, MPI_UINT64_T, 0, comm), "MPI_Bcast");
-  seal = SealHeader{words[0] ? Seal::sealed : Seal::unsealed, words[1],
-                    static_cast<std::uint32_t>(words[2])};
+  share_seal_header(comm, seal);
   if (seal.seal == Seal::sealed) {
     SealShare mine;
-    run_agreed(comm, [&] { mine = crc_of_share(path, seal.payload, rank, ranks); });
+    run_agreed(comm, [&] { mine = crc_of_share(path, seal, rank, ranks); });
     const std::uint32_t crc = combine_shares(comm, rank, ranks, mine);
     run_agreed(comm, [&] {
       if (rank == 0) require_seal_matches(path, seal, crc);
@@ -239,6 +237,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   bool redistribute = false;  // the same ranks map to themselves either way
   run_agreed(comm, [&] {
     reader = std::make_unique<CheckpointReader>(path, comm);
+    reader->set_collective_rows(c.collective_rows);
     redistribute = reader->ranks() != ranks;
     // Each request's own dct_restart (from its info, else DCT_RESTART at its init) decides.
     for (const RequestEngine *engine : engines) {

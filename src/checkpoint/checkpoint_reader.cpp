@@ -200,9 +200,11 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
   const hsize_t elements = static_cast<hsize_t>(request.count);
   const hid_t memory = h5::memory_type(request.element_size);
   if (request.has_residual)
-    read_dataset_row(file_, request, "residual", rank, residual, collective_, elements, memory);
+    read_dataset_row(file_, request, "residual", rank, residual, collective_ && collective_rows_,
+                     elements, memory);
   if (request.has_velocity)
-    read_dataset_row(file_, request, "velocity", rank, velocity, collective_, elements, memory);
+    read_dataset_row(file_, request, "velocity", rank, velocity, collective_ && collective_rows_,
+                     elements, memory);
   std::vector<double> row(static_cast<std::size_t>(request.state_words));
   if (request.state_words > 0)
     read_dataset_row(file_, request, "state", rank, row.data(), collective_,

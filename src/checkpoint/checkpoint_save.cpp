@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -63,17 +64,29 @@ std::vector<std::vector<double>> state_rows(MPI_Comm comm,
   return rows;
 }
 
-void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
-                const std::vector<RequestEngine *> &engines,
-                const std::vector<std::vector<double>> &states) {
+/// The residual and velocity datasets the file will hold: the extents its seal leaves to the
+/// rows' own checksums (checkpoint_seal.hpp), which size its user block.
+std::size_t bulk_datasets(const std::vector<RequestEngine *> &engines) {
+  std::size_t datasets = 0;
+  for (const RequestEngine *engine : engines)
+    datasets += std::size_t(has_residual(*engine)) + std::size_t(has_velocity(*engine));
+  return datasets;
+}
+
+/// Writes the file; returns where the residual and velocity datasets' raw data lie, in file
+/// order.
+std::vector<Extent> write_file(const std::string &path, const Collective &c,
+                               const std::vector<std::vector<double>> &states) {
+  const int rank = c.rank, ranks = c.ranks;
+  const std::vector<RequestEngine *> &engines = c.engines;
   h5::QuietHdf5 quiet;
   h5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
-  h5::check_h5(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
+  h5::check_h5(H5Pset_fapl_mpio(access.get(), c.comm, MPI_INFO_NULL), DCT_ERR_CKPT_IO,
                "H5Pset_fapl_mpio failed");
   // The user block holds the seal (checkpoint_seal.hpp), written once HDF5 is done.
   h5::Handle creation(H5Pcreate(H5P_FILE_CREATE), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
-  h5::check_h5(H5Pset_userblock(creation.get(), kSealBytes), DCT_ERR_CKPT_IO,
-               "H5Pset_userblock failed");
+  h5::check_h5(H5Pset_userblock(creation.get(), seal_user_block(bulk_datasets(engines))),
+               DCT_ERR_CKPT_IO, "H5Pset_userblock failed");
   h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), H5Fclose,
                   DCT_ERR_CKPT_IO, "cannot create " + path);
   h5::write_attribute(file.get(), "format", std::string(kCheckpointFormatName));
@@ -85,9 +98,13 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
   h5::Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   h5::check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
                "H5Pset_dxpl_mpio failed");
+  // The residual and velocity rows: each rank writes its own contiguous row, unless
+  // DCT_CHECKPOINT_IO=collective (docs/configuration.md).
+  const hid_t row_transfer = c.collective_rows ? transfer.get() : H5P_DEFAULT;
   h5::Handle requests(
       H5Gcreate2(file.get(), kCheckpointRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
       H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
+  std::vector<Extent> bulk;
   for (std::size_t e = 0; e < engines.size(); ++e) {
     const RequestEngine *engine = engines[e];
     const std::vector<double> &state = states[e];
@@ -128,10 +145,13 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
       h5::write_rank_row(group.get(), "state", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank,
                          static_cast<hsize_t>(state.size()), true, state.data(), transfer.get());
     for (const auto &[part, row] : {std::pair{"residual", data}, std::pair{"velocity", velocity}})
-      if (row != nullptr)
-        h5::write_rank_row(group.get(), part, h5::file_type(engine->element_size()),
-                           h5::memory_type(engine->element_size()), ranks, rank,
-                           static_cast<hsize_t>(engine->count()), true, row, transfer.get());
+      if (row != nullptr) {
+        const Extent raw =
+            h5::write_rank_row(group.get(), part, h5::file_type(engine->element_size()),
+                               h5::memory_type(engine->element_size()), ranks, rank,
+                               static_cast<hsize_t>(engine->count()), true, row, row_transfer);
+        if (raw.end > raw.begin) bulk.push_back(raw);  // else sealed with the rest
+      }
     h5::write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
                        &tau, transfer.get());
     h5::write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1,
@@ -142,13 +162,16 @@ void write_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
 #endif
   requests.close(DCT_ERR_CKPT_IO, "closing group requests failed");
   file.close(DCT_ERR_CKPT_IO, "closing " + path + " failed");
+  std::sort(bulk.begin(), bulk.end(),
+            [](const Extent &a, const Extent &b) { return a.begin < b.begin; });
+  return bulk;
 }
 
 /// About what the file will hold: every residual row, tau and checksum, and HDF5's metadata
 /// (measured: under 4 KiB per request and 2 KiB per file; counted 4x over).
 std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
                                    const std::vector<std::vector<double>> &states, int ranks) {
-  std::uint64_t bytes = kSealBytes + 8192;
+  std::uint64_t bytes = seal_user_block(bulk_datasets(engines)) + 8192;
   for (std::size_t e = 0; e < engines.size(); ++e) {
     const RequestEngine *engine = engines[e];
     bytes += 16384 + 12 * std::uint64_t(ranks) + 8 * states[e].size() * std::uint64_t(ranks);
@@ -218,8 +241,11 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
       remove_stale_temporaries(path);
       require_room(temporary, estimated_file_bytes(engines, states, ranks));
     });
-    run_agreed(comm, [&] { write_file(temporary, comm, rank, ranks, engines, states); });
-    run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks); });
+    std::vector<Extent> bulk;
+    run_agreed(comm, [&] { bulk = write_file(temporary, c, states); });
+    run_agreed(comm, [&] {
+      seal_file(temporary, comm, rank, ranks, seal_user_block(bulk_datasets(engines)), bulk);
+    });
     // Only a complete, closed file takes the checkpoint's name.
     run_agreed(comm, [&] {
       if (rank != 0) return;

@@ -12,14 +12,22 @@
 #include <exception>
 #include <vector>
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 
 namespace dct::detail {
 namespace {
 
-constexpr char kMagic[8] = {'D', 'C', 'T', 'S', 'E', 'A', 'L', '1'};
+constexpr char kMagic1[8] = {'D', 'C', 'T', 'S', 'E', 'A', 'L', '1'};
+constexpr char kMagic2[8] = {'D', 'C', 'T', 'S', 'E', 'A', 'L', '2'};
 constexpr unsigned char kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 constexpr std::size_t kChunk = std::size_t(1) << 20;
+// Seal 1: magic, payload (u64), CRC (u32), CRC of bytes 0-19 (u32).
+constexpr std::size_t kHeader1Bytes = 24;
+// Seal 2: magic, user block (u64), payload (u64), CRC (u32), n (u32), n x (begin u64,
+// length u64), CRC of everything before it (u32).
+constexpr std::size_t kHeader2Fixed = 32;
+constexpr std::size_t kExtentBytes = 16;
 
 /// A file descriptor closed on every path.
 class File {
@@ -53,19 +61,19 @@ std::size_t read_at(int fd, void *into, std::size_t bytes, std::uint64_t offset,
   return done;
 }
 
-/// CRC-32 of [begin, end) of the file.
-std::uint32_t crc_of(int fd, std::uint64_t begin, std::uint64_t end, const std::string &path) {
-  std::vector<unsigned char> buffer(
-      static_cast<std::size_t>(std::min<std::uint64_t>(end - begin, kChunk)));
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (std::uint64_t at = begin; at < end;) {
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(end - at, kChunk));
+/// Continues `crc` over [begin, end) of the file, through `buffer`.
+std::uint32_t crc_of(int fd, std::uint32_t crc, Extent bytes, std::vector<unsigned char> &buffer,
+                     const std::string &path) {
+  for (std::uint64_t at = bytes.begin; at < bytes.end;) {
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(bytes.end - at, kChunk));
+    if (buffer.size() < want) buffer.resize(want);
     const std::size_t got = read_at(fd, buffer.data(), want, at, path);
     require(got == want, DCT_ERR_CKPT_TRUNCATED, path + " ends before its seal says");
-    crc = crc32(crc, buffer.data(), static_cast<uInt>(got));
+    crc = checksum(buffer.data(), got, crc);
     at += got;
   }
-  return static_cast<std::uint32_t>(crc);
+  return crc;
 }
 
 void put_u64(unsigned char *at, std::uint64_t value) {
@@ -85,52 +93,169 @@ std::uint32_t get_u32(const unsigned char *at) {
   return value;
 }
 
-std::uint32_t header_crc(const unsigned char *header) {
-  return static_cast<std::uint32_t>(crc32(crc32(0L, Z_NULL, 0), header, 20));
-}
-
-/// Writes the seal of a payload of `payload` bytes whose CRC-32 is `crc` into `path`'s head.
-void write_seal(const std::string &path, std::uint64_t payload, std::uint32_t crc) {
-  unsigned char header[kSealBytes] = {};
-  std::memcpy(header, kMagic, sizeof kMagic);
-  put_u64(header + 8, payload);
-  put_u32(header + 16, crc);
-  put_u32(header + 20, header_crc(header));
+/// Writes `header`'s seal into the head of `path` (its user block).
+void write_seal(const std::string &path, const SealHeader &header) {
+  std::vector<unsigned char> bytes(
+      header.version == 1 ? kSealBytes : kHeader2Fixed + kExtentBytes * header.skipped.size() + 4);
+  if (header.version == 1) {
+    std::memcpy(bytes.data(), kMagic1, sizeof kMagic1);
+    put_u64(&bytes[8], header.payload);
+    put_u32(&bytes[16], header.crc);
+    put_u32(&bytes[20], checksum(bytes.data(), 20));
+  } else {
+    std::memcpy(bytes.data(), kMagic2, sizeof kMagic2);
+    put_u64(&bytes[8], header.user_block);
+    put_u64(&bytes[16], header.payload);
+    put_u32(&bytes[24], header.crc);
+    put_u32(&bytes[28], static_cast<std::uint32_t>(header.skipped.size()));
+    std::size_t at = kHeader2Fixed;
+    for (const Extent &extent : header.skipped) {
+      put_u64(&bytes[at], extent.begin);
+      put_u64(&bytes[at + 8], extent.end - extent.begin);
+      at += kExtentBytes;
+    }
+    put_u32(&bytes[at], checksum(bytes.data(), at));
+  }
+  require(bytes.size() <= header.user_block, DCT_ERR_INTERNAL,
+          "the seal of " + path + " does not fit its user block");
   const File file(path, O_WRONLY);
-  const ssize_t written = ::pwrite(file.fd(), header, kSealBytes, 0);
+  const ssize_t written = ::pwrite(file.fd(), bytes.data(), bytes.size(), 0);
   const int error = errno;
-  require(written == static_cast<ssize_t>(kSealBytes), DCT_ERR_CKPT_IO,
+  require(written == static_cast<ssize_t>(bytes.size()), DCT_ERR_CKPT_IO,
           "cannot write the seal of " + path + ": " + std::strerror(error));
 }
 
-std::uint64_t size_of(const std::string &path) {
+std::uint64_t size_of(int fd, const std::string &path) {
   struct stat info {};
-  const int rc = ::stat(path.c_str(), &info);
+  const int rc = ::fstat(fd, &info);
   const int error = errno;
   require(rc == 0, DCT_ERR_CKPT_IO, "cannot stat " + path + ": " + std::strerror(error));
-  require(static_cast<std::uint64_t>(info.st_size) >= kSealBytes, DCT_ERR_CKPT_IO,
-          path + " is shorter than its user block");
   return static_cast<std::uint64_t>(info.st_size);
+}
+
+/// The seal at the head of the open file, its own CRC checked; nothing checked against the
+/// file's length but that it holds the seal.
+SealHeader parse_seal(int fd, const std::string &path) {
+  unsigned char head[kSealBytes + 8] = {};
+  const std::size_t got = read_at(fd, head, sizeof head, 0, path);
+  const bool one = std::memcmp(head, kMagic1, 8) == 0, two = std::memcmp(head, kMagic2, 8) == 0;
+  if (!one && !two) {
+    // A file HDF5 would take for its own from the first byte: no seal (versions 1 and 2).
+    if (got >= 8 && std::memcmp(head, kHdf5Signature, 8) == 0) return SealHeader{};
+    // HDF5's signature behind a user block: a sealed file whose seal was damaged.
+    require(!(got >= kSealBytes + 8 && std::memcmp(head + kSealBytes, kHdf5Signature, 8) == 0),
+            DCT_ERR_CKPT_CHECKSUM, path + ": its seal is damaged");
+    fail(DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
+  }
+  require(got >= kSealBytes, DCT_ERR_CKPT_TRUNCATED, path + " ends inside its seal");
+  SealHeader header;
+  header.seal = Seal::sealed;
+  if (one) {
+    require(get_u32(head + 20) == checksum(head, 20), DCT_ERR_CKPT_CHECKSUM,
+            path + ": its seal is damaged");
+    header.version = 1;
+    header.user_block = kSealBytes;
+    header.payload = get_u64(head + 8);
+    header.crc = get_u32(head + 16);
+    return header;
+  }
+  // Seal 2: its sizes are checked before they size a read; a damaged one fails its CRC.
+  const std::uint64_t user_block = get_u64(head + 8);
+  const std::uint64_t skipped = get_u32(head + 28);
+  const bool sane = user_block >= kSealBytes && user_block <= kMaxSealBytes &&
+                    (user_block & (user_block - 1)) == 0 &&
+                    kHeader2Fixed + kExtentBytes * skipped + 4 <= user_block;
+  require(sane, DCT_ERR_CKPT_CHECKSUM, path + ": its seal is damaged");
+  std::vector<unsigned char> bytes(kHeader2Fixed + kExtentBytes * skipped + 4);
+  require(read_at(fd, bytes.data(), bytes.size(), 0, path) == bytes.size(), DCT_ERR_CKPT_TRUNCATED,
+          path + " ends inside its seal");
+  const std::size_t end = bytes.size() - 4;
+  require(get_u32(&bytes[end]) == checksum(bytes.data(), end), DCT_ERR_CKPT_CHECKSUM,
+          path + ": its seal is damaged");
+  header.version = 2;
+  header.user_block = user_block;
+  header.payload = get_u64(&bytes[16]);
+  header.crc = get_u32(&bytes[24]);
+  for (std::size_t i = 0; i < skipped; ++i) {
+    const std::uint64_t begin = get_u64(&bytes[kHeader2Fixed + kExtentBytes * i]);
+    const std::uint64_t length = get_u64(&bytes[kHeader2Fixed + kExtentBytes * i + 8]);
+    header.skipped.push_back(Extent{begin, begin + length});
+    // In order, disjoint, nonempty, after the user block (the payload's end is checked later).
+    const std::uint64_t floor = i == 0 ? user_block : header.skipped[i - 1].end;
+    require(length > 0 && begin >= floor && begin + length > begin, DCT_ERR_CKPT_FORMAT,
+            path + ": its seal lists invalid extents");
+  }
+  return header;
 }
 
 }  // namespace
 
-void seal_file(const std::string &path) {
-  const std::uint64_t size = size_of(path);
-  std::uint32_t crc = 0;
-  {
-    const File file(path, O_RDONLY);
-    crc = crc_of(file.fd(), kSealBytes, size, path);
-  }
-  write_seal(path, size - kSealBytes, crc);
+std::uint64_t seal_user_block(std::size_t skipped) {
+  std::uint64_t bytes = kSealBytes;
+  while (bytes < kHeader2Fixed + kExtentBytes * skipped + 4) bytes *= 2;
+  return bytes;
 }
 
-SealShare crc_of_share(const std::string &path, std::uint64_t payload, int rank, int ranks) {
-  const std::uint64_t share = (payload + std::uint64_t(ranks) - 1) / std::uint64_t(ranks);
-  const std::uint64_t begin = kSealBytes + std::min(payload, share * std::uint64_t(rank));
-  const std::uint64_t end = kSealBytes + std::min(payload, share * (std::uint64_t(rank) + 1));
+std::vector<Extent> SealHeader::sealed() const {
+  std::vector<Extent> extents;
+  std::uint64_t at = user_block;
+  for (const Extent &skip : skipped) {
+    if (skip.begin > at) extents.push_back(Extent{at, skip.begin});
+    at = skip.end;
+  }
+  if (user_block + payload > at) extents.push_back(Extent{at, user_block + payload});
+  return extents;
+}
+
+void seal_file(const std::string &path, int version) {
+  require(version == 1 || version == 2, DCT_ERR_INTERNAL, "seal_file: no such seal version");
+  SealHeader header;
+  std::uint64_t size = 0;
+  {
+    const File file(path, O_RDONLY);
+    size = size_of(file.fd(), path);
+    try {
+      header = parse_seal(file.fd(), path);
+    } catch (const Error &) {  // no seal yet, or a damaged one: a new one
+      header = SealHeader{};
+    }
+    require(version == 2 || header.user_block <= kSealBytes, DCT_ERR_INTERNAL,
+            "seal_file: a seal 1 needs a 512-byte user block");
+    if (header.version != 2 || version != 2) header = SealHeader{};
+    header.version = version;
+    if (header.user_block == 0) header.user_block = kSealBytes;
+    require(size >= header.user_block, DCT_ERR_CKPT_IO, path + " is shorter than its user block");
+    header.payload = size - header.user_block;
+    std::vector<unsigned char> buffer;
+    std::uint32_t crc = 0;
+    for (const Extent &extent : header.sealed()) crc = crc_of(file.fd(), crc, extent, buffer, path);
+    header.crc = crc;
+  }
+  write_seal(path, header);
+}
+
+SealShare crc_of_share(const std::string &path, const SealHeader &header, int rank, int ranks) {
+  const std::vector<Extent> sealed = header.sealed();
+  std::uint64_t total = 0;
+  for (const Extent &extent : sealed) total += extent.end - extent.begin;
+  // This rank's bytes [low, high) of the sealed stream, found in the file's sealed extents.
+  const std::uint64_t share = (total + std::uint64_t(ranks) - 1) / std::uint64_t(ranks);
+  const std::uint64_t low = std::min(total, share * std::uint64_t(rank));
+  const std::uint64_t high = std::min(total, share * (std::uint64_t(rank) + 1));
   const File file(path, O_RDONLY);
-  return SealShare{crc_of(file.fd(), begin, end, path), end - begin};
+  std::vector<unsigned char> buffer;
+  std::uint32_t crc = 0;
+  std::uint64_t stream = 0;  // where `extent` starts in the stream
+  for (const Extent &extent : sealed) {
+    const std::uint64_t length = extent.end - extent.begin;
+    const std::uint64_t from = std::max(low, stream), to = std::min(high, stream + length);
+    if (from < to)
+      crc = crc_of(file.fd(), crc,
+                   Extent{extent.begin + (from - stream), extent.begin + (to - stream)}, buffer,
+                   path);
+    stream += length;
+  }
+  return SealShare{crc, high - low};
 }
 
 std::uint32_t combine_shares(MPI_Comm comm, int rank, int ranks, SealShare mine) {
@@ -144,25 +269,30 @@ std::uint32_t combine_shares(MPI_Comm comm, int rank, int ranks, SealShare mine)
   return static_cast<std::uint32_t>(crc);
 }
 
-void seal_file(const std::string &path, MPI_Comm comm, int rank, int ranks) {
+void seal_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
+               std::uint64_t user_block, const std::vector<Extent> &skipped) {
   // Rank 0's size, read before any rank may fail: every rank takes the Bcast.
   std::uint64_t size = 0;
   std::exception_ptr failure;
   if (rank == 0) {
     try {
-      size = size_of(path);
+      const File file(path, O_RDONLY);
+      size = size_of(file.fd(), path);
     } catch (...) {
       failure = std::current_exception();
     }
   }
   check_mpi(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast");
   if (failure) std::rethrow_exception(failure);
-  require(size >= kSealBytes, DCT_ERR_CKPT_IO, path + " is shorter than its user block");
-  // Each rank its share of the payload; rank 0 joins the shares in rank order.
-  const std::uint64_t payload = size - kSealBytes;
-  const std::uint32_t crc =
-      combine_shares(comm, rank, ranks, crc_of_share(path, payload, rank, ranks));
-  if (rank == 0) write_seal(path, payload, crc);
+  require(size >= user_block, DCT_ERR_CKPT_IO, path + " is shorter than its user block");
+  SealHeader header{Seal::sealed, 2, user_block, size - user_block, 0, skipped};
+  for (std::size_t i = 0; i < skipped.size(); ++i)
+    require(skipped[i].begin >= (i == 0 ? user_block : skipped[i - 1].end) &&
+                skipped[i].end > skipped[i].begin && skipped[i].end <= size,
+            DCT_ERR_INTERNAL, "the extents left out of the seal of " + path + " are invalid");
+  // Each rank its share of the sealed bytes; rank 0 joins the shares in rank order.
+  header.crc = combine_shares(comm, rank, ranks, crc_of_share(path, header, rank, ranks));
+  if (rank == 0) write_seal(path, header);
 }
 
 void require_regular_file(const std::string &path) {
@@ -177,29 +307,45 @@ void require_regular_file(const std::string &path) {
 
 SealHeader read_seal_header(const std::string &path) {
   const File file(path, O_RDONLY);
-  unsigned char header[kSealBytes + 8] = {};
-  const std::size_t got = read_at(file.fd(), header, sizeof header, 0, path);
-  if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
-    // A file HDF5 would take for its own from the first byte: no seal (versions 1 and 2).
-    if (got >= 8 && std::memcmp(header, kHdf5Signature, 8) == 0) return SealHeader{};
-    // HDF5's signature behind a user block: a sealed file whose seal was damaged.
-    require(!(got >= kSealBytes + 8 && std::memcmp(header + kSealBytes, kHdf5Signature, 8) == 0),
-            DCT_ERR_CKPT_CHECKSUM, path + ": its seal is damaged");
-    fail(DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
-  }
-  require(got >= kSealBytes, DCT_ERR_CKPT_TRUNCATED, path + " ends inside its seal");
-  require(get_u32(header + 20) == header_crc(header), DCT_ERR_CKPT_CHECKSUM,
-          path + ": its seal is damaged");
-  const std::uint64_t payload = get_u64(header + 8);
-  struct stat info {};
-  require(::fstat(file.fd(), &info) == 0, DCT_ERR_CKPT_IO, "cannot stat " + path);
-  const std::uint64_t size = static_cast<std::uint64_t>(info.st_size);
-  require(size >= kSealBytes + payload, DCT_ERR_CKPT_TRUNCATED,
+  const SealHeader header = parse_seal(file.fd(), path);
+  if (header.seal == Seal::unsealed) return header;
+  const std::uint64_t size = size_of(file.fd(), path);
+  const std::uint64_t sealed_size = header.user_block + header.payload;
+  require(size >= header.user_block && size - header.user_block >= header.payload,
+          DCT_ERR_CKPT_TRUNCATED,
           path + " holds " + std::to_string(size) + " bytes, its seal says " +
-              std::to_string(kSealBytes + payload) + ": truncated");
-  require(size == kSealBytes + payload, DCT_ERR_CKPT_CHECKSUM,
+              std::to_string(header.user_block) + " + " + std::to_string(header.payload) +
+              ": truncated");
+  require(size == sealed_size, DCT_ERR_CKPT_CHECKSUM,
           path + " holds more bytes than its seal says");
-  return SealHeader{Seal::sealed, payload, get_u32(header + 16)};
+  require(header.skipped.empty() || header.skipped.back().end <= sealed_size, DCT_ERR_CKPT_FORMAT,
+          path + ": its seal lists invalid extents");
+  return header;
+}
+
+void share_seal_header(MPI_Comm comm, SealHeader &header) {
+  std::uint64_t words[6] = {std::uint64_t(header.seal == Seal::sealed),
+                            std::uint64_t(header.version),
+                            header.user_block,
+                            header.payload,
+                            header.crc,
+                            header.skipped.size()};
+  check_mpi(MPI_Bcast(words, 6, MPI_UINT64_T, 0, comm), "MPI_Bcast");
+  std::vector<std::uint64_t> extents(2 * words[5]);
+  for (std::size_t i = 0; i < header.skipped.size(); ++i) {
+    extents[2 * i] = header.skipped[i].begin;
+    extents[2 * i + 1] = header.skipped[i].end;
+  }
+  check_mpi(MPI_Bcast(extents.data(), static_cast<int>(extents.size()), MPI_UINT64_T, 0, comm),
+            "MPI_Bcast");
+  header = SealHeader{words[0] ? Seal::sealed : Seal::unsealed,
+                      static_cast<int>(words[1]),
+                      words[2],
+                      words[3],
+                      static_cast<std::uint32_t>(words[4]),
+                      {}};
+  for (std::size_t i = 0; i < words[5]; ++i)
+    header.skipped.push_back(Extent{extents[2 * i], extents[2 * i + 1]});
 }
 
 void require_seal_matches(const std::string &path, const SealHeader &header, std::uint32_t crc) {
@@ -210,7 +356,8 @@ void require_seal_matches(const std::string &path, const SealHeader &header, std
 Seal check_seal(const std::string &path) {
   const SealHeader header = read_seal_header(path);
   if (header.seal == Seal::sealed)
-    require_seal_matches(path, header, crc_of_share(path, header.payload, 0, 1).crc);
+    require_seal_matches(path, header,
+                         static_cast<std::uint32_t>(crc_of_share(path, header, 0, 1).crc));
   return header.seal;
 }
 

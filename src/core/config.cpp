@@ -202,6 +202,12 @@ void parse_drop_in_limit(Config &config, const std::string &value, const std::st
   config.drop_in_limit = parse_integer(value, origin, 1, "an integer >= 1");
 }
 
+void parse_checkpoint_io(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "independent" && value != "collective")
+    bad_value(origin, value, "independent or collective");
+  config.checkpoint_collective_io = value == "collective";
+}
+
 void parse_restart(Config &config, const std::string &value, const std::string &origin) {
   if (value != "strict" && value != "redistribute")
     bad_value(origin, value, "strict or redistribute");
@@ -425,6 +431,8 @@ const Knob knobs[] = {
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, KnobUse::pmpi},
     {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, KnobUse::pmpi},
     {nullptr, "DCT_PMPI_QUIET", parse_pmpi_quiet, nullptr, KnobUse::pmpi},
+    // Read by DCT_Checkpoint_save/load from the environment only.
+    {nullptr, "DCT_CHECKPOINT_IO", parse_checkpoint_io, nullptr, KnobUse::checkpoint},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {

@@ -70,8 +70,8 @@ struct DensityWarmup {
 /// Where a configuration key acts (bits): persistent allreduces, the drop-in DCT_Allreduce
 /// states of a communicator, DCT-MP alltoallv requests.
 struct KnobUse {
-  static constexpr unsigned allreduce = 1, drop_in = 2, alltoallv = 4, pmpi = 8;
-  static constexpr unsigned every = allreduce | drop_in | alltoallv | pmpi;
+  static constexpr unsigned allreduce = 1, drop_in = 2, alltoallv = 4, pmpi = 8, checkpoint = 16;
+  static constexpr unsigned every = allreduce | drop_in | alltoallv | pmpi | checkpoint;
 };
 
 struct Config {
@@ -114,16 +114,20 @@ struct Config {
   long long pmpi_min_count = 4096;
   bool pmpi_report = false;
   bool pmpi_quiet = false;
+  /// DCT_Checkpoint_save/load (environment only): the residual and velocity rows moved with
+  /// collective MPI-IO (two-phase, through aggregators) instead of independent reads and writes
+  /// of each rank's contiguous row.
+  bool checkpoint_collective_io = false;
 
-  /// Each knob from its `info` key (info may be MPI_INFO_NULL), else from its DCT_* variable
-  /// when the knob acts where `use` (KnobUse bits) says, else its default: a variable is read
-  /// only as the default of an absent key, and only by the collectives it acts on. Throws
-  /// DCT_ERR_INFO naming the key or variable and the bad value.
   /// The density in force on call `call` (0-based): dct_density, or during the warm-up
   /// start * (density / start)^(call / calls) when that is larger. Depends on the call number
   /// alone, so a resumed checkpoint continues the schedule where it stopped.
   DCT_INTERNAL_API double density_at(std::int64_t call) const;
 
+  /// Each knob from its `info` key (info may be MPI_INFO_NULL), else from its DCT_* variable
+  /// when the knob acts where `use` (KnobUse bits) says, else its default: a variable is read
+  /// only as the default of an absent key, and only by the collectives it acts on. Throws
+  /// DCT_ERR_INFO naming the key or variable and the bad value.
   DCT_INTERNAL_API static Config from(MPI_Info info, unsigned use = KnobUse::every);
   /// Every MPI_Info key acting where `use` (KnobUse bits) says, with its value in force,
   /// spelt so that Config::from reads it back to the same value.

@@ -1,8 +1,11 @@
 // Checkpoint fault injection (issue 35): every bit of a saved file flipped in turn and every
 // truncation is refused with a checkpoint code or loads the saved state exactly, never
 // crashes; a save that finds no room fails alike on every rank, keeps the previous checkpoint
-// and leaves no temporary file; temporaries of a killed save are removed by the next one.
+// and leaves no temporary file; temporaries of a killed save are removed by the next one. The
+// seal leaves exactly the residual and velocity data to the rows' checksums, and files of the
+// first seal (every byte) still load.
 #include <dirent.h>
+#include <hdf5.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "checkpoint/checkpoint_seal.hpp"
 #include "common.hpp"
 
 namespace dct::test {
@@ -109,6 +113,120 @@ TEST(CheckpointFaults, EveryFlippedBitAndTruncationIsRefusedOrHarmless) {
                 size, refused, harmless, truncations);
   EXPECT_EQ(refused + harmless, size);
   EXPECT_EQ(truncations, size / 61 + 1);
+}
+
+/// Flips bit 0 of the byte at `at` of `path` (rank 0; every rank waits).
+void flip_byte(const std::string &path, std::uint64_t at) {
+  if (rank() == 0) {
+    std::vector<char> bytes = read_bytes(path);
+    bytes.at(at) = char(bytes.at(at) ^ 1);
+    write_bytes(path, bytes, bytes.size());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// Where `dataset`'s raw data lies in `path` (HDF5's own word, read on the calling rank).
+detail::Extent raw_data(const std::string &path, const char *dataset) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t data = H5Dopen2(file, dataset, H5P_DEFAULT);
+  const detail::Extent extent{H5Dget_offset(data), H5Dget_offset(data) + H5Dget_storage_size(data)};
+  H5Dclose(data);
+  H5Fclose(file);
+  return extent;
+}
+
+// Issue 36: the seal (2) covers every byte HDF5 parses and leaves the residual and velocity
+// data, read once by a load, to the rows' checksums; a file of the first seal, which covers
+// every byte, still loads and is still checked whole.
+TEST(CheckpointFaults, TheSealLeavesOnlyTheRowsDataToTheirChecksums) {
+  const std::string directory = scratch_directory("dct_checkpoint_seal");
+  const std::string good = directory + "/good.h5", bad = directory + "/bad.h5",
+                    first = directory + "/first-seal.h5";
+  Trained model;
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, good.c_str()), DCT_SUCCESS);
+  const std::vector<float> saved = model.residual();
+  model.step(7);
+  const std::vector<float> live = model.residual();
+  detail::Extent velocity;
+  if (rank() == 0) {
+    const detail::SealHeader seal = detail::read_seal_header(good);
+    EXPECT_EQ(seal.version, 2);
+    const detail::Extent residual = raw_data(good, "requests/faults/residual");
+    velocity = raw_data(good, "requests/faults/velocity");
+    EXPECT_EQ(residual.end - residual.begin, size() * 500 * sizeof(float));
+    std::vector<detail::Extent> expected{residual, velocity};
+    if (velocity.begin < residual.begin) std::swap(expected[0], expected[1]);
+    EXPECT_EQ(seal.skipped, expected);
+    std::uint64_t sealed = 0;
+    for (const detail::Extent &extent : seal.sealed()) sealed += extent.end - extent.begin;
+    EXPECT_EQ(sealed + 2 * (residual.end - residual.begin), seal.payload);
+  }
+  MPI_Bcast(&velocity.begin, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  auto expect_refused = [&](const std::string &path, const char *message) {
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_CKPT_CHECKSUM);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find(message), std::string::npos)
+        << DCT_Get_last_error();
+    EXPECT_TRUE(same_bits(model.residual(), live));
+  };
+  // A flipped bit of the velocity: past the seal, caught by the row's checksum.
+  if (rank() == 0) write_bytes(bad, read_bytes(good), read_bytes(good).size());
+  flip_byte(bad, velocity.begin + 4 * 500 * std::uint64_t(size() - 1) + 3);
+  expect_refused(bad, "does not match its checksum");
+
+  // The first seal: every byte under it, the same state loaded.
+  if (rank() == 0) {
+    write_bytes(first, read_bytes(good), read_bytes(good).size());
+    detail::seal_file(first, 1);
+    EXPECT_EQ(detail::read_seal_header(first).version, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, first.c_str()), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(model.residual(), saved));
+  model.step(7);
+  flip_byte(first, velocity.begin + 3);
+  expect_refused(first, "do not match its seal");
+}
+
+// DCT_CHECKPOINT_IO: both ways write the same file and load the same state; ranks that set it
+// differently (which would hang in MPI-IO) or wrongly fail alike and change nothing.
+TEST(CheckpointFaults, RowTransfersCollectiveOrIndependentAreAgreed) {
+  const std::string directory = scratch_directory("dct_checkpoint_io");
+  const std::string collective = directory + "/collective.h5",
+                    independent = directory + "/indep.h5";
+  Trained model;
+  const std::vector<float> saved = model.residual();
+  ::setenv("DCT_CHECKPOINT_IO", "collective", 1);
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, collective.c_str()), DCT_SUCCESS);
+  ::setenv("DCT_CHECKPOINT_IO", "independent", 1);
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, independent.c_str()), DCT_SUCCESS);
+  if (rank() == 0) {
+    EXPECT_EQ(read_bytes(collective), read_bytes(independent));
+  }
+  model.step(7);
+  const std::vector<float> live = model.residual();
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, collective.c_str()), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(model.residual(), saved));
+  ::setenv("DCT_CHECKPOINT_IO", "collective", 1);
+  model.step(7);
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, independent.c_str()), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(model.residual(), saved));
+  model.step(7);
+  ASSERT_TRUE(same_bits(model.residual(), live));
+
+  ::setenv("DCT_CHECKPOINT_IO", "fast", 1);
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, collective.c_str()), DCT_ERR_INFO);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("DCT_CHECKPOINT_IO"), std::string::npos);
+  if (size() > 1) {
+    ::setenv("DCT_CHECKPOINT_IO", rank() == 0 ? "collective" : "independent", 1);
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, collective.c_str()), DCT_ERR_ARG);
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, collective.c_str()), DCT_ERR_ARG);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find("differently"), std::string::npos);
+  }
+  ::unsetenv("DCT_CHECKPOINT_IO");
+  EXPECT_TRUE(same_bits(model.residual(), live));
+  // The file the refused save named is still the first one.
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, collective.c_str()), DCT_SUCCESS);
+  EXPECT_TRUE(same_bits(model.residual(), saved));
 }
 
 /// Runs in a directory with little room (DCT_TEST_SMALL_FS, set by checkpoint_faults.sh on a

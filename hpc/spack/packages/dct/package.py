@@ -40,6 +40,7 @@ class Dct(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("hip", when="+rocm")
     depends_on("hdf5+mpi", when="+hdf5")
     depends_on("zlib-api", when="+hdf5")
+    depends_on("libdeflate", when="+hdf5")  # the checkpoints' CRC-32
     # dct-ckpt's command line (header-only).
     depends_on("cli11", type="build", when="+hdf5")
 
