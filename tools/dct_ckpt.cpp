@@ -49,12 +49,13 @@ int info(const std::string &path) {
   CheckpointReader file(path, MPI_COMM_SELF);
   std::printf("%s: dct checkpoint, format version %d, written by dct %s on %d ranks\n",
               path.c_str(), file.format_version(), file.dct_version().c_str(), file.ranks());
-  std::printf("%-24s %-9s %12s %-6s %8s %9s %8s %-9s %s\n", "request", "kind", "count", "type",
+  // kind: up to "alltoallv_backward"
+  std::printf("%-24s %-18s %12s %-6s %8s %9s %8s %-9s %s\n", "request", "kind", "count", "type",
               "calls", "density", "interval", "algorithm", "tau (per rank)");
   for (const SavedRequest &r : file.requests()) {
     std::string taus;
     for (double tau : r.tau) taus += (taus.empty() ? "" : " ") + std::to_string(tau);
-    std::printf("%-24s %-9s %12lld %-6s %8lld %9g %8lld %-9s %s%s%s%s\n", r.name.c_str(),
+    std::printf("%-24s %-18s %12lld %-6s %8lld %9g %8lld %-9s %s%s%s%s\n", r.name.c_str(),
                 r.kind.c_str(), static_cast<long long>(r.count),
                 r.element_size == 4 ? "float" : "double", static_cast<long long>(r.calls),
                 r.density, static_cast<long long>(r.interval), r.algorithm.c_str(), taus.c_str(),

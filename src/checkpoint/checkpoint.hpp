@@ -45,6 +45,7 @@ struct SavedRequest {
   bool has_velocity = false;     // dct_momentum's velocity (format 4 on)
   std::int64_t state_words = 0;  // width of the per-rank state rows (format 5; 0: none)
   std::int64_t calls = 0;
+  std::int64_t result_nonzeros = 0;  // RequestEngine::algorithm_hint (0 where absent)
   double density = 0;
   std::int64_t interval = 0;
   std::string algorithm;

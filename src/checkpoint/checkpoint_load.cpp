@@ -291,7 +291,10 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   for (const PendingState &state : pending)
     state.engine->restore(state.residual_data(), state.velocity_data(), state.tau,
                           state.saved->calls);
-  for (const PendingState &state : pending) state.engine->restore_extra_state(state.extra);
+  for (const PendingState &state : pending) {
+    state.engine->restore_extra_state(state.extra);
+    state.engine->restore_algorithm_hint(state.saved->result_nonzeros);
+  }
 }
 
 }  // namespace dct::detail

@@ -83,6 +83,11 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
           format_version_ >= 5 ? h5::read_int(group.get(), "state_words") : std::int64_t(0);
       require(saved.state_words >= 0 && saved.state_words <= kMaxStateWords, DCT_ERR_CKPT_FORMAT,
               "request " + saved.name + " has an invalid state_words");
+      // Optional (files of format 5 written before it lack it): covered by the seal alone.
+      if (format_version_ >= 5 && H5Aexists(group.get(), "result_nonzeros") > 0)
+        saved.result_nonzeros = h5::read_int(group.get(), "result_nonzeros");
+      require(saved.result_nonzeros >= 0 && saved.result_nonzeros <= saved.count,
+              DCT_ERR_CKPT_FORMAT, "request " + saved.name + " has an invalid result_nonzeros");
       saved.tau = h5::read_vector<double>(group.get(), "tau", H5T_NATIVE_DOUBLE,
                                           static_cast<hsize_t>(ranks_));
       saved.checksums = h5::read_vector<std::uint32_t>(group.get(), "checksum", H5T_NATIVE_UINT32,

@@ -122,6 +122,7 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
     h5::write_attribute(group.get(), "datatype",
                         std::string(engine->element_size() == 4 ? "float" : "double"));
     h5::write_attribute(group.get(), "calls", static_cast<std::int64_t>(engine->calls()));
+    h5::write_attribute(group.get(), "result_nonzeros", engine->algorithm_hint());
     h5::write_attribute(group.get(), "density", config.density);
     h5::write_attribute(group.get(), "interval", config.interval);
     h5::write_attribute(group.get(), "algorithm", std::string(algorithm_name(config.algorithm)));

@@ -78,6 +78,13 @@ class RequestEngine {
   virtual void *loadable_residual() { return nullptr; }
   virtual void *loadable_velocity() { return nullptr; }
 
+  /// What dct_algorithm=auto learnt from the last call and decides the next one by: the
+  /// result's nonzeros, the same on every rank (0 before the first call, and for engines that
+  /// decide nothing). Checkpoints save it (attribute `result_nonzeros`), so that a resumed run
+  /// takes the algorithm (and so the order of the additions) the uninterrupted one takes.
+  virtual std::int64_t algorithm_hint() const { return 0; }
+  virtual void restore_algorithm_hint(std::int64_t hint) { static_cast<void>(hint); }
+
   /// State beyond the residual, velocity, tau and call counter that a checkpoint saves per
   /// rank (format 5: DCT-MP's schedule position and adaptive bounds), as float64 words; empty
   /// when there is none.

@@ -194,6 +194,8 @@ class CompressedEngine final : public RequestEngine {
   void *loadable_velocity() override {
     return !momentum() || staged_ || elements() == 0 ? nullptr : velocity_.data();
   }
+  std::int64_t algorithm_hint() const override { return static_cast<std::int64_t>(union_hint_); }
+  void restore_algorithm_hint(std::int64_t hint) override { union_hint_ = double(hint); }
   void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) override {
     compressor_.restore(residual, tau, stream_);
     // (A load that read straight into the velocity passes it back.)

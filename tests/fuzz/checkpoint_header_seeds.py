@@ -29,19 +29,23 @@ WITHOUT_VELOCITY = 8  # checksum form bit 3: the velocity left out of the checks
 
 def request(flags, count, taus, seed=1, calls=7, name=b"", fields=None, tau_form=0,
             checksum_form=0, residual_form=0, has_velocity=field(), velocity_form=b"\0",
-            state_width=0, state_words=field(), state_form=b"\0"):
+            state_width=0, state_words=field(), state_form=b"\0", result_nonzeros=None):
     out = bytes([flags, count]) + struct.pack("<HH", seed, calls)
     if flags & NAMED:
         out += bytes([len(name)]) + name
     if flags & STATE:
         out += bytes([state_width])
-    out += b"".join(fields or [field()] * 9) + bytes([tau_form])
+    # bit 3 of the tau form's byte: result_nonzeros (form and its bytes) follows the state
+    hint = 8 if result_nonzeros is not None else 0
+    out += b"".join(fields or [field()] * 9) + bytes([tau_form | hint])
     out += b"".join(struct.pack("<Q" if flags & RAW_TAU else "<H", t) for t in taus)
     out += bytes([checksum_form, residual_form])
     if flags & VELOCITY_FIELDS:  # format 4's has_velocity and velocity (form and its bytes)
         out += has_velocity + velocity_form
     if flags & STATE_FIELDS:  # format 5's state_words and state (form and its bytes)
         out += state_words + state_form
+    if result_nonzeros is not None:
+        out += result_nonzeros
     return out
 
 
@@ -113,6 +117,14 @@ seeds = {
     "state-words-without-state": header(1, 1)
     + request(STATE_FIELDS, 0, [1], state_words=i64(3)),
     "state-in-version4": header(1, 1, version=i64(4)) + request(STATE, 0, [1]),
+    # result_nonzeros (what dct_algorithm=auto decides by): optional, 0 to count
+    "valid-v5-result-nonzeros": header(2, 1) + request(RESIDUAL, 8, [1, 2], result_nonzeros=i64(8)),
+    "result-nonzeros-missing": header(1, 1) + request(RESIDUAL, 8, [1], result_nonzeros=field(1)),
+    "result-nonzeros-beyond-count": header(1, 1)
+    + request(RESIDUAL, 8, [1], result_nonzeros=i64(9)),
+    "result-nonzeros-negative": header(1, 1) + request(RESIDUAL, 8, [1], result_nonzeros=i64(-1)),
+    "result-nonzeros-two-elements": header(1, 1)
+    + request(RESIDUAL, 8, [1], result_nonzeros=field(6)),
 }
 os.makedirs(sys.argv[1], exist_ok=True)
 for name, data in seeds.items():

@@ -297,6 +297,7 @@ struct Request {
   std::vector<std::vector<std::byte>> state;     // the state rows written, as bytes
   Field<std::string> kind, algorithm;
   Field<std::int64_t> count, element_size, calls, interval, has_residual, has_velocity, state_words;
+  Field<std::int64_t> result_nonzeros;  // optional: absent reads as 0
   Field<double> density;
   std::vector<double> tau;               // one per row written
   std::vector<std::uint32_t> checksums;  // one per row written
@@ -529,7 +530,8 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
   request.interval = put_int(in, g, "interval", 1);
   request.algorithm = put_text(in, g, "algorithm", "auto");
   request.has_residual = put_int(in, g, "has_residual", residual ? 1 : 0);
-  const unsigned tau_form = in.take<std::uint8_t>() % 8;
+  const unsigned tau_byte = in.take<std::uint8_t>();
+  const unsigned tau_form = tau_byte % 8;
   for (int r = 0; r < rows; ++r) {
     if (flags & 4) {
       const std::uint64_t bits = in.take<std::uint64_t>();
@@ -559,6 +561,12 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
                                 request.data_state_words);
   const bool state_ok = put_rows(state_fuzzed ? in : none, g, "state", request.state,
                                  request.data_state, 8, request.data_state_words);
+  // result_nonzeros: fuzzed with bit 3 of the tau form's byte, else as the writer writes it.
+  request.result_nonzeros = put_int(tau_byte & 8 ? in.take<std::uint8_t>() : 0u, in, g,
+                                    "result_nonzeros", request.data_count / 2);
+  const Field<std::int64_t> &hint = request.result_nonzeros;
+  const bool hint_ok =
+      !hint.present || (hint.writers && hint.value >= 0 && hint.value <= request.data_count);
   bool taus_valid = true;
   for (double tau : request.tau) taus_valid = taus_valid && std::isfinite(tau) && tau >= 0;
   // Valid: what the writer writes, consistent with the rows written. (It writes no residual
@@ -568,7 +576,7 @@ void write_request(Input &in, hid_t requests, Request &request, int rows, std::s
                   request.interval.writers && request.algorithm.writers &&
                   request.has_residual.writers && request.has_velocity.writers &&
                   request.state_words.writers && tau_ok && checksums_ok && residual_ok &&
-                  velocity_ok && state_ok && taus_valid &&
+                  velocity_ok && state_ok && taus_valid && hint_ok &&
                   request.state_words.value == request.data_state_words &&
                   request.calls.value >= 0 && request.has_residual.value == (residual ? 1 : 0) &&
                   request.has_velocity.value == (velocity ? 1 : 0) &&
@@ -806,12 +814,20 @@ void check_accepted(const dct::detail::CheckpointReader &reader, const Checkpoin
     if (reader.format_version() >= 5) {
       check(request.state_words.present, "accepted a format-5 request without state_words");
       check_field(request.state_words, saved->state_words, "state_words");
+      if (request.result_nonzeros.present)
+        check_field(request.result_nonzeros, saved->result_nonzeros, "result_nonzeros");
+      else
+        check(saved->result_nonzeros == 0, "an absent result_nonzeros read as other than 0");
+    } else {
+      check(saved->result_nonzeros == 0, "result_nonzeros read from a file of format 4 or older");
     }
   }
   for (const dct::detail::SavedRequest &saved : reader.requests()) {
     check(saved.count >= 0 && (saved.element_size == 4 || saved.element_size == 8),
           "accepted an invalid count or element size");
     check(saved.calls >= 0, "accepted a negative call counter");
+    check(saved.result_nonzeros >= 0 && saved.result_nonzeros <= saved.count,
+          "accepted an invalid result_nonzeros");
     check(saved.tau.size() == static_cast<std::size_t>(ranks) &&
               saved.checksums.size() == static_cast<std::size_t>(ranks),
           "accepted a tau or checksum per rank missing");

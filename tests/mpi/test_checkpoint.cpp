@@ -42,7 +42,9 @@ struct Model {
                                  MPI_COMM_WORLD, info, &a),
               DCT_SUCCESS);
     MPI_Info_free(&info);
-    info = make_info({{"dct_name", "layer.b"}, {"dct_density", "0.05"}});
+    // split: an algorithm that learns the result's nonzeros (auto's hint, checkpointed)
+    info =
+        make_info({{"dct_name", "layer.b"}, {"dct_density", "0.05"}, {"dct_algorithm", "split"}});
     EXPECT_EQ(DCT_Allreduce_init(b_send.data(), b_recv.data(), b_send.size(), MPI_DOUBLE, MPI_SUM,
                                  MPI_COMM_WORLD, info, &b),
               DCT_SUCCESS);
@@ -69,6 +71,7 @@ struct Snapshot {
   std::vector<double> b_residual;
   double a_tau, b_tau;
   MPI_Count a_calls, b_calls;
+  std::int64_t a_hint, b_hint;  // what dct_algorithm=auto decides by
 
   explicit Snapshot(const Model &m)
       : a_residual(residual_of<float>(m.a, m.a_send.size())),
@@ -76,13 +79,15 @@ struct Snapshot {
         a_tau(engine_of(m.a).tau()),
         b_tau(engine_of(m.b).tau()),
         a_calls(engine_of(m.a).calls()),
-        b_calls(engine_of(m.b).calls()) {}
+        b_calls(engine_of(m.b).calls()),
+        a_hint(engine_of(m.a).algorithm_hint()),
+        b_hint(engine_of(m.b).algorithm_hint()) {}
 
   bool operator==(const Snapshot &o) const {
     return same_bits(a_residual, o.a_residual) && same_bits(b_residual, o.b_residual) &&
            std::memcmp(&a_tau, &o.a_tau, sizeof a_tau) == 0 &&
            std::memcmp(&b_tau, &o.b_tau, sizeof b_tau) == 0 && a_calls == o.a_calls &&
-           b_calls == o.b_calls;
+           b_calls == o.b_calls && a_hint == o.a_hint && b_hint == o.b_hint;
   }
 };
 
@@ -101,11 +106,12 @@ TEST(Checkpoint, SaveThenLoadRestoresTheStateBitForBit) {
 TEST(Checkpoint, RestartedRunContinuesExactlyLikeAnUninterruptedOne) {
   const std::string path = scratch("restart");
   std::vector<float> result;
-  std::unique_ptr<Snapshot> uninterrupted;
+  std::unique_ptr<Snapshot> uninterrupted, saved;
   {
     Model model;
     for (int i = 0; i < 5; ++i) model.step();
     ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+    saved = std::make_unique<Snapshot>(model);
     model.step();  // call 6: "layer.a" (interval 3) re-estimates tau here
     model.step();
     result = model.a_recv;
@@ -114,6 +120,11 @@ TEST(Checkpoint, RestartedRunContinuesExactlyLikeAnUninterruptedOne) {
 
   Model restarted;  // a new job: same program, fresh requests
   ASSERT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+  // Everything, the auto algorithm's hint included (a fresh request has none).
+  if (size() > 1) {
+    EXPECT_GT(saved->b_hint, 0);
+  }
+  EXPECT_TRUE(Snapshot(restarted) == *saved);
   restarted.calls = 5;
   restarted.step();
   restarted.step();
