@@ -116,9 +116,12 @@ Extent write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory,
   const hsize_t dims[2] = {static_cast<hsize_t>(ranks), row_length};
   Handle space(H5Screate_simple(matrix ? 2 : 1, dims, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
                "H5Screate_simple failed");
+  Handle creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  check_h5(H5Pset_obj_track_times(creation.get(), false), DCT_ERR_CKPT_IO,
+           "H5Pset_obj_track_times failed");  // the same state saves to the same bytes
   Handle dataset(
-      H5Dcreate2(group, name, stored, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
-      DCT_ERR_CKPT_IO, std::string("cannot create dataset ") + name);
+      H5Dcreate2(group, name, stored, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT),
+      H5Dclose, DCT_ERR_CKPT_IO, std::string("cannot create dataset ") + name);
   const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
   const hsize_t count[2] = {1, row_length};
   check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),

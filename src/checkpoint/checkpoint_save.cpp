@@ -85,6 +85,11 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
                "H5Pset_fapl_mpio failed");
   // The user block holds the seal (checkpoint_seal.hpp), written once HDF5 is done.
   h5::Handle creation(H5Pcreate(H5P_FILE_CREATE), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  // No modification times in object headers: the same state saves to the same bytes.
+  h5::Handle groups(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
+  for (const hid_t list : {creation.get(), groups.get()})
+    h5::check_h5(H5Pset_obj_track_times(list, false), DCT_ERR_CKPT_IO,
+                 "H5Pset_obj_track_times failed");
   h5::check_h5(H5Pset_userblock(creation.get(), seal_user_block(bulk_datasets(engines))),
                DCT_ERR_CKPT_IO, "H5Pset_userblock failed");
   h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), H5Fclose,
@@ -102,14 +107,14 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
   // DCT_CHECKPOINT_IO=collective (docs/configuration.md).
   const hid_t row_transfer = c.collective_rows ? transfer.get() : H5P_DEFAULT;
   h5::Handle requests(
-      H5Gcreate2(file.get(), kCheckpointRequestsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Gcreate2(file.get(), kCheckpointRequestsGroup, H5P_DEFAULT, groups.get(), H5P_DEFAULT),
       H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
   std::vector<Extent> bulk;
   for (std::size_t e = 0; e < engines.size(); ++e) {
     const RequestEngine *engine = engines[e];
     const std::vector<double> &state = states[e];
     h5::Handle group(
-        H5Gcreate2(requests.get(), engine->name().c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+        H5Gcreate2(requests.get(), engine->name().c_str(), H5P_DEFAULT, groups.get(), H5P_DEFAULT),
         H5Gclose, DCT_ERR_CKPT_IO, "cannot create group for " + engine->name());
     const Config &config = engine->config();
     const bool residual = has_residual(*engine);

@@ -22,8 +22,7 @@ constexpr char kMagic1[8] = {'D', 'C', 'T', 'S', 'E', 'A', 'L', '1'};
 constexpr char kMagic2[8] = {'D', 'C', 'T', 'S', 'E', 'A', 'L', '2'};
 constexpr unsigned char kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
 constexpr std::size_t kChunk = std::size_t(1) << 20;
-// Seal 1: magic, payload (u64), CRC (u32), CRC of bytes 0-19 (u32).
-constexpr std::size_t kHeader1Bytes = 24;
+// Seal 1: magic, payload (u64), CRC (u32), CRC of bytes 0-19 (u32), in a 512-byte user block.
 // Seal 2: magic, user block (u64), payload (u64), CRC (u32), n (u32), n x (begin u64,
 // length u64), CRC of everything before it (u32).
 constexpr std::size_t kHeader2Fixed = 32;
@@ -142,9 +141,14 @@ SealHeader parse_seal(int fd, const std::string &path) {
   if (!one && !two) {
     // A file HDF5 would take for its own from the first byte: no seal (versions 1 and 2).
     if (got >= 8 && std::memcmp(head, kHdf5Signature, 8) == 0) return SealHeader{};
-    // HDF5's signature behind a user block: a sealed file whose seal was damaged.
-    require(!(got >= kSealBytes + 8 && std::memcmp(head + kSealBytes, kHdf5Signature, 8) == 0),
-            DCT_ERR_CKPT_CHECKSUM, path + ": its seal is damaged");
+    // HDF5's signature behind a user block (where HDF5 looks: 512, 1024, ... bytes in): a
+    // sealed file whose seal was damaged.
+    for (std::uint64_t at = kSealBytes; at <= kMaxSealBytes; at *= 2) {
+      unsigned char signature[8] = {};
+      require(
+          read_at(fd, signature, 8, at, path) < 8 || std::memcmp(signature, kHdf5Signature, 8) != 0,
+          DCT_ERR_CKPT_CHECKSUM, path + ": its seal is damaged");
+    }
     fail(DCT_ERR_CKPT_FORMAT, path + " is not an HDF5 file");
   }
   require(got >= kSealBytes, DCT_ERR_CKPT_TRUNCATED, path + " ends inside its seal");
