@@ -76,7 +76,8 @@ std::size_t bulk_datasets(const std::vector<RequestEngine *> &engines) {
 /// Writes the file; returns where the residual and velocity datasets' raw data lie, in file
 /// order.
 std::vector<Extent> write_file(const std::string &path, const Collective &c,
-                               const std::vector<std::vector<double>> &states) {
+                               const std::vector<std::vector<double>> &states,
+                               std::uint64_t user_block) {
   const int rank = c.rank, ranks = c.ranks;
   const std::vector<RequestEngine *> &engines = c.engines;
   h5::QuietHdf5 quiet;
@@ -90,8 +91,8 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
   for (const hid_t list : {creation.get(), groups.get()})
     h5::check_h5(H5Pset_obj_track_times(list, false), DCT_ERR_CKPT_IO,
                  "H5Pset_obj_track_times failed");
-  h5::check_h5(H5Pset_userblock(creation.get(), seal_user_block(bulk_datasets(engines))),
-               DCT_ERR_CKPT_IO, "H5Pset_userblock failed");
+  h5::check_h5(H5Pset_userblock(creation.get(), user_block), DCT_ERR_CKPT_IO,
+               "H5Pset_userblock failed");
   h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation.get(), access.get()), H5Fclose,
                   DCT_ERR_CKPT_IO, "cannot create " + path);
   h5::write_attribute(file.get(), "format", std::string(kCheckpointFormatName));
@@ -176,8 +177,9 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
 /// About what the file will hold: every residual row, tau and checksum, and HDF5's metadata
 /// (measured: under 4 KiB per request and 2 KiB per file; counted 4x over).
 std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
-                                   const std::vector<std::vector<double>> &states, int ranks) {
-  std::uint64_t bytes = seal_user_block(bulk_datasets(engines)) + 8192;
+                                   const std::vector<std::vector<double>> &states, int ranks,
+                                   std::uint64_t user_block) {
+  std::uint64_t bytes = user_block + 8192;
   for (std::size_t e = 0; e < engines.size(); ++e) {
     const RequestEngine *engine = engines[e];
     bytes += 16384 + 12 * std::uint64_t(ranks) + 8 * states[e].size() * std::uint64_t(ranks);
@@ -242,16 +244,15 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   try {
     run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
     const std::vector<std::vector<double>> states = state_rows(comm, engines);
+    const std::uint64_t user_block = seal_user_block(bulk_datasets(engines));
     run_agreed(comm, [&] {
       if (rank != 0) return;
       remove_stale_temporaries(path);
-      require_room(temporary, estimated_file_bytes(engines, states, ranks));
+      require_room(temporary, estimated_file_bytes(engines, states, ranks, user_block));
     });
     std::vector<Extent> bulk;
-    run_agreed(comm, [&] { bulk = write_file(temporary, c, states); });
-    run_agreed(comm, [&] {
-      seal_file(temporary, comm, rank, ranks, seal_user_block(bulk_datasets(engines)), bulk);
-    });
+    run_agreed(comm, [&] { bulk = write_file(temporary, c, states, user_block); });
+    run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks, user_block, bulk); });
     // Only a complete, closed file takes the checkpoint's name.
     run_agreed(comm, [&] {
       if (rank != 0) return;

@@ -180,16 +180,21 @@ SealHeader parse_seal(int fd, const std::string &path) {
   header.user_block = user_block;
   header.payload = get_u64(&bytes[16]);
   header.crc = get_u32(&bytes[24]);
-  for (std::size_t i = 0; i < skipped; ++i) {
+  for (std::size_t i = 0; i < skipped; ++i) {  // checked by valid_extents (a wrap: end < begin)
     const std::uint64_t begin = get_u64(&bytes[kHeader2Fixed + kExtentBytes * i]);
     const std::uint64_t length = get_u64(&bytes[kHeader2Fixed + kExtentBytes * i + 8]);
     header.skipped.push_back(Extent{begin, begin + length});
-    // In order, disjoint, nonempty, after the user block (the payload's end is checked later).
-    const std::uint64_t floor = i == 0 ? user_block : header.skipped[i - 1].end;
-    require(length > 0 && begin >= floor && begin + length > begin, DCT_ERR_CKPT_FORMAT,
-            path + ": its seal lists invalid extents");
   }
   return header;
+}
+
+/// Whether `skipped` is in order, disjoint, nonempty and inside [begin, end).
+bool valid_extents(const std::vector<Extent> &skipped, std::uint64_t begin, std::uint64_t end) {
+  for (const Extent &extent : skipped) {
+    if (extent.begin < begin || extent.end <= extent.begin || extent.end > end) return false;
+    begin = extent.end;
+  }
+  return true;
 }
 
 }  // namespace
@@ -223,6 +228,7 @@ void seal_file(const std::string &path, int version) {
     } catch (const Error &) {  // no seal yet, or a damaged one: a new one
       header = SealHeader{};
     }
+    if (!valid_extents(header.skipped, header.user_block, size)) header = SealHeader{};
     require(version == 2 || header.user_block <= kSealBytes, DCT_ERR_INTERNAL,
             "seal_file: a seal 1 needs a 512-byte user block");
     if (header.version != 2 || version != 2) header = SealHeader{};
@@ -290,10 +296,8 @@ void seal_file(const std::string &path, MPI_Comm comm, int rank, int ranks,
   if (failure) std::rethrow_exception(failure);
   require(size >= user_block, DCT_ERR_CKPT_IO, path + " is shorter than its user block");
   SealHeader header{Seal::sealed, 2, user_block, size - user_block, 0, skipped};
-  for (std::size_t i = 0; i < skipped.size(); ++i)
-    require(skipped[i].begin >= (i == 0 ? user_block : skipped[i - 1].end) &&
-                skipped[i].end > skipped[i].begin && skipped[i].end <= size,
-            DCT_ERR_INTERNAL, "the extents left out of the seal of " + path + " are invalid");
+  require(valid_extents(skipped, user_block, size), DCT_ERR_INTERNAL,
+          "the extents left out of the seal of " + path + " are invalid");
   // Each rank its share of the sealed bytes; rank 0 joins the shares in rank order.
   header.crc = combine_shares(comm, rank, ranks, crc_of_share(path, header, rank, ranks));
   if (rank == 0) write_seal(path, header);
@@ -322,7 +326,7 @@ SealHeader read_seal_header(const std::string &path) {
               ": truncated");
   require(size == sealed_size, DCT_ERR_CKPT_CHECKSUM,
           path + " holds more bytes than its seal says");
-  require(header.skipped.empty() || header.skipped.back().end <= sealed_size, DCT_ERR_CKPT_FORMAT,
+  require(valid_extents(header.skipped, header.user_block, sealed_size), DCT_ERR_CKPT_FORMAT,
           path + ": its seal lists invalid extents");
   return header;
 }
