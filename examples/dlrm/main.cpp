@@ -170,6 +170,11 @@ int run(int argc, char **argv, int rank, int ranks) {
   app.add_option("--momentum", config.model.momentum, "SGD momentum of the MLPs")
       ->check(CLI::Range(0.0, 0.999999))
       ->capture_default_str();
+  app.add_option("--lr-schedule", config.model.lr_schedule,
+                 "constant, or cosine: both learning rates follow half a cosine from their value "
+                 "down to 0 over the run's steps (scaled every step)")
+      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->capture_default_str();
   app.add_option("--emb-lr", emb_lr, "learning rate of the embedding rows (default: --lr)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", config.model.seed, "seed of the init and the data order")
@@ -381,6 +386,7 @@ int run(int argc, char **argv, int rank, int ranks) {
                          {"lr", config.model.lr},
                          {"momentum", config.model.momentum},
                          {"emb_lr", config.model.emb_lr},
+                         {"lr_schedule", config.model.lr_schedule},
                          {"seed", config.model.seed},
                          {"table_size", config.model.table_size},
                          {"emb_dim", config.model.emb_dim},

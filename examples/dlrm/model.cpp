@@ -2,6 +2,7 @@
 #include "model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -72,7 +73,7 @@ class MlpModel : public Model {
   }
   void bind(Comm &comm) override { replicated_.bind(comm); }
 
-  double train_step(const int *global, Comm &comm) override {
+  double train_step(const int *global, Comm &comm, float lr_scale) override {
     const int b = config_.batch;
     const int *mine = global + size_t(rank_) * b;
     input_.resize(size_t(b) * kPixels);
@@ -88,7 +89,7 @@ class MlpModel : public Model {
     mlp_.backward(dlogits_.data(), nullptr,
                   [&](int l) { comm.start(replicated_.ids[0][size_t(l)]); });
     comm.wait_all();
-    replicated_.step(config_.lr, comm.applies_momentum() ? 0.0f : config_.momentum,
+    replicated_.step(lr_scale * config_.lr, comm.applies_momentum() ? 0.0f : config_.momentum,
                      1.0f / float(ranks_));
     return loss;
   }
@@ -170,7 +171,7 @@ class DlrmModel : public Model {
                        config_.batch, d_);
   }
 
-  double train_step(const int *global, Comm &comm) override {
+  double train_step(const int *global, Comm &comm, float lr_scale) override {
     const int b = config_.batch, all = b * ranks_;
     // Owner side: this shard's lookups for every rank's samples, block j for rank j.
     shard_.lookup(train_cat_.data(), kCategorical, global, all, fwd_send_.data());
@@ -202,9 +203,9 @@ class DlrmModel : public Model {
     comm.backward();
     // Each rank's gradients are of its mean loss; 1/P makes them the global batch's mean.
     shard_.update(train_cat_.data(), kCategorical, global, all, bwd_recv_.data(),
-                  config_.emb_lr / float(ranks_));
+                  lr_scale * config_.emb_lr / float(ranks_));
     comm.wait_all();
-    replicated_.step(config_.lr, comm.applies_momentum() ? 0.0f : config_.momentum,
+    replicated_.step(lr_scale * config_.lr, comm.applies_momentum() ? 0.0f : config_.momentum,
                      1.0f / float(ranks_));
     return loss;
   }
@@ -326,6 +327,16 @@ class DlrmModel : public Model {
 };
 
 }  // namespace
+
+float lr_scale(const std::string &schedule, int64_t step, int64_t steps) {
+  if (schedule == "constant") return 1.0f;
+  if (schedule == "cosine") {
+    const double pi = std::acos(-1.0);
+    return float(0.5 * (1.0 + std::cos(pi * double(step) / double(std::max<int64_t>(steps, 1)))));
+  }
+  throw std::invalid_argument("unknown learning-rate schedule '" + schedule +
+                              "' (expected constant or cosine)");
+}
 
 std::unique_ptr<Model> make_model(const ModelConfig &config, const Split &train, const Split &test,
                                   MPI_Comm comm) {

@@ -31,7 +31,10 @@ struct ModelConfig {
   float lr = 0.05f;       ///< Learning rate of the MLPs (SGD with momentum).
   float momentum = 0.9f;  ///< Momentum of the MLPs.
   float emb_lr = 0.05f;   ///< Learning rate of the embedding rows (plain sparse SGD).
-  uint64_t seed = 1;      ///< Every initial value derives from it.
+  /// How both learning rates change over the run: "constant", or "cosine" (each step's rates
+  /// scaled by lr_scale(): half a cosine from 1 down to 0 over all the run's steps).
+  std::string lr_schedule = "constant";
+  uint64_t seed = 1;  ///< Every initial value derives from it.
 };
 
 /** @brief Correct predictions and summed loss over a set of samples. */
@@ -48,9 +51,10 @@ class Model {
   virtual void bind(Comm &comm) = 0;
   /**
    * @brief One step on the global batch `global` (P x batch training sample numbers; rank j
-   * trains on entries j*batch ... j*batch + batch - 1). Returns the sum of this rank's losses.
+   * trains on entries j*batch ... j*batch + batch - 1), with both learning rates scaled by
+   * `lr_scale` (the schedule's factor of this step). Returns the sum of this rank's losses.
    */
-  virtual double train_step(const int *global, Comm &comm) = 0;
+  virtual double train_step(const int *global, Comm &comm, float lr_scale) = 0;
   /** @brief Evaluates this rank's slice of the test split (counts not yet reduced). */
   virtual EvalResult evaluate() = 0;
   /** @brief FNV-1a of this rank's parameters (replicated MLPs and its own tables). */
@@ -70,6 +74,14 @@ class Model {
   /** @brief d of the lookup rows (0 without a model-parallel exchange). */
   virtual int lookup_row_length() const { return 0; }
 };
+
+/**
+ * @brief The factor of `schedule` (ModelConfig::lr_schedule) for step `step` (0-based) of a run
+ * of `steps` steps: 1 for "constant"; (1 + cos(pi * step / steps)) / 2 for "cosine", the
+ * schedule of SGDR without restarts (Loshchilov and Hutter), which torch's CosineAnnealingLR
+ * follows when stepped every batch. Throws std::invalid_argument for another name.
+ */
+float lr_scale(const std::string &schedule, int64_t step, int64_t steps);
 
 /**
  * @brief Builds the model of `config.model` over `comm`, from the same initial values for

@@ -29,6 +29,13 @@ def load(directory):
     return runs, ratios
 
 
+def paired_differences(runs, name, baseline="dense"):
+    """[[accuracy - the baseline's of the same seed, per epoch] for every seed both have]."""
+    base = runs[baseline]
+    return [[a - b for a, b in zip(runs[name][s], base[s])] for s in sorted(runs[name])
+            if s in base]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("directory")
@@ -39,21 +46,21 @@ def main():
     if not base:
         raise SystemExit(f"no {args.baseline} runs in {args.directory}")
     print("| setting | seeds | DP ratio | MP ratio | final accuracy, mean (sd, se) | "
-          f"vs {args.baseline}, same seeds | per epoch vs {args.baseline} | seeds above |")
+          f"vs {args.baseline}, same seeds (se) | per epoch vs {args.baseline} | seeds above |")
     print("|---|---|---|---|---|---|---|---|")
     for name in sorted(runs, key=lambda n: (n != args.baseline, n)):
         seeds = sorted(runs[name])
         finals = [runs[name][s][-1] for s in seeds]
         mean = statistics.mean(finals)
         sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
-        paired = [s for s in seeds if s in base]
-        epochs = zip(*(
-            [a - b for a, b in zip(runs[name][s], base[s])] for s in paired))
-        per_epoch = " ".join(f"{statistics.mean(d):+.2f}" for d in epochs)
-        delta = statistics.mean(runs[name][s][-1] - base[s][-1] for s in paired)
-        above = sum(runs[name][s][-1] > base[s][-1] for s in paired)
+        paired = paired_differences(runs, name, args.baseline)
+        per_epoch = " ".join(f"{statistics.mean(d):+.2f}" for d in zip(*paired))
+        delta = statistics.mean(d[-1] for d in paired)
+        delta_se = statistics.stdev(d[-1] for d in paired) / len(paired) ** 0.5 \
+            if len(paired) > 1 else 0.0
+        above = sum(d[-1] > 0 for d in paired)
         print(f"| {name} | {len(seeds)} | {ratios[name]['dp']:.1f}x | {ratios[name]['mp']:.1f}x "
-              f"| {mean:.2f} ({sd:.2f}, {sd / len(finals) ** 0.5:.2f}) | {delta:+.2f} | "
+              f"| {mean:.2f} ({sd:.2f}, {sd / len(finals) ** 0.5:.2f}) | {delta:+.2f} ({delta_se:.2f}) | "
               f"{per_epoch} | {above}/{len(paired)} |")
 
 

@@ -169,7 +169,9 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
         trace->step = global_step;
         trace->active = trace->covers(global_step);
       }
-      const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy);
+      const float scale =
+          lr_scale(config.model.lr_schedule, global_step - 1, int64_t(config.epochs) * steps);
+      const double loss = model->train_step(&order[size_t(step) * global_batch], *strategy, scale);
       loss_sum += loss;
       if (dump && dump->covers(global_step)) {
         const double dump_start = MPI_Wtime();
