@@ -5,12 +5,13 @@
 //
 // Every rank holds one float request of `mib` MiB of residual. The load is timed twice: into
 // that request (a roll-back: its state must survive a failed load) and into new requests that
-// have not run (a restart). Times are wall times from a
-// barrier to a barrier (so the slowest rank counts), averaged over `iters`. The plain write is
-// H5Fcreate + one collective H5Dwrite of each rank's row + H5Fclose; "+fsync" adds the fsync
-// that dct does before renaming (durability), so dct / plain+fsync compares the same work. The
-// plain write and read are also timed with independent MPI-IO (dct's default for the rows,
-// DCT_CHECKPOINT_IO), and dct's rates are given over both.
+// have not run (a restart). Times are wall times from a barrier to a barrier (so the slowest
+// rank counts), averaged over `iters`, each operation started after a sync (no writeback of an
+// earlier operation's data in its time). The plain write is H5Fcreate + one collective H5Dwrite
+// of each rank's row + H5Fclose; "+fsync" adds the fsync that dct does before renaming
+// (durability), so dct / plain+fsync compares the same work. The plain write and read are also
+// timed with independent MPI-IO (dct's default for the rows, DCT_CHECKPOINT_IO), and dct's
+// rates are given over both.
 #include <fcntl.h>
 #include <hdf5.h>
 #include <mpi.h>
@@ -39,7 +40,15 @@ struct Options {
   std::string dir = ".";
 };
 
+/// Wall time of `body` from a barrier to a barrier. Every operation starts with no dirty page
+/// left by the one before (sync, untimed): otherwise the page cache's writeback of the
+/// previous write (a plain write leaves its 4 x `mib` MiB dirty) lands in whatever runs next,
+/// and a read or an fsync timed after a write pays for it.
 double timed(const std::function<void()> &body) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) ::sync();
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
   body();
