@@ -73,6 +73,14 @@ class Comm {
    * every gradient on its own; a gradient larger than the capacity gets a bucket of its own.
    */
   void set_bucket_elements(int64_t elements) { bucket_elements_ = elements; }
+  /**
+   * @brief Buckets per block, before the first `add_gradient`: every gradient registered
+   * between two `end_block` calls (one MLP of the model) goes into one bucket, split further
+   * only at the capacity of `set_bucket_elements` when that is not 0.
+   */
+  void set_bucket_per_block(bool on) { bucket_per_block_ = on; }
+  /** @brief The gradients registered so far end a block (the model calls it after each MLP). */
+  void end_block() { block_ended_ = true; }
   /** @brief Registers a gradient of `count` floats, summed over ranks in place; returns its id. */
   int add_gradient(float *grad, int count);
   /** @brief Marks gradient `id` complete (its buffer then belongs to the strategy until
@@ -141,6 +149,7 @@ class Comm {
   /// Registers the buckets with the strategy (at the first start: sizes are then final).
   void seal();
   int64_t bucket_elements_ = 0;
+  bool bucket_per_block_ = false, block_ended_ = false;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<int, int>> where_;  ///< Gradient id -> (bucket, member).
   bool sealed_ = false;

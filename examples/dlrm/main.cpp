@@ -231,6 +231,9 @@ int run(int argc, char **argv, int rank, int ranks) {
                  "0: one request per layer")
       ->check(CLI::Range(0.0, 1024.0))
       ->capture_default_str();
+  app.add_flag("--bucket-per-mlp", config.bucket_per_mlp,
+               "one request per MLP: each MLP's gradients in one bucket (split further at "
+               "--bucket-mb when that is not 0)");
   bool momentum_correction = false;
   app.add_flag("--momentum-correction", momentum_correction,
                "dct mode: the library applies the MLPs' momentum before compressing "
@@ -403,6 +406,7 @@ int run(int argc, char **argv, int rank, int ranks) {
                          {"algorithm", config.dct.algorithm},
                          {"momentum_correction", momentum_correction},
                          {"bucket_mb", bucket_mb},
+                         {"bucket_per_mlp", config.bucket_per_mlp},
                          {"result_density", config.dct.result_density},
                          {"density_warmup", config.dct.density_warmup},
                          {"mp_values", config.dct.mp_values},
@@ -452,7 +456,7 @@ int run(int argc, char **argv, int rank, int ranks) {
         "model " + config.model.model + " batch " + std::to_string(config.model.batch) + " seed " +
         std::to_string(config.model.seed) + " density " + given(config.dct.density) + " interval " +
         given(config.dct.interval) + " algorithm " + given(config.dct.algorithm) + " bucket_mb " +
-        std::to_string(bucket_mb);
+        std::to_string(bucket_mb) + " bucket_per_mlp " + (config.bucket_per_mlp ? "1" : "0");
     if (!trace.write(trace_path, header)) return kExitData;
   }
   print_table(runs, config.model.model == "dlrm");

@@ -28,9 +28,11 @@ struct Replicated {
 
   void bind(Comm &comm) {
     ids.assign(mlps.size(), {});
-    for (size_t m = 0; m < mlps.size(); ++m)
+    for (size_t m = 0; m < mlps.size(); ++m) {
       for (Linear &layer : mlps[m]->layers())
         ids[m].push_back(comm.add_gradient(layer.grad.data(), int(layer.grad.size())));
+      comm.end_block();
+    }
   }
   void step(float lr, float momentum, float scale) {
     for (Mlp *mlp : mlps)

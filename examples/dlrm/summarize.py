@@ -60,8 +60,8 @@ def main():
             if len(paired) > 1 else 0.0
         above = sum(d[-1] > 0 for d in paired)
         print(f"| {name} | {len(seeds)} | {ratios[name]['dp']:.1f}x | {ratios[name]['mp']:.1f}x "
-              f"| {mean:.2f} ({sd:.2f}, {sd / len(finals) ** 0.5:.2f}) | {delta:+.2f} ({delta_se:.2f}) | "
-              f"{per_epoch} | {above}/{len(paired)} |")
+              f"| {mean:.2f} ({sd:.2f}, {sd / len(finals) ** 0.5:.2f}) "
+              f"| {delta:+.2f} ({delta_se:.2f}) | {per_epoch} | {above}/{len(paired)} |")
 
 
 if __name__ == "__main__":

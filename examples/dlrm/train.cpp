@@ -123,6 +123,7 @@ json run_mode(const std::string &mode, const RunConfig &config, const Split &tra
   std::unique_ptr<Model> model = make_model(config.model, train, test, comm);
   std::unique_ptr<Comm> strategy = make_comm(mode, comm, config.dct);
   strategy->set_bucket_elements(config.bucket_elements);
+  strategy->set_bucket_per_block(config.bucket_per_mlp);
   model->bind(*strategy);
 
   json run;

@@ -39,6 +39,8 @@ struct RunConfig {
   int epochs = 5;
   /** Gradient bucket capacity in floats (Comm::set_bucket_elements; 0: one sum per layer). */
   int64_t bucket_elements = 0;
+  /** One bucket per MLP (Comm::set_bucket_per_block), split at bucket_elements if not 0. */
+  bool bucket_per_mlp = false;
   bool verbose = true;         ///< Rank 0 prints every epoch.
   LookupDump *dump = nullptr;  ///< Where the first mode leaves its lookups (nullptr: none).
   /// Where the first compressed mode leaves its kept indices (nullptr: none).

@@ -33,6 +33,7 @@ dlrm dp-only-bucket-d0.006 --modes dct $mc --density 0.006 --keep 1 --bucket-mb 
 dlrm dp-only-sign-d0.015 --modes dct --momentum-correction --values sign --density 0.015 \
   --keep 1 --mp-values fp16
 dlrm dp-only-d0.004-w0.1-117 --modes dct $mc --density 0.004 --density-warmup 0.1,117 --keep 1
+dlrm bucket1-fp16-mc-d0.006 --modes dct $mc --density 0.006 --bucket-mb 1  # added later
 mlp dense --modes dense
 mlp plain --modes dct
 mlp plain-w0.05-468 --modes dct --density-warmup 0.05,468

@@ -43,6 +43,8 @@ case "${1:-all}" in
     mlp mc-fp16-d0.01 --modes dct $mc --density 0.01
     mlp mc-fp16-d0.005 --modes dct $mc --density 0.005
     mlp mc-fp16-d0.005-bucket --modes dct $mc --density 0.005 --bucket-mb 4
+    mlp mc-fp16-d0.005-bucket0.5 --modes dct $mc --density 0.005 --bucket-mb 0.5
+    mlp plain-fp16-bucket0.5 --modes dct --values fp16 --bucket-mb 0.5
     mlp mc-sign-d0.016 --modes dct --momentum-correction --values sign --density 0.016
     mlp mc-sign-d0.0125 --modes dct --momentum-correction --values sign --density 0.0125
     mlp mc-sign-d0.0125-bucket --modes dct --momentum-correction --values sign --density 0.0125 \
@@ -52,6 +54,10 @@ case "${1:-all}" in
     dlrm dense --modes dense
     dlrm fp16-mc-d0.006 --modes dct $mc --density 0.006
     dlrm fp16-mc-d0.006-bucket --modes dct $mc --density 0.006 --bucket-mb 4
+    dlrm fp16-mc-d0.006-bucket1 --modes dct $mc --density 0.006 --bucket-mb 1
+    dlrm fp16-mc-d0.004-bucket1 --modes dct $mc --density 0.004 --bucket-mb 1
+    dlrm sign-mc-d0.015-bucket1 --modes dct --momentum-correction --values sign \
+      --mp-values fp16 --density 0.015 --bucket-mb 1
     dlrm fp16-mc-d0.004-bucket --modes dct $mc --density 0.004 --bucket-mb 4
     dlrm sign-mc-d0.015-bucket --modes dct --momentum-correction --values sign \
       --mp-values fp16 --density 0.015 --bucket-mb 4
