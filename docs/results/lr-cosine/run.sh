@@ -19,9 +19,9 @@ dlrm() {  # NAME ARGS...: DLRM at the DCT paper's sizes, 4 ranks, 5 epochs, seed
       --json $out/$name-s$s.json "$@" > $out/$name-s$s.txt
   done
 }
-mlp() {  # NAME ARGS...: the MLP 784-256-128-10, 2 ranks, 5 epochs, seeds 1-5
+mlp() {  # NAME ARGS...: the MLP 784-256-128-10, 2 ranks, 5 epochs, seeds 1-5 (or 1-$seeds)
   local name=$1; shift
-  for s in $(seq 1 5); do
+  for s in $(seq 1 "${seeds:-5}"); do
     mpiexec -n 2 $demo --model mlp --epochs 5 --quiet --seed $s --lr-schedule cosine \
       --json $out/mlp/$name-s$s.json "$@" > $out/mlp/$name-s$s.txt
   done
@@ -29,15 +29,15 @@ mlp() {  # NAME ARGS...: the MLP 784-256-128-10, 2 ranks, 5 epochs, seeds 1-5
 mkdir -p $out/mlp
 case "${1:-all}" in
   mlp|all)
-    mlp dense --modes dense
+    seeds=10 mlp dense --modes dense
     mlp plain --modes dct
     mlp plain-fp16 --modes dct --values fp16
     mlp plain-sign --modes dct --values sign
     mlp plain-sign-d0.025 --modes dct --values sign --density 0.025
-    mlp plain-bucket --modes dct --bucket-mb 4
-    mlp plain-fp16-bucket --modes dct --values fp16 --bucket-mb 4
-    mlp plain-bucket-w0.05-468 --modes dct --bucket-mb 4 --density-warmup 0.05,468
-    mlp plain-fp16-bucket-w0.05-468 --modes dct --values fp16 --bucket-mb 4 \
+    seeds=10 mlp plain-bucket --modes dct --bucket-mb 4
+    seeds=10 mlp plain-fp16-bucket --modes dct --values fp16 --bucket-mb 4
+    seeds=10 mlp plain-bucket-w0.05-468 --modes dct --bucket-mb 4 --density-warmup 0.05,468
+    seeds=10 mlp plain-fp16-bucket-w0.05-468 --modes dct --values fp16 --bucket-mb 4 \
       --density-warmup 0.05,468
     mlp plain-sign-bucket --modes dct --values sign --bucket-mb 4
     mlp mc-fp16-d0.01 --modes dct $mc --density 0.01
