@@ -22,11 +22,10 @@ int64_t ring_bytes(int64_t bytes, int ranks) {
 
 int Comm::add_gradient(float *grad, int count) {
   if (sealed_) throw std::logic_error("Comm::add_gradient after the first start");
-  const bool below_capacity =
-      bucket_elements_ > 0
-          ? buckets_.empty() || buckets_.back().elements + count <= bucket_elements_
-          : bucket_per_block_;
-  const bool fits = !buckets_.empty() && below_capacity && !(bucket_per_block_ && block_ended_);
+  // Into the last bucket: below the capacity if there is one, else only within a block.
+  const bool fits = !buckets_.empty() && !(bucket_per_block_ && block_ended_) &&
+                    (bucket_elements_ > 0 ? buckets_.back().elements + count <= bucket_elements_
+                                          : bucket_per_block_);
   block_ended_ = false;
   if (!fits) buckets_.emplace_back();
   Bucket &bucket = buckets_.back();
