@@ -29,9 +29,9 @@ std::vector<double> residual_row(const CheckpointReader &file, const SavedReques
   const std::size_t n = static_cast<std::size_t>(request.count);
   std::vector<double> values(n, 0.0);
   if (!request.has_residual) {
-    // Nothing to show; a velocity's or state's row is still read, which checks it against the
-    // checksum.
-    if (request.has_velocity || request.state_words > 0)
+    // Nothing to show; a velocity's, state's or last update's row is still read, which checks
+    // it against the checksum.
+    if (request.has_velocity || request.state_words > 0 || request.has_last_update)
       file.read_row(request, rank, nullptr, nullptr);
     return values;
   }
@@ -55,12 +55,12 @@ int info(const std::string &path) {
   for (const SavedRequest &r : file.requests()) {
     std::string taus;
     for (double tau : r.tau) taus += (taus.empty() ? "" : " ") + std::to_string(tau);
-    std::printf("%-24s %-18s %12lld %-6s %8lld %9g %8lld %-9s %s%s%s%s\n", r.name.c_str(),
+    std::printf("%-24s %-18s %12lld %-6s %8lld %9g %8lld %-9s %s%s%s%s%s\n", r.name.c_str(),
                 r.kind.c_str(), static_cast<long long>(r.count),
                 r.element_size == 4 ? "float" : "double", static_cast<long long>(r.calls),
                 r.density, static_cast<long long>(r.interval), r.algorithm.c_str(), taus.c_str(),
                 r.has_residual ? "" : "  (no residual)", r.has_velocity ? "  (+velocity)" : "",
-                r.state_words > 0 ? "  (+state)" : "");
+                r.state_words > 0 ? "  (+state)" : "", r.has_last_update ? "  (+last update)" : "");
   }
   return 0;
 }
@@ -69,8 +69,9 @@ int verify(const std::string &path) {
   CheckpointReader file(path, MPI_COMM_SELF);
   int bad = 0;
   for (const SavedRequest &r : file.requests()) {
-    for (int rank = 0;
-         rank < file.ranks() && (r.has_residual || r.has_velocity || r.state_words > 0); ++rank) {
+    for (int rank = 0; rank < file.ranks() &&
+                       (r.has_residual || r.has_velocity || r.state_words > 0 || r.has_last_update);
+         ++rank) {
       try {
         residual_row(file, r, rank);
       } catch (const dct::detail::Error &e) {

@@ -176,6 +176,14 @@ class KokkosBackend final : public Backend {
         exec(), "dct_momentum", n,                                                                \
         KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });      \
   }                                                                                               \
+  void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream) override {      \
+    for_each_index(                                                                               \
+        exec(), "dct_momentum_unroll", n, KOKKOS_LAMBDA(const std::int64_t i) {                   \
+          const T update = result[i];                                                             \
+          result[i] = update - momentum * previous[i];                                            \
+          previous[i] = update;                                                                   \
+        });                                                                                       \
+  }                                                                                               \
   void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) override {               \
     for_each_index(                                                                               \
         exec(), "dct_zero_at", m, KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });   \

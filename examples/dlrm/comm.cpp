@@ -195,6 +195,7 @@ class DctComm : public Comm {
     set_given(info, "dct_algorithm", options_.algorithm);
     set_given(info, "dct_result_density", options_.result_density);
     set_given(info, "dct_momentum", options_.momentum);
+    set_given(info, "dct_momentum_result", options_.momentum_result);
     // Named, so that a checkpoint of this mode matches whatever ran before it in the process.
     set_given(info, "dct_name", "dp." + std::to_string(requests_.size()));
     requests_.emplace_back(static_cast<const float *>(nullptr), grad, size_t(count), comm_,
@@ -225,7 +226,9 @@ class DctComm : public Comm {
     Timed timed(stats_);
     requests_.at(size_t(id)).start();
   }
-  bool applies_momentum() const override { return !options_.momentum.empty(); }
+  bool applies_momentum() const override {
+    return !options_.momentum.empty() && options_.momentum_result != "gradient";
+  }
   void wait_sums() override {
     Timed timed(stats_);
     dct::check(DCT_Waitall(int(handles_.size()), handles_.data(), statuses_.data()));

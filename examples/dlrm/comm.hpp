@@ -48,6 +48,9 @@ struct DctOptions {
   std::string mp_values;       ///< dct_values of DCT-MP when it differs from `values`
   /** dct_momentum of the data-parallel requests: the library then applies the momentum. */
   std::string momentum;
+  /** dct_momentum_result: `gradient` lets the optimizer keep its momentum (the library unrolls
+   * it out of the sums). */
+  std::string momentum_result;
   /** @brief eb mode (error-bounded embedding all-to-all): dct_error_bound,
    * dct_error_bound_schedule, dct_lossless, dct_beta_gbps of the MP request, and
    * dct_table_columns (the embedding dimension: one table per block of columns). */

@@ -235,9 +235,17 @@ int run(int argc, char **argv, int rank, int ranks) {
                "one request per MLP: each MLP's gradients in one bucket (split further at "
                "--bucket-mb when that is not 0)");
   bool momentum_correction = false;
-  app.add_flag("--momentum-correction", momentum_correction,
-               "dct mode: the library applies the MLPs' momentum before compressing "
-               "(dct_momentum, DGC's momentum correction) instead of the optimizer after the sum");
+  CLI::Option *momentum_correction_flag = app.add_flag(
+      "--momentum-correction", momentum_correction,
+      "dct mode: the library applies the MLPs' momentum before compressing "
+      "(dct_momentum, DGC's momentum correction) instead of the optimizer after the sum");
+  app.add_option(
+         "--momentum-result", config.dct.momentum_result,
+         "with --momentum-correction: dct_momentum_result; 'gradient' keeps the "
+         "optimizer's momentum (the library returns gradients whose momentum is the "
+         "corrected update), 'update' (the library's default) applies the sums as plain SGD")
+      ->check(CLI::IsMember({"update", "gradient"}))
+      ->needs(momentum_correction_flag);
   app.add_option("--error-bound", config.dct.error_bound,
                  "eb: dct_error_bound (relative; a list per local table; auto[:CLASSES])");
   app.add_option("--error-bound-schedule", config.dct.error_bound_schedule,
@@ -405,6 +413,7 @@ int run(int argc, char **argv, int rank, int ranks) {
                          {"mp_select", config.dct.mp_select},
                          {"algorithm", config.dct.algorithm},
                          {"momentum_correction", momentum_correction},
+                         {"momentum_result", config.dct.momentum_result},
                          {"bucket_mb", bucket_mb},
                          {"bucket_per_mlp", config.bucket_per_mlp},
                          {"result_density", config.dct.result_density},

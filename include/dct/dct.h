@@ -291,9 +291,19 @@ typedef struct DCT_Request_s *DCT_Request;
  *   keeps each rank's velocity u = m u + sendbuf and compresses u (with error feedback)
  *   instead of the raw gradient, and zeroes u where an entry was sent (momentum factor
  *   masking). The result is then the summed update itself: the application applies it as
- *   plain SGD, without a momentum of its own. Costs two more tensors of memory per request.
+ *   plain SGD, without a momentum of its own (or keeps it: `dct_momentum_result` below).
+ *   Costs two more tensors of memory per request.
  *   With density 1 the call is MPI_Allreduce of the velocities (no masking), i.e. dense
  *   momentum SGD. Checkpoints save and restore the velocity with the residual (format 4).
+ * - `dct_momentum_result` [`DCT_MOMENTUM_RESULT`], default `update`: what a `dct_momentum`
+ *   request returns. `update`: the summed update above, for plain SGD. `gradient`: for an
+ *   application that keeps its optimizer's heavy-ball momentum m (b = m b + g; w -= lr b, as
+ *   `torch.optim.SGD(momentum=m)` with dampening 0 and no Nesterov): the call returns
+ *   r = update - m * (the last call's update), whose momentum b is the update itself, to
+ *   rounding; `dct_momentum` must equal the optimizer's m. The compression, bytes and residual
+ *   are the same as with `update`. One more tensor of memory (the last update, saved by
+ *   checkpoints). At density 1 the call is MPI_Allreduce of the gradients, bit for bit. No
+ *   effect without `dct_momentum`.
  * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` or `hierarchical`
  *   (or `auto`, which then picks the cheaper of the two), the owners of the index segments
  *   keep only the largest sums, about

@@ -77,6 +77,9 @@ Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &confi
   fingerprint.add("compressed datatype and op", std::uint64_t(args.compressed()));
   fingerprint.add("dct_density 1 or below", std::uint64_t(compressed));
   fingerprint.add("dct_momentum", args.compressed() ? config.momentum : 0.0);
+  fingerprint.add(
+      "dct_momentum_result",
+      std::uint64_t(args.compressed() && config.momentum > 0.0 ? int(config.momentum_result) : 0));
   fingerprint.add("dct_algorithm", std::uint64_t(compressed ? config.algorithm : 0));
   fingerprint.add("dct_group_size", std::uint64_t(compressed ? config.group_size : 0));
   fingerprint.add("dct_values", std::uint64_t(compressed ? int(config.values) : 0));

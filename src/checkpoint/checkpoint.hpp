@@ -26,10 +26,12 @@ std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start 
 /// rank's residual bytes (none without residual), then (version 4) of its momentum velocity's
 /// (none without), followed by its tau and the call counter.
 /// Format 5: then of its state row (the words of RequestEngine::extra_state, see
-/// docs/checkpoint-format.md), before tau and the counter.
+/// docs/checkpoint-format.md), format 6: then of its last update (none without), before tau
+/// and the counter.
 std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls,
                            const void *velocity = nullptr, std::size_t velocity_bytes = 0,
-                           const void *state = nullptr, std::size_t state_bytes = 0);
+                           const void *state = nullptr, std::size_t state_bytes = 0,
+                           const void *last_update = nullptr, std::size_t last_update_bytes = 0);
 
 /// The widest state row a checkpoint may hold (words), a bound on what a file can make a
 /// reader allocate.
@@ -43,6 +45,7 @@ struct SavedRequest {
   int element_size = 0;  // 4: float, 8: double
   bool has_residual = false;
   bool has_velocity = false;     // dct_momentum's velocity (format 4 on)
+  bool has_last_update = false;  // dct_momentum_result=gradient's last update (format 6 on)
   std::int64_t state_words = 0;  // width of the per-rank state rows (format 5; 0: none)
   std::int64_t calls = 0;
   std::int64_t result_nonzeros = 0;  // RequestEngine::algorithm_hint (0 where absent)
@@ -83,9 +86,10 @@ class DCT_INTERNAL_API CheckpointReader {
   /// As read_residual, with the row's velocity into `velocity` (count * element_size bytes)
   /// where the request has one; either output is ignored where the request lacks that part,
   /// and the checksum covers both.
-  /// `state` (may be nullptr) receives the row's state words (format 5; empty without).
+  /// `state` (may be nullptr) receives the row's state words (format 5; empty without),
+  /// `last_update` (may be nullptr) its last update (format 6; count * element_size bytes).
   void read_row(const SavedRequest &request, int rank, void *residual, void *velocity,
-                std::vector<double> *state = nullptr) const;
+                std::vector<double> *state = nullptr, void *last_update = nullptr) const;
 
  private:
   std::int64_t file_ = -1;  // hid_t

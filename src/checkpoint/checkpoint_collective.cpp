@@ -45,7 +45,8 @@ std::vector<RequestEngine *> agreed_engines(MPI_Comm comm, const CommContext *co
     for (const RequestEngine *e : engines)
       manifest += e->name() + ' ' + std::to_string(e->counts_per_rank() ? 0 : e->count()) + ' ' +
                   std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + ' ' +
-                  std::to_string(has_velocity(*e)) + '\n';
+                  std::to_string(has_velocity(*e)) + ' ' + std::to_string(has_last_update(*e)) +
+                  '\n';
   });
   const std::uint32_t mine = checksum(manifest.data(), manifest.size());
   std::uint32_t lowest = 0, highest = 0;
@@ -102,7 +103,11 @@ bool has_residual(const RequestEngine &engine) {
 }
 
 bool has_velocity(const RequestEngine &engine) {
-  return engine.checkpointed() && engine.config().momentum > 0.0 && engine.count() > 0;
+  return engine.checkpointed() && engine.keeps_velocity();
+}
+
+bool has_last_update(const RequestEngine &engine) {
+  return engine.checkpointed() && engine.keeps_last_update();
 }
 
 Collective open_collective(MPI_Comm user_comm, const std::string &path) {

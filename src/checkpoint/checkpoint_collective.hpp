@@ -43,6 +43,8 @@ void run_agreed(MPI_Comm comm, const std::function<void()> &body);
 bool has_residual(const RequestEngine &engine);
 /// Whether `engine` keeps a momentum velocity (dct_momentum) that a checkpoint saves.
 bool has_velocity(const RequestEngine &engine);
+/// Whether `engine` keeps a last update (dct_momentum_result=gradient) that a checkpoint saves.
+bool has_last_update(const RequestEngine &engine);
 
 /// Open MPI before 5.0.10 (and 6.0.0) formats "<file name>.locktest.<rank>" into a 256-byte
 /// stack buffer when its sharedfp/lockedfile component is considered at MPI_File_open, so a

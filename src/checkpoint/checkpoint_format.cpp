@@ -11,10 +11,12 @@ namespace dct::detail {
 
 std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls,
                            const void *velocity, std::size_t velocity_bytes, const void *state,
-                           std::size_t state_bytes) {
+                           std::size_t state_bytes, const void *last_update,
+                           std::size_t last_update_bytes) {
   std::uint32_t crc = checksum(residual, bytes);
   crc = checksum(velocity, velocity_bytes, crc);
   crc = checksum(state, state_bytes, crc);
+  crc = checksum(last_update, last_update_bytes, crc);
   std::byte tail[16];  // little endian on every machine dct runs on, as the file is
   std::memcpy(tail, &tau, 8);
   std::memcpy(tail + 8, &calls, 8);

@@ -19,6 +19,8 @@
 namespace dct::detail {
 
 inline constexpr const char *kCheckpointFormatName = "dct-checkpoint";
+// Version 6: the last update of dct_momentum_result=gradient requests (dataset "last_update",
+// attribute "has_last_update", absent = 0), under the row's checksum after the state row.
 // Version 5: DCT-MP requests (kinds "alltoallv", "alltoallv_backward", count 0) and a per-rank
 // state row (dataset "state", attribute "state_words") under the row's checksum. Version 4: the
 // momentum velocity of dct_momentum requests (dataset "velocity", attribute
@@ -26,7 +28,7 @@ inline constexpr const char *kCheckpointFormatName = "dct-checkpoint";
 // 512-byte user block, checked before HDF5 opens the file (checkpoint_seal.hpp). Version 2: a row's
 // CRC-32 also covers its tau and the call counter (version 1: the residual only; still read, with
 // tau and the counter range-checked). Versions 1 and 2 are read unsealed.
-inline constexpr std::int64_t kCheckpointFormatVersion = 5;
+inline constexpr std::int64_t kCheckpointFormatVersion = 6;
 inline constexpr std::int64_t kCheckpointOldestReadableVersion = 1;
 inline constexpr const char *kCheckpointRequestsGroup = "requests";
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -48,17 +49,21 @@ class StagingBuffer {
 
 /// What a load will install into one engine, prepared before anything is touched.
 struct PendingState {
-  RequestEngine *engine;
-  const SavedRequest *saved;
+  RequestEngine *engine = nullptr;
+  const SavedRequest *saved = nullptr;
   std::vector<int> rows;  // saved ranks whose residuals (and velocities) this rank takes
   std::unique_ptr<StagingBuffer> residual, velocity;
-  double tau;
+  double tau = 0;
   std::vector<double> extra;  // the saved row's state words (format 5), checked by the engine
+  std::unique_ptr<StagingBuffer> last_update;  // dct_momentum_result=gradient (one row, exact)
   // The request's own residual and velocity, read into directly (see direct_targets).
   void *direct_residual = nullptr, *direct_velocity = nullptr;
   std::size_t direct_bytes = 0;
   const void *residual_data() const { return direct_residual ? direct_residual : staged(residual); }
   const void *velocity_data() const { return direct_velocity ? direct_velocity : staged(velocity); }
+  bool has_rows() const {
+    return saved->has_residual || saved->has_velocity || saved->has_last_update;
+  }
   static const void *staged(const std::unique_ptr<StagingBuffer> &buffer) {
     return buffer ? buffer->data() : nullptr;
   }
@@ -68,6 +73,14 @@ struct PendingState {
     if (direct_velocity) std::memset(direct_velocity, 0, direct_bytes);
   }
 };
+
+/// MPI_Bcast from rank 0 of `bytes` bytes, in pieces of at most INT_MAX.
+void bcast_bytes(std::byte *data, std::size_t bytes, MPI_Comm comm) {
+  for (std::size_t offset = 0; offset < bytes; offset += INT_MAX) {
+    const int piece = static_cast<int>(std::min<std::size_t>(bytes - offset, INT_MAX));
+    check_mpi(MPI_Bcast(data + offset, piece, MPI_BYTE, 0, comm), "MPI_Bcast");
+  }
+}
 
 /// Whether `bytes` bytes at `data` are all zero bits.
 bool all_zero(const void *data, std::size_t bytes) {
@@ -90,7 +103,8 @@ bool all_zero(const void *data, std::size_t bytes) {
 /// rows summed on another rank count) is staged.
 void direct_targets(PendingState &state, bool redistribute) {
   const SavedRequest &saved = *state.saved;
-  if (redistribute || (!saved.has_residual && !saved.has_velocity)) return;
+  // (A last update is staged: one more part is not worth a path of its own.)
+  if (redistribute || saved.has_last_update || (!saved.has_residual && !saved.has_velocity)) return;
   const KernelTurn kernels;  // the residual's pending writes may run kernels
   void *residual = saved.has_residual ? state.engine->loadable_residual() : nullptr;
   void *velocity = saved.has_velocity ? state.engine->loadable_velocity() : nullptr;
@@ -134,9 +148,16 @@ PendingState plan(const CheckpointReader &reader, RequestEngine *engine, int ran
   require(saved->has_velocity == has_velocity(*engine), DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() +
               "' keeps a momentum velocity (dct_momentum) in one run and not in the other");
-  return PendingState{engine,  saved,   rows_for(rank, ranks, reader.ranks(), redistribute),
-                      nullptr, nullptr, saved->tau[static_cast<std::size_t>(rank % reader.ranks())],
-                      {}};
+  require(saved->has_last_update == has_last_update(*engine), DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() +
+              "' returns gradients (dct_momentum_result=gradient) in one run and not in the "
+              "other");
+  PendingState state;
+  state.engine = engine;
+  state.saved = saved;
+  state.rows = rows_for(rank, ranks, reader.ranks(), redistribute);
+  state.tau = saved->tau[static_cast<std::size_t>(rank % reader.ranks())];
+  return state;
 }
 
 /// The rows of one part (residual or velocity) as they arrive: straight into the staging
@@ -186,11 +207,16 @@ void read_rows(const CheckpointReader &reader, PendingState &state, std::size_t 
   std::optional<RowSum<T>> residual, velocity;
   if (state.saved->has_residual) residual.emplace(state.residual, n, state.rows.size());
   if (state.saved->has_velocity) velocity.emplace(state.velocity, n, state.rows.size());
+  // Every saved row holds the same last update: this rank's first row's is taken (with
+  // redistribute, rank 0's is then broadcast: see checkpoint_load).
+  if (state.saved->has_last_update)
+    state.last_update = std::make_unique<StagingBuffer>(n * sizeof(T));
   for (std::size_t k = 0; k < max_rows; ++k) {
     const int saved_rank = k < state.rows.size() ? state.rows[k] : -1;
     try {
       reader.read_row(*state.saved, saved_rank, residual ? residual->into() : nullptr,
-                      velocity ? velocity->into() : nullptr);
+                      velocity ? velocity->into() : nullptr, nullptr,
+                      k == 0 && state.last_update ? state.last_update->data() : nullptr);
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
@@ -273,11 +299,17 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
             if (!failure) failure = std::current_exception();
           }
         }
-        if (!state.saved->has_residual && !state.saved->has_velocity) continue;
+        if (!state.has_rows()) continue;
         if (state.saved->element_size == 4)
           read_rows<float>(*reader, state, redistribute ? max_rows : 1, failure);
         else
           read_rows<double>(*reader, state, redistribute ? max_rows : 1, failure);
+        // On another rank count some ranks take no row: rank 0 (which takes saved row 0)
+        // gives every rank its last update. Collective, so before any failure is thrown.
+        if (redistribute && state.last_update)
+          bcast_bytes(state.last_update->data(),
+                      static_cast<std::size_t>(state.saved->count) * state.saved->element_size,
+                      comm);
       }
       if (failure) std::rethrow_exception(failure);
       for (const PendingState &state : pending) state.engine->check_extra_state(state.extra);
@@ -293,6 +325,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
                           state.saved->calls);
   for (const PendingState &state : pending) {
     state.engine->restore_extra_state(state.extra);
+    if (state.last_update) state.engine->restore_last_update(state.last_update->data());
     state.engine->restore_algorithm_hint(state.saved->result_nonzeros);
   }
 }

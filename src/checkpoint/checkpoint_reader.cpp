@@ -83,6 +83,10 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
           format_version_ >= 5 ? h5::read_int(group.get(), "state_words") : std::int64_t(0);
       require(saved.state_words >= 0 && saved.state_words <= kMaxStateWords, DCT_ERR_CKPT_FORMAT,
               "request " + saved.name + " has an invalid state_words");
+      // Written only where it is 1.
+      saved.has_last_update = format_version_ >= 6 &&
+                              H5Aexists(group.get(), "has_last_update") > 0 &&
+                              h5::read_int(group.get(), "has_last_update") != 0;
       // Optional (files of format 5 written before it lack it): covered by the seal alone.
       if (format_version_ >= 5 && H5Aexists(group.get(), "result_nonzeros") > 0)
         saved.result_nonzeros = h5::read_int(group.get(), "result_nonzeros");
@@ -100,7 +104,7 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
                 "request " + saved.name + " has an invalid threshold for rank " +
                     std::to_string(r) + ": " + std::to_string(tau));
         if (!saved.has_residual && !saved.has_velocity && saved.state_words == 0 &&
-            format_version_ >= 2)  // no data to read: check now
+            !saved.has_last_update && format_version_ >= 2)  // no data to read: check now
           require(row_checksum(nullptr, 0, tau, saved.calls) ==
                       saved.checksums[static_cast<std::size_t>(r)],
                   DCT_ERR_CKPT_CHECKSUM,
@@ -115,7 +119,8 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
       for (const auto &[part, present, width] :
            {Part{"residual", saved.has_residual, saved.count},
             Part{"velocity", saved.has_velocity, saved.count},
-            Part{"state", saved.state_words > 0, saved.state_words}}) {
+            Part{"state", saved.state_words > 0, saved.state_words},
+            Part{"last_update", saved.has_last_update, saved.count}}) {
         if (!present) continue;
         h5::Handle dataset(H5Dopen2(group.get(), part, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                            "request " + saved.name + " has no " + part);
@@ -191,16 +196,23 @@ void CheckpointReader::read_residual(const SavedRequest &request, int rank, void
 }
 
 void CheckpointReader::read_row(const SavedRequest &request, int rank, void *residual,
-                                void *velocity, std::vector<double> *state) const {
+                                void *velocity, std::vector<double> *state,
+                                void *last_update) const {
   h5::QuietHdf5 quiet;
-  require((request.has_residual || request.has_velocity || request.state_words > 0) && rank >= -1 &&
-              rank < ranks_,
+  require((request.has_residual || request.has_velocity || request.state_words > 0 ||
+           request.has_last_update) &&
+              rank >= -1 && rank < ranks_,
           DCT_ERR_INTERNAL, "read_row: no such row");
   const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
-  std::vector<std::byte> scratch;  // a velocity the caller does not want is still checked
+  // A velocity or last update the caller does not want is still checked.
+  std::vector<std::byte> scratch, scratch_update;
   if (request.has_velocity && velocity == nullptr) {
     scratch.resize(bytes);
     velocity = scratch.data();
+  }
+  if (request.has_last_update && last_update == nullptr) {
+    scratch_update.resize(bytes);
+    last_update = scratch_update.data();
   }
   const hsize_t elements = static_cast<hsize_t>(request.count);
   const hid_t memory = h5::memory_type(request.element_size);
@@ -214,6 +226,9 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
   if (request.state_words > 0)
     read_dataset_row(file_, request, "state", rank, row.data(), collective_,
                      static_cast<hsize_t>(request.state_words), H5T_NATIVE_DOUBLE);
+  if (request.has_last_update)
+    read_dataset_row(file_, request, "last_update", rank, last_update,
+                     collective_ && collective_rows_, elements, memory);
   if (rank < 0) return;
   const std::size_t residual_bytes = request.has_residual ? bytes : 0;
   const std::size_t velocity_bytes = request.has_velocity ? bytes : 0;
@@ -221,11 +236,12 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
       format_version_ >= 2
           ? row_checksum(residual, residual_bytes, request.tau[static_cast<std::size_t>(rank)],
                          request.calls, velocity, velocity_bytes, row.data(),
-                         row.size() * sizeof(double))
+                         row.size() * sizeof(double), last_update,
+                         request.has_last_update ? bytes : 0)
           : checksum(residual, residual_bytes);
   require(crc == request.checksums[static_cast<std::size_t>(rank)], DCT_ERR_CKPT_CHECKSUM,
-          "the residual, velocity, state, threshold or call counter of '" + request.name +
-              "' saved by rank " + std::to_string(rank) +
+          "the residual, velocity, state, last update, threshold or call counter of '" +
+              request.name + "' saved by rank " + std::to_string(rank) +
               " does not match its checksum: the file is corrupt");
   if (request.state_words == 0) return;
   // [words used, words..., zeros]: the row is as wide as the widest rank's.

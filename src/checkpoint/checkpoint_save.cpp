@@ -69,7 +69,8 @@ std::vector<std::vector<double>> state_rows(MPI_Comm comm,
 std::size_t bulk_datasets(const std::vector<RequestEngine *> &engines) {
   std::size_t datasets = 0;
   for (const RequestEngine *engine : engines)
-    datasets += std::size_t(has_residual(*engine)) + std::size_t(has_velocity(*engine));
+    datasets += std::size_t(has_residual(*engine)) + std::size_t(has_velocity(*engine)) +
+                std::size_t(has_last_update(*engine));
   return datasets;
 }
 
@@ -136,22 +137,28 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
     const double tau = engine->tau();
     const void *data = nullptr;
     const void *velocity = nullptr;
+    const void *last_update = nullptr;
     {  // may run kernels (pending writes, a device copy)
       const KernelTurn kernels;
       if (residual) data = engine->residual();
-      velocity = engine->velocity();  // nullptr without momentum or elements
+      velocity = engine->velocity();        // nullptr without momentum or elements
+      last_update = engine->last_update();  // nullptr but with dct_momentum_result=gradient
     }
     h5::write_attribute(group.get(), "has_velocity",
                         static_cast<std::int64_t>(velocity != nullptr));
+    if (last_update != nullptr)
+      h5::write_attribute(group.get(), "has_last_update", std::int64_t(1));
     h5::write_attribute(group.get(), "state_words", static_cast<std::int64_t>(state.size()));
     const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
     const std::uint32_t crc = row_checksum(
         data, residual ? bytes : 0, tau, static_cast<std::int64_t>(engine->calls()), velocity,
-        velocity != nullptr ? bytes : 0, state.data(), state.size() * sizeof(double));
+        velocity != nullptr ? bytes : 0, state.data(), state.size() * sizeof(double), last_update,
+        last_update != nullptr ? bytes : 0);
     if (!state.empty())
       h5::write_rank_row(group.get(), "state", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank,
                          static_cast<hsize_t>(state.size()), true, state.data(), transfer.get());
-    for (const auto &[part, row] : {std::pair{"residual", data}, std::pair{"velocity", velocity}})
+    for (const auto &[part, row] : {std::pair{"residual", data}, std::pair{"velocity", velocity},
+                                    std::pair{"last_update", last_update}})
       if (row != nullptr) {
         const Extent raw =
             h5::write_rank_row(group.get(), part, h5::file_type(engine->element_size()),
@@ -187,6 +194,7 @@ std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
                               std::uint64_t(engine->element_size()) * std::uint64_t(ranks);
     if (has_residual(*engine)) bytes += row;
     if (has_velocity(*engine)) bytes += row;
+    if (has_last_update(*engine)) bytes += row;
   }
   return bytes;
 }

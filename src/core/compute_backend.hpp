@@ -193,6 +193,10 @@ class Backend {
   /** Momentum correction (dct_momentum): out[i] = momentum * velocity[i] + send[i], i < n. */     \
   virtual void momentum_update(const T *send, const T *velocity, T momentum, T *out,               \
                                std::size_t n, Stream stream) = 0;                                  \
+  /** dct_momentum_result=gradient, for i < n: u = result[i]; result[i] = u - momentum * */        \
+  /** previous[i]; previous[i] = u (a heavy-ball momentum of the results gives the updates). */    \
+  virtual void momentum_unroll(T *result, T *previous, T momentum, std::size_t n,                  \
+                               Stream stream) = 0;                                                 \
   /** out[idx[j]] = 0 for j < m; indices validated by the caller (< n). */                         \
   virtual void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) = 0;
   DCT_BACKEND_KERNELS(float)

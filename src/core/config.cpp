@@ -102,6 +102,11 @@ void parse_momentum(Config &config, const std::string &value, const std::string 
   config.momentum = momentum;
 }
 
+void parse_momentum_result(Config &config, const std::string &value, const std::string &origin) {
+  if (value != "update" && value != "gradient") bad_value(origin, value, "update or gradient");
+  config.momentum_result = value == "update" ? MomentumResult::update : MomentumResult::gradient;
+}
+
 void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
   for (DCT_Algorithm a :
        {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE, DCT_ALGORITHM_SPLIT,
@@ -363,6 +368,11 @@ const Knob knobs[] = {
      [](const Config &c) { return number(c.result_density); }, kDp},
     {"dct_momentum", "DCT_MOMENTUM", parse_momentum,
      [](const Config &c) { return number(c.momentum); }, kDp},
+    {"dct_momentum_result", "DCT_MOMENTUM_RESULT", parse_momentum_result,
+     [](const Config &c) {
+       return std::string(c.momentum_result == MomentumResult::update ? "update" : "gradient");
+     },
+     kDp},
     {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm,
      [](const Config &c) { return std::string(algorithm_name(c.algorithm)); }, kDp},
     {"dct_group_size", "DCT_GROUP_SIZE", parse_group_size,

@@ -51,6 +51,12 @@ struct ErrorBoundConfig {
   LosslessChoice lossless = LosslessChoice::automatic;
 };
 
+/// What a dct_momentum request's result is (dct_momentum_result).
+enum class MomentumResult {
+  update,    ///< the summed update, applied as plain SGD (the application's momentum 0)
+  gradient,  ///< a gradient whose heavy-ball momentum (the application's own) is that update
+};
+
 /// How tau moves between exact selections (dct_tau_control; see tau_control.hpp).
 enum class TauControl {
   adaptive,  ///< corrected after every call, selected exactly when the density leaves its band
@@ -84,6 +90,9 @@ struct Config {
   /// Momentum correction (DGC): the request keeps each rank's SGD velocity and compresses it
   /// instead of the raw gradient; 0 turns it off.
   double momentum = 0.0;
+  /// What the result of a momentum-corrected request is: the update itself, or a gradient
+  /// whose momentum is the update (the request then keeps the last update, one more tensor).
+  MomentumResult momentum_result = MomentumResult::update;
   DCT_Algorithm algorithm = DCT_ALGORITHM_AUTO;
   /// hierarchical: ranks per group (0: a node's, or about sqrt(P); dp/exchange/exchange.hpp).
   int group_size = 0;

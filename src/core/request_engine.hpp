@@ -61,6 +61,13 @@ class RequestEngine {
   /// dct_momentum's velocity, `count` elements of the request's datatype (nullptr without
   /// momentum): state a checkpoint saves with the residual (format 4).
   virtual const void *velocity() const { return nullptr; }
+  /// dct_momentum_result=gradient's last update, `count` elements of the request's datatype
+  /// (nullptr without): state a checkpoint saves with the velocity (format 6).
+  virtual const void *last_update() const { return nullptr; }
+  /// Whether the request keeps a velocity / a last update (with elements), which checkpoints
+  /// then hold.
+  virtual bool keeps_velocity() const { return false; }
+  virtual bool keeps_last_update() const { return false; }
 
   /// What the request computes, as checkpoints record it (the `kind` attribute):
   /// "allreduce", "alltoallv" or "alltoallv_backward".
@@ -97,6 +104,8 @@ class RequestEngine {
   }
   /// Installs checked words (after restore()).
   virtual void restore_extra_state(const std::vector<double> &words) { static_cast<void>(words); }
+  /// Replaces the last update (`count` elements; requests that keep one, after restore()).
+  virtual void restore_last_update(const void *update) { static_cast<void>(update); }
   /// Whether count() is this rank's own (DCT-MP: the elements it sends), which may differ
   /// between ranks; checkpoints then record it in extra_state(), not in the `count` attribute.
   virtual bool counts_per_rank() const { return false; }

@@ -113,6 +113,10 @@ class CompressedEngine final : public RequestEngine {
       velocity_next_ = BackendArray<T>(*backend_, elements());
       backend_->fill_zero(velocity_.data(), elements(), stream_);
     }
+    if (unrolls() && elements() > 0) {
+      previous_ = BackendArray<T>(*backend_, elements());
+      backend_->fill_zero(previous_.data(), elements(), stream_);
+    }
     require(exact() || !staged_ || config.result_density >= 1.0, DCT_ERR_INFO,
             "dct_result_density < 1 is not supported with device buffers yet");
     if (config.group_size > 0) hierarchy_group_size(context_->size(), 0, config.group_size);
@@ -188,6 +192,19 @@ class CompressedEngine final : public RequestEngine {
     backend_->copy(velocity_host_.data(), velocity_.data(), elements() * sizeof(T), stream_);
     return velocity_host_.data();
   }
+  const void *last_update() const override {
+    if (!keeps_last_update()) return nullptr;
+    if (!staged_) return previous_.data();
+    previous_host_.resize(elements());
+    backend_->copy(previous_host_.data(), previous_.data(), elements() * sizeof(T), stream_);
+    return previous_host_.data();
+  }
+  bool keeps_velocity() const override { return momentum() && elements() > 0; }
+  bool keeps_last_update() const override { return unrolls() && elements() > 0; }
+  void restore_last_update(const void *update) override {
+    if (keeps_last_update())
+      backend_->copy(previous_.data(), update, elements() * sizeof(T), stream_);
+  }
   void *loadable_residual() override {
     return exact() || staged_ || elements() == 0 ? nullptr : compressor_.residual(stream_);
   }
@@ -232,11 +249,22 @@ class CompressedEngine final : public RequestEngine {
         backend_->copy(recv_, result_host_.data(), elements() * sizeof(T), stream_);
       compressor_.commit();
       commit_velocity();
+      if (unrolls() && elements() > 0)
+        backend_->momentum_unroll(recv_, previous_.data(), static_cast<T>(config_.momentum),
+                                  elements(), stream_);
     }
     return done;
   }
 
-  bool momentum() const { return config_.momentum > 0.0; }
+  // dct_momentum_result=gradient at density 1 leaves the momentum to the application: the call
+  // is MPI_Allreduce of the gradients, bit for bit.
+  bool momentum() const {
+    return config_.momentum > 0.0 &&
+           !(exact() && config_.momentum_result == MomentumResult::gradient);
+  }
+  // dct_momentum_result=gradient: the result r = update - m * last update, whose heavy-ball
+  // momentum (b = m b + r, from b = 0) is the update itself; previous_ holds the last update.
+  bool unrolls() const { return momentum() && config_.momentum_result == MomentumResult::gradient; }
 
   // Momentum correction: this call's velocity (momentum * velocity + send) becomes the
   // request's once the call succeeded, zeroed where an entry was sent (DGC's momentum factor
@@ -435,6 +463,8 @@ class CompressedEngine final : public RequestEngine {
   bool staged_;                               // a GPU backend: the exchanges work on host copies
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
   mutable std::vector<T> velocity_host_;      // velocity() of a staged request
+  BackendArray<T> previous_;                  // dct_momentum_result=gradient: the last update
+  mutable std::vector<T> previous_host_;      // last_update() of a staged request
   GradientCompressor<T> compressor_;          // residual, threshold and kept entries
 #ifdef DCT_TESTING
   std::vector<WireIndex> tampered_idx_;  // testing::tamper_allreduce_indices only

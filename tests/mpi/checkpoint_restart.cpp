@@ -1,9 +1,9 @@
 // One step of the restart scenarios that need separate jobs (tests/mpi/checkpoint_restart.sh):
-//   save PATH          7 calls on two requests with default names (the double one with
-//                      dct_momentum), then save
+//   save PATH          7 calls on three requests with default names (the double one with
+//                      dct_momentum, the third with dct_momentum_result=gradient), then save
 //   redistribute PATH  restart on this job's rank count (DCT_RESTART=redistribute): the sum over
 //                      ranks of every residual and velocity equals the saved one exactly
-//                      (dyadic data, momentum 0.5)
+//                      (dyadic data, momentum 0.5), every rank has the saved last update
 //   strict PATH        restart on another rank count without redistribute: refused
 //   crash PATH         9 calls, then a save during which rank 1 dies
 //   verify PATH        the checkpoint at PATH is the 7-call one and loads
@@ -31,7 +31,8 @@ constexpr int kSavedCalls = 7;
 struct Job {
   std::vector<float> a_send = std::vector<float>(kCount), a_recv = std::vector<float>(kCount);
   std::vector<double> b_send = std::vector<double>(kCount), b_recv = std::vector<double>(kCount);
-  DCT_Request a = DCT_REQUEST_NULL, b = DCT_REQUEST_NULL;
+  std::vector<float> c_send = std::vector<float>(kCount), c_recv = std::vector<float>(kCount);
+  DCT_Request a = DCT_REQUEST_NULL, b = DCT_REQUEST_NULL, c = DCT_REQUEST_NULL;
   int calls = 0;
 
   Job() {
@@ -41,17 +42,22 @@ struct Job {
     MPI_Info_set(info, "dct_momentum", "0.5");  // velocities stay dyadic: sums are exact
     DCT_Allreduce_init(b_send.data(), b_recv.data(), kCount, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                        info, &b);
+    MPI_Info_set(info, "dct_momentum_result", "gradient");
+    DCT_Allreduce_init(c_send.data(), c_recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                       info, &c);
     MPI_Info_free(&info);
   }
   ~Job() {
     DCT_Request_free(&a);
     DCT_Request_free(&b);
+    DCT_Request_free(&c);
   }
   bool step() {
     overwrite(a_send, dyadic_gradient<float>(kCount, calls));
     overwrite(b_send, dyadic_gradient<double>(kCount, calls + 1000));
+    overwrite(c_send, dyadic_gradient<float>(kCount, calls + 2000));
     ++calls;
-    for (DCT_Request *r : {&a, &b})
+    for (DCT_Request *r : {&a, &b, &c})
       if (DCT_Start(r) != DCT_SUCCESS || DCT_Wait(r, DCT_STATUS_IGNORE) != DCT_SUCCESS) {
         std::printf("rank %d: call failed: %s\n", rank(), DCT_Get_last_error());
         return false;
@@ -89,6 +95,22 @@ std::vector<double> saved_sum(const std::string &path, const std::string &name,
   return sum;
 }
 
+/// A live dct_momentum_result=gradient request's last update (float).
+std::vector<float> live_last_update(DCT_Request r) {
+  const auto *update = static_cast<const float *>(engine_of(r).last_update());
+  return update ? std::vector<float>(update, update + kCount) : std::vector<float>();
+}
+
+/// Saved rank `row`'s last update of a saved request (read under its checksum).
+std::vector<float> saved_last_update(const std::string &path, const std::string &name, int row) {
+  dct::detail::CheckpointReader reader(path, MPI_COMM_SELF);
+  const dct::detail::SavedRequest *saved = reader.find(name);
+  std::vector<float> residual(kCount), velocity(kCount), update(kCount);
+  if (saved == nullptr || !saved->has_last_update) return {};
+  reader.read_row(*saved, row, residual.data(), velocity.data(), nullptr, update.data());
+  return update;
+}
+
 bool expect(bool ok, const char *what) {
   if (!ok) std::printf("rank %d: FAILED: %s (%s)\n", rank(), what, DCT_Get_last_error());
   return ok;
@@ -115,7 +137,8 @@ int run(const std::string &mode, const std::string &path) {
   bool ok =
       expect(engine_of(job.a).name() == "allreduce.0" && engine_of(job.b).name() == "allreduce.1",
              "default names are stable across runs");
-  ok &= expect(engine_of(job.a).calls() == kSavedCalls && engine_of(job.b).calls() == kSavedCalls,
+  ok &= expect(engine_of(job.a).calls() == kSavedCalls && engine_of(job.b).calls() == kSavedCalls &&
+                   engine_of(job.c).calls() == kSavedCalls,
                "call counters restored");
   if (mode == "redistribute") {
     ok &= expect(live_sum<float>(job.a) == saved_sum<float>(path, "allreduce.0"),
@@ -124,6 +147,9 @@ int run(const std::string &mode, const std::string &path) {
                  "double residual sum preserved exactly");
     ok &= expect(live_velocity_sum(job.b) == saved_sum<double>(path, "allreduce.1", true),
                  "double velocity sum preserved exactly");
+    const std::vector<float> update = saved_last_update(path, "allreduce.2", 0);
+    ok &= expect(!update.empty() && same_bits(live_last_update(job.c), update),
+                 "every rank has the saved last update");
   }
   job.calls = kSavedCalls;
   ok &= expect(job.step(), "the restarted job keeps training");

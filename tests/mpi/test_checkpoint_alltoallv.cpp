@@ -230,7 +230,7 @@ TEST(CheckpointAlltoallv, UnnamedPairsAreSavedUnderTheirDefaultNames) {
   }
   MPI_Comm_free(&comm);
   detail::CheckpointReader reader(path, MPI_COMM_SELF);
-  EXPECT_EQ(reader.format_version(), 5);
+  EXPECT_GE(reader.format_version(), 5);  // a format with DCT-MP requests
   for (const char *name : {"alltoallv.0", "alltoallv.0.backward", "alltoallv.1",
                            "alltoallv.1.backward", "alltoallv.1.backward.1"})
     EXPECT_NE(reader.find(name), nullptr) << name;

@@ -2,8 +2,10 @@
 // (format 4) and a restarted run continues bit for bit like the uninterrupted one, at density
 // < 1 and at density 1 (no residual, a velocity), float and double; corrupting a velocity
 // row is refused with the live state left alone; and a request with momentum against a
-// checkpoint without it (or the reverse) is a mismatch on every rank.
+// checkpoint without it (or the reverse) is a mismatch on every rank. dct_momentum_result=gradient
+// requests save their last update too (format 6): a restart continues bit for bit.
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -109,6 +111,89 @@ TEST(CheckpointMomentum, RestartedRunContinuesBitForBit) {
   forgetful.calls = 6;
   for (int i = 0; i < 3; ++i) forgetful.step();
   EXPECT_FALSE(same_bits(forgetful.b_recv, b_result));
+}
+
+/// dct_momentum_result=gradient, float at 2% and double at density 1 (MPI_Allreduce of the
+/// gradients, no state but the call counter).
+struct GradientModel {
+  std::vector<float> send = std::vector<float>(kCount), recv = std::vector<float>(kCount);
+  DCT_Request request = DCT_REQUEST_NULL;
+  int calls = 0;
+  explicit GradientModel(const char *result = "gradient") {
+    MPI_Info info = make_info({{"dct_name", "mc.g"},
+                               {"dct_density", "0.02"},
+                               {"dct_momentum", "0.9"},
+                               {"dct_momentum_result", result}});
+    EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), send.size(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS)
+        << DCT_Get_last_error();
+    MPI_Info_free(&info);
+  }
+  ~GradientModel() { DCT_Request_free(&request); }
+  void step() {
+    overwrite(send, gradient<float>(send.size(), calls++));
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  }
+};
+
+TEST(CheckpointMomentum, GradientResultRestartsBitForBit) {
+  const std::string path = scratch("gradient");
+  std::vector<std::vector<float>> expected;
+  {
+    GradientModel model;
+    for (int i = 0; i < 5; ++i) model.step();
+    ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS)
+        << DCT_Get_last_error();
+    for (int i = 0; i < 3; ++i) {
+      model.step();
+      expected.push_back(model.recv);
+    }
+  }
+  detail::CheckpointReader reader(path, MPI_COMM_SELF);
+  EXPECT_EQ(reader.format_version(), 6);
+  const detail::SavedRequest *saved = reader.find("mc.g");
+  ASSERT_TRUE(saved != nullptr);
+  EXPECT_TRUE(saved->has_residual && saved->has_velocity && saved->has_last_update);
+  // Not zeros: the bit-for-bit restart below needs it restored.
+  std::vector<float> saved_residual(kCount), saved_velocity(kCount), last_update(kCount);
+  reader.read_row(*saved, rank(), saved_residual.data(), saved_velocity.data(), nullptr,
+                  last_update.data());
+  EXPECT_TRUE(std::any_of(last_update.begin(), last_update.end(), [](float x) { return x != 0; }));
+
+  {  // (freed before the next request of the same name)
+    GradientModel restarted;
+    ASSERT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS)
+        << DCT_Get_last_error();
+    restarted.calls = 5;
+    for (int i = 0; i < 3; ++i) {
+      restarted.step();
+      EXPECT_TRUE(all_ranks(same_bits(restarted.recv, expected[std::size_t(i)]))) << "call " << i;
+    }
+  }
+  // Against a request returning the update itself: a mismatch on every rank, nothing changed.
+  GradientModel update("update");
+  update.step();
+  const std::vector<float> residual = residual_of<float>(update.request, kCount);
+  const int rc = DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str());
+  EXPECT_TRUE(all_ranks(rc == DCT_ERR_CKPT_MISMATCH)) << rc << ": " << DCT_Get_last_error();
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("dct_momentum_result"), std::string::npos)
+      << DCT_Get_last_error();
+  EXPECT_TRUE(same_bits(residual_of<float>(update.request, kCount), residual));
+}
+
+TEST(CheckpointMomentum, ACorruptLastUpdateIsRefused) {
+  const std::string path = scratch("corrupt_update");
+  GradientModel model;
+  for (int i = 0; i < 3; ++i) model.step();
+  ASSERT_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+  model.step();
+  const std::vector<float> residual = residual_of<float>(model.request, kCount);
+  add_to_saved_value(path, "requests/mc.g/last_update", 11, 1.0);  // saved rank 0's
+  const int rc = DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str());
+  EXPECT_TRUE(all_ranks(rc == DCT_ERR_CKPT_CHECKSUM)) << rc << ": " << DCT_Get_last_error();
+  EXPECT_TRUE(same_bits(residual_of<float>(model.request, kCount), residual));
 }
 
 TEST(CheckpointMomentum, ReaderHasTheVelocityUnderTheChecksum) {

@@ -248,6 +248,9 @@ TEST(Hardening, DifferentConfigurationFailsAlikeOnEveryRank) {
       // Used to lose a peer's entry on one rank while the others returned DCT_ERR_PEER.
       {{{"dct_values", "fp16"}}, {{"dct_values", "native"}}, "dct_values"},
       {{{"dct_momentum", "0.9"}}, {}, "dct_momentum"},
+      {{{"dct_momentum", "0.9"}, {"dct_momentum_result", "gradient"}},
+       {{"dct_momentum", "0.9"}},
+       "dct_momentum_result"},
       {{{"dct_tau_control", "fixed"}}, {}, "dct_tau_control"},
       {{{"dct_alpha_us", "50"}}, {}, "dct_alpha_us"},
       {{{"dct_algorithm", "split"}, {"dct_result_density", "0.1"}},

@@ -2,7 +2,8 @@
 // reference: each rank's velocity u = m u + g, the residual v = v + u, the exact top k of |v|
 // sent and zeroed in v and u. The sum, the residual, the density and the velocity's effect on
 // later calls must all match; density 1 is MPI_Allreduce of the velocities; a failed call
-// leaves the velocity as it was; bad values and checkpoints are refused.
+// leaves the velocity as it was; bad values and checkpoints are refused. With
+// dct_momentum_result=gradient the application's own momentum of the results is that update.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,9 +20,12 @@ constexpr std::size_t kCount = 4096;
 constexpr double kMomentum = 0.9;
 
 DCT_Request momentum_request(std::vector<float> &send, std::vector<float> &recv,
-                             const char *density, const char *momentum = "0.9") {
-  MPI_Info info = make_info(
-      {{"dct_density", density}, {"dct_momentum", momentum}, {"dct_algorithm", "allgather"}});
+                             const char *density, const char *momentum = "0.9",
+                             const char *result = "update") {
+  MPI_Info info = make_info({{"dct_density", density},
+                             {"dct_momentum", momentum},
+                             {"dct_momentum_result", result},
+                             {"dct_algorithm", "allgather"}});
   DCT_Request request = DCT_REQUEST_NULL;
   EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                                info, &request),
@@ -91,6 +95,55 @@ TEST(Momentum, DensityOneIsMpiAllreduceOfTheVelocities) {
   EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
 }
 
+// dct_momentum_result=gradient: the same compression (residuals bit for bit), and a result r
+// whose heavy-ball momentum b = m b + r (the application's optimizer, from b = 0) is the update
+// that dct_momentum_result=update returns, to rounding.
+TEST(Momentum, GradientResultIsTheUpdateForTheApplicationsMomentum) {
+  std::vector<float> send(kCount), update(kCount), unrolled(kCount);
+  DCT_Request update_request = momentum_request(send, update, "0.02");
+  DCT_Request gradient_request = momentum_request(send, unrolled, "0.02", "0.9", "gradient");
+  std::vector<float> applied(kCount, 0.0f);  // the application's momentum buffer
+  double worst = 0.0;
+  for (int call = 0; call < 40; ++call) {
+    overwrite(send, gradient<float>(kCount, call));
+    for (DCT_Request *r : {&update_request, &gradient_request}) {
+      ASSERT_ALL_RANKS_EQ(DCT_Start(r), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(r, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    }
+    EXPECT_TRUE(all_ranks(same_bits(residual_of<float>(update_request, kCount),
+                                    residual_of<float>(gradient_request, kCount))))
+        << "call " << call;
+    std::size_t differs = 0;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      applied[i] = static_cast<float>(kMomentum) * applied[i] + unrolled[i];
+      worst = std::max(
+          worst, double(std::fabs(applied[i] - update[i])) / (1.0 + double(std::fabs(update[i]))));
+      differs += unrolled[i] != update[i];
+    }
+    // From the second call on, the result is no longer the update itself.
+    if (call > 0) {
+      EXPECT_GT(differs, 0u) << "call " << call;
+    }
+  }
+  EXPECT_LT(worst, 1e-5) << "the application's momentum drifted from the update";
+  EXPECT_EQ(DCT_Request_free(&update_request), DCT_SUCCESS);
+  EXPECT_EQ(DCT_Request_free(&gradient_request), DCT_SUCCESS);
+}
+
+// At density 1 the application's momentum is all there is: MPI_Allreduce of the gradients.
+TEST(Momentum, GradientResultAtDensityOneIsMpiAllreduce) {
+  std::vector<float> send(kCount), recv(kCount), expected(kCount);
+  DCT_Request request = momentum_request(send, recv, "1", "0.9", "gradient");
+  for (int call = 0; call < 5; ++call) {
+    overwrite(send, gradient<float>(kCount, call));
+    MPI_Allreduce(send.data(), expected.data(), int(kCount), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    EXPECT_TRUE(same_bits(recv, expected)) << "call " << call;
+  }
+  EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
+}
+
 TEST(Momentum, ZeroMomentumIsPlainErrorFeedback) {
   std::vector<float> send(kCount), recv(kCount), plain_recv(kCount);
   DCT_Request request = momentum_request(send, recv, "0.02", "0");
@@ -114,13 +167,16 @@ TEST(Momentum, ZeroMomentumIsPlainErrorFeedback) {
 
 TEST(Momentum, BadValuesAreRefusedAndCheckpointsSave) {
   std::vector<float> send(kCount), recv(kCount);
-  for (const char *bad : {"1", "-0.1", "0.9x", "nan"}) {
-    MPI_Info info = make_info({{"dct_momentum", bad}});
+  for (const auto &[key, bad] :
+       {std::pair{"dct_momentum", "1"}, std::pair{"dct_momentum", "-0.1"},
+        std::pair{"dct_momentum", "0.9x"}, std::pair{"dct_momentum", "nan"},
+        std::pair{"dct_momentum_result", "velocity"}, std::pair{"dct_momentum_result", "Update"}}) {
+    MPI_Info info = make_info({{key, bad}});
     DCT_Request request = DCT_REQUEST_NULL;
     EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), kCount, MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD, info, &request),
               DCT_ERR_INFO)
-        << bad;
+        << key << "=" << bad;
     MPI_Info_free(&info);
   }
   // Checkpoints hold the velocity since format 4 (they refused such requests before; the

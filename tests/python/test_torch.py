@@ -93,6 +93,35 @@ def test_momentum_needs_plain_sgd():
         torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
 
 
+def test_gradient_result_keeps_the_optimizers_momentum():
+    # The same training, once with the library's momentum and plain SGD, once with
+    # momentum_result="gradient" and SGD's own momentum: the same weights, to rounding.
+    weights = []
+    for result, momentum in (("update", 0.0), ("gradient", 0.9)):
+        model, batches = model_and_data()
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        state = dct.torch.DCTHookState(density=0.1, momentum=0.9, momentum_result=result,
+                                       name="momentum_" + result)
+        ddp.register_comm_hook(state, dct.torch.dct_hook)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.125, momentum=momentum)
+        state.check_optimizer(optimizer)
+        train(ddp, optimizer, batches)
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+        state.free()
+    initial = torch.cat([p.detach().flatten() for p in model_and_data()[0].parameters()])
+    assert not torch.allclose(weights[0], initial)  # it trained
+    assert torch.allclose(weights[0], weights[1], rtol=1e-5, atol=1e-6)
+    # The optimizer check follows the result: SGD's momentum must be the hook's.
+    model, _ = model_and_data()
+    state = dct.torch.DCTHookState(density=0.1, momentum=0.9, momentum_result="gradient")
+    for bad in (torch.optim.SGD(model.parameters(), lr=0.1),
+                torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5),
+                torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True),
+                torch.optim.Adam(model.parameters())):
+        with pytest.raises(ValueError, match="momentum_result"):
+            state.check_optimizer(bad)
+
+
 def test_checkpoint_resumes_bit_for_bit(tmp_path_factory, comm=MPI.COMM_WORLD):
     path = comm.bcast(str(tmp_path_factory.mktemp("hook") / "dct.h5"), root=0)
     keys = dict(density=0.05, momentum=0.5, values="fp16")

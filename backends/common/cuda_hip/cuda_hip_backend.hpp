@@ -274,6 +274,15 @@ __global__ void momentum_update_kernel(const T *send, const T *velocity, T momen
 }
 
 template <typename T>
+__global__ void momentum_unroll_kernel(T *result, T *previous, T momentum, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const T update = result[i];
+    result[i] = update - momentum * previous[i];
+    previous[i] = update;
+  }
+}
+
+template <typename T>
 __global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out) {
   for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
 }
@@ -376,6 +385,10 @@ class GpuBackend final : public Backend {
   void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,        \
                        Stream stream) override {                                                   \
     momentum_update_impl(send, velocity, momentum, out, n, stream);                                \
+  }                                                                                                \
+  void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream stream)           \
+      override {                                                                                   \
+    momentum_unroll_impl(result, previous, momentum, n, stream);                                   \
   }                                                                                                \
   void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) override {         \
     scatter_zero_impl(idx, m, out, stream);                                                        \
@@ -572,6 +585,16 @@ class GpuBackend final : public Backend {
                    n);
     check_launch("momentum_update");
     check(api::stream_synchronize(s), "momentum_update");
+  }
+
+  template <typename T>
+  void momentum_unroll_impl(T *result, T *previous, T momentum, std::size_t n, Stream stream) {
+    if (n == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(momentum_unroll_kernel<T>, grid_for(n), kBlock, s, result, previous, momentum,
+                   n);
+    check_launch("momentum_unroll");
+    check(api::stream_synchronize(s), "momentum_unroll");
   }
 
   template <typename T>

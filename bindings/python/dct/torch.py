@@ -23,6 +23,13 @@ instead of 10x at 0.9), which diverges or trains far worse. :meth:`DCTHookState.
 refuses that combination. Weight decay belongs in the gradient (SGD's weight_decay is added to
 the gradient after the hook, so it is not compressed and not corrected; it still works).
 
+To keep the optimizer as it is, add ``momentum_result="gradient"`` (``dct_momentum_result``):
+the hook then returns gradients whose momentum is the corrected update, for
+``torch.optim.SGD(momentum=m)`` with m the hook's ``momentum`` (dampening 0, no Nesterov;
+:meth:`DCTHookState.check_optimizer` checks it). Same bytes and accuracy as above (to rounding;
+docs/results/momentum-result). Where DDP regroups its buckets, the last update of a freed request
+is dropped with its velocity: the optimizer's momentum carries it on for that once.
+
 DDP regroups its buckets once, after the first step of every run, in the order the gradients
 became ready. A bucket over the same parameters in another order keeps its request (the hook
 permutes the segments), so residuals and velocities carry on, and a run resumed from a
@@ -149,8 +156,22 @@ class DCTHookState:
 
     def check_optimizer(self, optimizer):
         """Raises ValueError if ``optimizer`` applies a momentum of its own while the hook's
-        ``momentum`` correction is on (the momentum would be applied twice)."""
+        ``momentum`` correction is on (the momentum would be applied twice), or, with
+        ``momentum_result="gradient"``, if it is not SGD with the hook's momentum (dampening 0,
+        no Nesterov)."""
         if self.momentum == 0:
+            return
+        if str(self.keys.get("momentum_result", "update")) == "gradient":
+            for group in optimizer.param_groups:
+                if ("betas" in group or group.get("momentum") != self.momentum
+                        or group.get("dampening", 0) or group.get("nesterov", False)):
+                    raise ValueError(
+                        f"dct: the hook returns gradients for a momentum of {self.momentum} "
+                        "(momentum_result='gradient'); "
+                        f"{type(optimizer).__name__} with momentum={group.get('momentum')}, "
+                        f"dampening={group.get('dampening')}, nesterov={group.get('nesterov')}"
+                        f"{', betas' if 'betas' in group else ''} does not apply that momentum. "
+                        f"Use torch.optim.SGD(params, lr, momentum={self.momentum})")
             return
         for group in optimizer.param_groups:
             if group.get("momentum", 0) or group.get("nesterov", False) or "betas" in group:
