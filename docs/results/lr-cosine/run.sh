@@ -67,10 +67,14 @@ case "${1:-all}" in
     dlrm dp-only-fp16-mc-d0.006-bucket --modes dct $mc --density 0.006 --bucket-mb 4 --keep 1
     ;;&
   plots)  # docs/training-*.png, beside the constant-rate runs of docs/results/density-warmup
+    # and the cosine runs of docs/results/momentum-result (another machine: each directory is
+    # paired with its own dense runs)
     (cd examples/dlrm &&
       $py plot.py ../../docs/training-mlp "MLP 784-256-128-10, 2 ranks, 5 epochs" \
-        "constant lr=../../$out/../density-warmup/mlp" "cosine lr=../../$out/mlp" &&
+        "constant lr=../../$out/../density-warmup/mlp" "cosine lr=../../$out/mlp" \
+        "cosine lr, momentum-result runs=../../$out/../momentum-result/mlp" &&
       $py plot.py ../../docs/training-dlrm "DLRM at the DCT paper's sizes, 4 ranks, 5 epochs" \
-        "constant lr=../../$out/../density-warmup" "cosine lr=../../$out")
+        "constant lr=../../$out/../density-warmup" "cosine lr=../../$out" \
+        "cosine lr, momentum-result runs=../../$out/../momentum-result")
     ;;
 esac
