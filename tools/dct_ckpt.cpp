@@ -31,8 +31,7 @@ std::vector<double> residual_row(const CheckpointReader &file, const SavedReques
   if (!request.has_residual) {
     // Nothing to show; a velocity's, state's or last update's row is still read, which checks
     // it against the checksum.
-    if (request.has_velocity || request.state_words > 0 || request.has_last_update)
-      file.read_row(request, rank, nullptr, nullptr);
+    if (request.has_row_data()) file.read_row(request, rank, nullptr, nullptr);
     return values;
   }
   if (request.element_size == 4) {
@@ -69,9 +68,7 @@ int verify(const std::string &path) {
   CheckpointReader file(path, MPI_COMM_SELF);
   int bad = 0;
   for (const SavedRequest &r : file.requests()) {
-    for (int rank = 0; rank < file.ranks() &&
-                       (r.has_residual || r.has_velocity || r.state_words > 0 || r.has_last_update);
-         ++rank) {
+    for (int rank = 0; rank < file.ranks() && r.has_row_data(); ++rank) {
       try {
         residual_row(file, r, rank);
       } catch (const dct::detail::Error &e) {

@@ -54,6 +54,10 @@ struct SavedRequest {
   std::string algorithm;
   std::vector<double> tau;               // one per saved rank
   std::vector<std::uint32_t> checksums;  // one per saved rank (0 without residual)
+  /// Whether its rows hold data beyond tau and the call counter (what read_row reads).
+  bool has_row_data() const {
+    return has_residual || has_velocity || state_words > 0 || has_last_update;
+  }
 };
 
 /// Read access to a checkpoint. Opening validates the file (throws DCT_ERR_CKPT_NOT_FOUND,

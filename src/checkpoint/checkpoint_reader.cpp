@@ -103,8 +103,7 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
         require(std::isfinite(tau) && tau >= 0, DCT_ERR_CKPT_FORMAT,
                 "request " + saved.name + " has an invalid threshold for rank " +
                     std::to_string(r) + ": " + std::to_string(tau));
-        if (!saved.has_residual && !saved.has_velocity && saved.state_words == 0 &&
-            !saved.has_last_update && format_version_ >= 2)  // no data to read: check now
+        if (!saved.has_row_data() && format_version_ >= 2)  // no data to read: check now
           require(row_checksum(nullptr, 0, tau, saved.calls) ==
                       saved.checksums[static_cast<std::size_t>(r)],
                   DCT_ERR_CKPT_CHECKSUM,
@@ -199,10 +198,8 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
                                 void *velocity, std::vector<double> *state,
                                 void *last_update) const {
   h5::QuietHdf5 quiet;
-  require((request.has_residual || request.has_velocity || request.state_words > 0 ||
-           request.has_last_update) &&
-              rank >= -1 && rank < ranks_,
-          DCT_ERR_INTERNAL, "read_row: no such row");
+  require(request.has_row_data() && rank >= -1 && rank < ranks_, DCT_ERR_INTERNAL,
+          "read_row: no such row");
   const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
   // A velocity or last update the caller does not want is still checked.
   std::vector<std::byte> scratch, scratch_update;

@@ -113,7 +113,7 @@ class CompressedEngine final : public RequestEngine {
       velocity_next_ = BackendArray<T>(*backend_, elements());
       backend_->fill_zero(velocity_.data(), elements(), stream_);
     }
-    if (unrolls() && elements() > 0) {
+    if (keeps_last_update()) {
       previous_ = BackendArray<T>(*backend_, elements());
       backend_->fill_zero(previous_.data(), elements(), stream_);
     }
@@ -186,18 +186,10 @@ class CompressedEngine final : public RequestEngine {
   const char *kind() const override { return "allreduce"; }
   bool checkpointed() const override { return true; }
   const void *velocity() const override {
-    if (!momentum() || elements() == 0) return nullptr;
-    if (!staged_) return velocity_.data();
-    velocity_host_.resize(elements());
-    backend_->copy(velocity_host_.data(), velocity_.data(), elements() * sizeof(T), stream_);
-    return velocity_host_.data();
+    return keeps_velocity() ? on_host(velocity_, velocity_host_) : nullptr;
   }
   const void *last_update() const override {
-    if (!keeps_last_update()) return nullptr;
-    if (!staged_) return previous_.data();
-    previous_host_.resize(elements());
-    backend_->copy(previous_host_.data(), previous_.data(), elements() * sizeof(T), stream_);
-    return previous_host_.data();
+    return keeps_last_update() ? on_host(previous_, previous_host_) : nullptr;
   }
   bool keeps_velocity() const override { return momentum() && elements() > 0; }
   bool keeps_last_update() const override { return unrolls() && elements() > 0; }
@@ -226,6 +218,13 @@ class CompressedEngine final : public RequestEngine {
 
  private:
   bool exact() const { return config_.density >= 1.0; }
+  // `state` where checkpoints can read it: itself, or (staged requests) a copy in `host`.
+  const T *on_host(const BackendArray<T> &state, std::vector<T> &host) const {
+    if (!staged_) return state.data();
+    host.resize(elements());
+    backend_->copy(host.data(), state.data(), elements() * sizeof(T), stream_);
+    return host.data();
+  }
   std::size_t elements() const { return static_cast<std::size_t>(count_); }
   MPI_Comm comm() const {
     RequestEngine::comm();  // throws once the user's communicator or MPI is gone
@@ -249,7 +248,7 @@ class CompressedEngine final : public RequestEngine {
         backend_->copy(recv_, result_host_.data(), elements() * sizeof(T), stream_);
       compressor_.commit();
       commit_velocity();
-      if (unrolls() && elements() > 0)
+      if (keeps_last_update())
         backend_->momentum_unroll(recv_, previous_.data(), static_cast<T>(config_.momentum),
                                   elements(), stream_);
     }
