@@ -40,11 +40,12 @@ set(DCT_MP_SOURCES
 set(DCT_MP_HOOKED_SOURCES src/mp/alltoallv.cpp src/mp/alltoallv_exchange.cpp
     src/mp/error_bounded.cpp)
 if(DCT_ENABLE_HDF5)
-  # The writer holds a test hook (a crash halfway through a save); the rest has none.
+  # The writers hold test hooks (a crash or a failure halfway through a save); the rest none.
   set(DCT_CHECKPOINT_SOURCES src/checkpoint/checkpoint_collective.cpp
       src/checkpoint/checkpoint_format.cpp src/checkpoint/checkpoint_load.cpp
       src/checkpoint/checkpoint_reader.cpp src/checkpoint/checkpoint_seal.cpp)
-  set(DCT_CHECKPOINT_HOOKED_SOURCES src/checkpoint/checkpoint_save.cpp)
+  set(DCT_CHECKPOINT_HOOKED_SOURCES src/checkpoint/checkpoint_save.cpp
+      src/checkpoint/checkpoint_pending.cpp)
 else()
   set(DCT_CHECKPOINT_SOURCES src/checkpoint/checkpoint_disabled.cpp)
   set(DCT_CHECKPOINT_HOOKED_SOURCES "")

@@ -847,6 +847,49 @@ DCT_EXPORT int DCT_Checkpoint_save(MPI_Comm comm, const char *path);
  *         `DCT_ERR_ARG`, `DCT_ERR_NOT_COMPILED`, `DCT_ERR_COMM`, `DCT_ERR_MPI`.
  */
 DCT_EXPORT int DCT_Checkpoint_load(MPI_Comm comm, const char *path);
+
+/** @brief An asynchronous checkpoint save between `DCT_Checkpoint_isave` and
+ * `DCT_Checkpoint_wait` (opaque). */
+typedef struct DCT_Checkpoint_s *DCT_Checkpoint;
+
+/** @brief The handle of no save (what `DCT_Checkpoint_wait` leaves). */
+#define DCT_CHECKPOINT_NULL ((DCT_Checkpoint)0)
+
+/**
+ * @brief Starts saving every live persistent request on `comm` into `path`, and returns while
+ * the file is written. Collective over `comm`.
+ *
+ * The checkpoint holds the state of the call: the requests may be started, waited, loaded or
+ * freed at once, and training goes on while a thread of this process writes the rows (the
+ * residuals, velocities and last updates, copied first: that copy, about one pass over the
+ * state, and the file's HDF5 metadata are what the call costs). The file, once
+ * `DCT_Checkpoint_wait` has succeeded, holds the same bytes as `DCT_Checkpoint_save` at this
+ * call would have written, under the same crash safety: it takes the name `path` only at the
+ * wait, once complete and synced, and a crash at any moment before leaves the previous
+ * checkpoint at `path`. The state copy stays in memory until the wait. The writer thread
+ * calls neither MPI nor HDF5 (any MPI thread level will do); it writes with POSIX I/O whatever
+ * `DCT_CHECKPOINT_IO` says.
+ *
+ * No other save to `path` may be pending in the process (`DCT_ERR_ACTIVE`, and
+ * `DCT_Checkpoint_save` to `path` meanwhile too). Every started save must be completed by
+ * `DCT_Checkpoint_wait` before `comm` is freed and before `MPI_Finalize`.
+ * @param checkpoint Receives the save's handle (`DCT_CHECKPOINT_NULL` on failure).
+ * @return The codes of `DCT_Checkpoint_save`, the same on every rank; on failure no save is
+ *         pending and no file was made.
+ */
+DCT_EXPORT int DCT_Checkpoint_isave(MPI_Comm comm, const char *path, DCT_Checkpoint *checkpoint);
+
+/**
+ * @brief Completes an asynchronous save: waits for this rank's rows to be written and synced,
+ * seals the file and gives it its name. Collective over the save's communicator; sets
+ * `*checkpoint` to `DCT_CHECKPOINT_NULL` whatever the outcome.
+ * @return `DCT_SUCCESS`, or on every rank the same error (`DCT_ERR_CKPT_IO` when a rank's
+ *         rows could not be written: a full disk), the previous checkpoint at the path left as
+ *         it was and the temporary file removed; `DCT_ERR_ARG` for a NULL pointer or a handle
+ *         that is not a pending save of this process (`DCT_CHECKPOINT_NULL`, one already
+ *         waited).
+ */
+DCT_EXPORT int DCT_Checkpoint_wait(DCT_Checkpoint *checkpoint);
 /** @} */
 
 /**

@@ -99,6 +99,30 @@ inline void checkpoint_load(MPI_Comm comm, const std::string &path) {
 }
 
 /**
+ * @brief An asynchronous checkpoint save (DCT_Checkpoint_isave): started by the constructor,
+ * completed by wait(), collective over the communicator both times. The destructor of a save
+ * not waited waits (collectively, errors ignored): call wait() to see them. Not copyable.
+ */
+class CheckpointSave {
+ public:
+  CheckpointSave(MPI_Comm comm, const std::string &path) {
+    check(DCT_Checkpoint_isave(comm, path.c_str(), &save_));
+  }
+  ~CheckpointSave() {
+    if (save_ != DCT_CHECKPOINT_NULL) DCT_Checkpoint_wait(&save_);
+  }
+  CheckpointSave(const CheckpointSave &) = delete;
+  CheckpointSave &operator=(const CheckpointSave &) = delete;
+  /** @brief Whether the save is still to be waited. */
+  bool pending() const { return save_ != DCT_CHECKPOINT_NULL; }
+  /** @brief DCT_Checkpoint_wait: the file takes its name (throws dct::Error on failure). */
+  void wait() { check(DCT_Checkpoint_wait(&save_)); }
+
+ private:
+  DCT_Checkpoint save_ = DCT_CHECKPOINT_NULL;
+};
+
+/**
  * @brief Owns an `MPI_Info` (created empty, freed with the object) to hand dct its
  * configuration keys: `dct::Info info; info.set("dct_density", "0.01");` then `info.get()`.
  * Not copyable.

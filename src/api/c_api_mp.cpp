@@ -85,4 +85,29 @@ int DCT_Checkpoint_load(MPI_Comm comm, const char *path) {
   });
 }
 
+int DCT_Checkpoint_isave(MPI_Comm comm, const char *path, DCT_Checkpoint *checkpoint) {
+  return guarded(__func__, [&] {
+    require(checkpoint != nullptr, DCT_ERR_ARG, "checkpoint is NULL");
+    *checkpoint = DCT_CHECKPOINT_NULL;
+    require(path != nullptr && *path != '\0', DCT_ERR_ARG, "path is NULL or empty");
+    ensure_library_ready();
+    const std::shared_ptr<CommContext> context = comm_context(comm);
+    const ContextEntry entry(*context);
+    *checkpoint = reinterpret_cast<DCT_Checkpoint>(checkpoint_isave(comm, path));
+  });
+}
+
+int DCT_Checkpoint_wait(DCT_Checkpoint *checkpoint) {
+  return guarded(__func__, [&] {
+    require(checkpoint != nullptr, DCT_ERR_ARG, "checkpoint is NULL");
+    auto *save = reinterpret_cast<PendingSave *>(*checkpoint);
+    require(is_pending_save(save), DCT_ERR_ARG,
+            "not a pending save of this process (DCT_CHECKPOINT_NULL, or already waited)");
+    const std::shared_ptr<CommContext> context = pending_save_context(save);
+    const ContextEntry entry(*context);  // refused (DCT_ERR_THREAD): the save stays pending
+    *checkpoint = DCT_CHECKPOINT_NULL;
+    checkpoint_wait(save);
+  });
+}
+
 }  // extern "C"

@@ -15,9 +15,22 @@
 
 namespace dct::detail {
 
+class CommContext;
+class PendingSave;  // checkpoint_pending.hpp
+
 /// Collective over `comm`; the semantics are DCT_Checkpoint_save's and DCT_Checkpoint_load's.
 void checkpoint_save(MPI_Comm comm, const std::string &path);
 void checkpoint_load(MPI_Comm comm, const std::string &path);
+/// DCT_Checkpoint_isave's collective half: returns the save (owned by the caller, whose writer
+/// thread runs) for checkpoint_wait, which alone ends it.
+PendingSave *checkpoint_isave(MPI_Comm comm, const std::string &path);
+/// DCT_Checkpoint_wait: collective over the save's communicator; deletes `save` whatever the
+/// outcome (the same on every rank).
+void checkpoint_wait(PendingSave *save);
+/// Whether `save` is a save of this process between isave and wait (a handle to trust).
+bool is_pending_save(const PendingSave *save);
+/// The communicator `save` runs on, for the caller's entry (ContextEntry).
+std::shared_ptr<CommContext> pending_save_context(const PendingSave *save);
 
 /// CRC-32 (zlib's polynomial and conventions, libdeflate's implementation) of `bytes` bytes,
 /// continuing the CRC `start` (0: a new one).

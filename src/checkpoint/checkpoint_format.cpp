@@ -121,18 +121,22 @@ Extent write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory,
   Handle creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   check_h5(H5Pset_obj_track_times(creation.get(), false), DCT_ERR_CKPT_IO,
            "H5Pset_obj_track_times failed");  // the same state saves to the same bytes
+  check_h5(H5Pset_fill_time(creation.get(), H5D_FILL_TIME_NEVER), DCT_ERR_CKPT_IO,
+           "H5Pset_fill_time failed");  // every byte is written once, by the save
   Handle dataset(
       H5Dcreate2(group, name, stored, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT),
       H5Dclose, DCT_ERR_CKPT_IO, std::string("cannot create dataset ") + name);
-  const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
-  const hsize_t count[2] = {1, row_length};
-  check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
-           DCT_ERR_CKPT_IO, "H5Sselect_hyperslab failed");
-  const hsize_t elements = matrix ? row_length : 1;
-  Handle row_space(H5Screate_simple(1, &elements, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
-                   "H5Screate_simple failed");
-  check_h5(H5Dwrite(dataset.get(), memory, row_space.get(), space.get(), transfer, row),
-           DCT_ERR_CKPT_IO, std::string("cannot write dataset ") + name);
+  if (row != nullptr) {
+    const hsize_t start[2] = {static_cast<hsize_t>(rank), 0};
+    const hsize_t count[2] = {1, row_length};
+    check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
+             DCT_ERR_CKPT_IO, "H5Sselect_hyperslab failed");
+    const hsize_t elements = matrix ? row_length : 1;
+    Handle row_space(H5Screate_simple(1, &elements, nullptr), H5Sclose, DCT_ERR_CKPT_IO,
+                     "H5Screate_simple failed");
+    check_h5(H5Dwrite(dataset.get(), memory, row_space.get(), space.get(), transfer, row),
+             DCT_ERR_CKPT_IO, std::string("cannot write dataset ") + name);
+  }
   // The offset counts the user block (H5Dget_offset adds the file's base address).
   const haddr_t offset = H5Dget_offset(dataset.get());
   if (offset == HADDR_UNDEF) return Extent{};

@@ -97,9 +97,11 @@ std::string read_string(hid_t object, const char *name);
 // --- datasets: one row or one element per rank ----------------------------------------------
 
 /// Creates `name` with shape [ranks, row_length] (`matrix`) or [ranks] and writes this rank's
-/// row (or element) collectively with the dataset transfer list `transfer`. Returns where the
-/// dataset's raw data lies in the file (from its first byte, the user block included; empty
-/// when HDF5 cannot say: not contiguous, not allocated).
+/// row (or element) collectively with the dataset transfer list `transfer`; `row` nullptr
+/// writes nothing (DCT_Checkpoint_isave's writer puts the bytes there later: no fill values
+/// are ever written, so both leave the same bytes). Returns where the dataset's raw data lies
+/// in the file (from its first byte, the user block included; empty when HDF5 cannot say: not
+/// contiguous, not allocated).
 Extent write_rank_row(hid_t group, const char *name, hid_t stored, hid_t memory, int ranks,
                       int rank, hsize_t row_length, bool matrix, const void *row, hid_t transfer);
 

@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_collective.hpp"
 #include "checkpoint/checkpoint_format.hpp"
+#include "checkpoint/checkpoint_pending.hpp"
 #include "checkpoint/checkpoint_seal.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -74,11 +77,21 @@ std::size_t bulk_datasets(const std::vector<RequestEngine *> &engines) {
   return datasets;
 }
 
+/// A copy of `bytes` of `row` (nullptr for none).
+std::unique_ptr<std::byte[]> copy_of(const void *row, std::size_t bytes) {
+  if (row == nullptr || bytes == 0) return nullptr;
+  std::unique_ptr<std::byte[]> copy(new std::byte[bytes]);  // not zeroed: one pass, the copy
+  std::memcpy(copy.get(), row, bytes);
+  return copy;
+}
+
 /// Writes the file; returns where the residual and velocity datasets' raw data lie, in file
-/// order.
+/// order. With `snapshot` (DCT_Checkpoint_isave), the residual, velocity and last-update rows
+/// and the checksums are not written: each request's row is copied into `snapshot` with where
+/// its parts go, for the writer thread (checkpoint_pending.hpp).
 std::vector<Extent> write_file(const std::string &path, const Collective &c,
                                const std::vector<std::vector<double>> &states,
-                               std::uint64_t user_block) {
+                               std::uint64_t user_block, std::vector<SnapshotRow> *snapshot) {
   const int rank = c.rank, ranks = c.ranks;
   const std::vector<RequestEngine *> &engines = c.engines;
   h5::QuietHdf5 quiet;
@@ -150,26 +163,49 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
       h5::write_attribute(group.get(), "has_last_update", std::int64_t(1));
     h5::write_attribute(group.get(), "state_words", static_cast<std::int64_t>(state.size()));
     const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
-    const std::uint32_t crc = row_checksum(
-        data, residual ? bytes : 0, tau, static_cast<std::int64_t>(engine->calls()), velocity,
-        velocity != nullptr ? bytes : 0, state.data(), state.size() * sizeof(double), last_update,
-        last_update != nullptr ? bytes : 0);
+    const std::int64_t calls = static_cast<std::int64_t>(engine->calls());
+    SnapshotRow *taken = nullptr;
+    if (snapshot != nullptr) {
+      taken = &snapshot->emplace_back();
+      taken->residual = copy_of(data, bytes);
+      taken->velocity = copy_of(velocity, bytes);
+      taken->last_update = copy_of(last_update, bytes);
+      taken->bytes = bytes;
+      taken->state = state;
+      taken->tau = tau;
+      taken->calls = calls;
+    }
+    const std::uint32_t crc = taken != nullptr
+                                  ? 0
+                                  : row_checksum(data, residual ? bytes : 0, tau, calls, velocity,
+                                                 velocity != nullptr ? bytes : 0, state.data(),
+                                                 state.size() * sizeof(double), last_update,
+                                                 last_update != nullptr ? bytes : 0);
     if (!state.empty())
       h5::write_rank_row(group.get(), "state", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank,
                          static_cast<hsize_t>(state.size()), true, state.data(), transfer.get());
-    for (const auto &[part, row] : {std::pair{"residual", data}, std::pair{"velocity", velocity},
-                                    std::pair{"last_update", last_update}})
+    for (const auto &[part, row, at] :
+         {std::tuple{"residual", data, taken ? &taken->residual_at : nullptr},
+          std::tuple{"velocity", velocity, taken ? &taken->velocity_at : nullptr},
+          std::tuple{"last_update", last_update, taken ? &taken->last_update_at : nullptr}})
       if (row != nullptr) {
-        const Extent raw =
-            h5::write_rank_row(group.get(), part, h5::file_type(engine->element_size()),
-                               h5::memory_type(engine->element_size()), ranks, rank,
-                               static_cast<hsize_t>(engine->count()), true, row, row_transfer);
+        const Extent raw = h5::write_rank_row(
+            group.get(), part, h5::file_type(engine->element_size()),
+            h5::memory_type(engine->element_size()), ranks, rank,
+            static_cast<hsize_t>(engine->count()), true, taken ? nullptr : row, row_transfer);
         if (raw.end > raw.begin) bulk.push_back(raw);  // else sealed with the rest
+        if (at != nullptr) *at = raw.begin + std::uint64_t(rank) * bytes;
       }
     h5::write_rank_row(group.get(), "tau", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank, 1, false,
                        &tau, transfer.get());
-    h5::write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank, 1,
-                       false, &crc, transfer.get());
+    const Extent checksums =
+        h5::write_rank_row(group.get(), "checksum", H5T_STD_U32LE, H5T_NATIVE_UINT32, ranks, rank,
+                           1, false, taken ? nullptr : &crc, transfer.get());
+    if (taken != nullptr) {
+      require(checksums.end >= checksums.begin + 4 * std::uint64_t(ranks), DCT_ERR_CKPT_IO,
+              "HDF5 did not place the checksums of '" + engine->name() + "' in " + path);
+      taken->checksum_at = checksums.begin + 4 * std::uint64_t(rank);
+    }
   }
 #ifdef DCT_TESTING
   testing::crash_in_checkpoint_save(rank);  // dies here, the file half-written
@@ -236,43 +272,109 @@ void remove_stale_temporaries(const std::string &path) {
   ::closedir(listing);
 }
 
-}  // namespace
-
-void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
-  const Collective c = open_collective(user_comm, path);
-  const MPI_Comm comm = c.comm;
-  const int rank = c.rank, ranks = c.ranks;
-  const std::vector<RequestEngine *> &engines = c.engines;
+/// Rank 0's temporary name for `path` (its process id: remove_stale_temporaries), on every rank.
+std::string agreed_temporary(MPI_Comm comm, const std::string &path) {
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
   int length = static_cast<int>(temporary.size());
   check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
   temporary.resize(static_cast<std::size_t>(length));
   check_mpi(MPI_Bcast(temporary.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
+  return temporary;
+}
 
+/// What a save has settled before it writes the file.
+struct Plan {
+  std::vector<std::vector<double>> states;
+  std::uint64_t user_block = 0;
+};
+
+/// Collective, before the temporary is touched: an asynchronous save to `path` still pending
+/// has the same temporary (and its rename would come after this save's).
+void require_no_pending_save(MPI_Comm comm, const std::string &path) {
+  run_agreed(comm, [&] {
+    require(!pending_save_to(path), DCT_ERR_ACTIVE,
+            "an asynchronous save to " + path +
+                " is in progress: complete it with DCT_Checkpoint_wait first");
+  });
+}
+
+/// Collective: everything a save checks and settles before the file is created.
+Plan plan_save(const Collective &c, const std::string &path, const std::string &temporary) {
+  run_agreed(c.comm, [&] { avoid_lockedfile_overflow(temporary, c.ranks); });
+  Plan plan{state_rows(c.comm, c.engines), seal_user_block(bulk_datasets(c.engines))};
+  run_agreed(c.comm, [&] {
+    if (c.rank != 0) return;
+    remove_stale_temporaries(path);
+    require_room(temporary, estimated_file_bytes(c.engines, plan.states, c.ranks, plan.user_block));
+  });
+  return plan;
+}
+
+/// Collective, once every byte but the seal is in `temporary`: seals it, and only then gives
+/// it the checkpoint's name (synced before and after the rename).
+void seal_and_rename(MPI_Comm comm, int rank, int ranks, const std::string &temporary,
+                     const std::string &path, std::uint64_t user_block,
+                     const std::vector<Extent> &bulk) {
+  run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks, user_block, bulk); });
+  run_agreed(comm, [&] {
+    if (rank != 0) return;
+    sync_to_disk(temporary, DCT_ERR_CKPT_IO);
+    const int renamed = std::rename(temporary.c_str(), path.c_str());
+    const int error = errno;  // read before the message is built
+    require(renamed == 0, DCT_ERR_CKPT_IO,
+            "cannot rename " + temporary + " to " + path + ": " + std::strerror(error));
+    sync_to_disk(directory_of(path), DCT_ERR_CKPT_IO);
+  });
+}
+
+}  // namespace
+
+void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
+  const Collective c = open_collective(user_comm, path);
+  require_no_pending_save(c.comm, path);
+  const std::string temporary = agreed_temporary(c.comm, path);
   try {
-    run_agreed(comm, [&] { avoid_lockedfile_overflow(temporary, ranks); });
-    const std::vector<std::vector<double>> states = state_rows(comm, engines);
-    const std::uint64_t user_block = seal_user_block(bulk_datasets(engines));
-    run_agreed(comm, [&] {
-      if (rank != 0) return;
-      remove_stale_temporaries(path);
-      require_room(temporary, estimated_file_bytes(engines, states, ranks, user_block));
-    });
+    const Plan plan = plan_save(c, path, temporary);
     std::vector<Extent> bulk;
-    run_agreed(comm, [&] { bulk = write_file(temporary, c, states, user_block); });
-    run_agreed(comm, [&] { seal_file(temporary, comm, rank, ranks, user_block, bulk); });
-    // Only a complete, closed file takes the checkpoint's name.
-    run_agreed(comm, [&] {
-      if (rank != 0) return;
-      sync_to_disk(temporary, DCT_ERR_CKPT_IO);
-      const int renamed = std::rename(temporary.c_str(), path.c_str());
-      const int error = errno;  // read before the message is built
-      require(renamed == 0, DCT_ERR_CKPT_IO,
-              "cannot rename " + temporary + " to " + path + ": " + std::strerror(error));
-      sync_to_disk(directory_of(path), DCT_ERR_CKPT_IO);
-    });
+    run_agreed(c.comm,
+               [&] { bulk = write_file(temporary, c, plan.states, plan.user_block, nullptr); });
+    seal_and_rename(c.comm, c.rank, c.ranks, temporary, path, plan.user_block, bulk);
   } catch (...) {
-    if (rank == 0) std::remove(temporary.c_str());
+    if (c.rank == 0) std::remove(temporary.c_str());
+    throw;
+  }
+}
+
+PendingSave *checkpoint_isave(MPI_Comm user_comm, const std::string &path) {
+  const Collective c = open_collective(user_comm, path);
+  require_no_pending_save(c.comm, path);
+  const std::string temporary = agreed_temporary(c.comm, path);
+  try {
+    const Plan plan = plan_save(c, path, temporary);
+    std::vector<SnapshotRow> rows;
+    std::vector<Extent> bulk;
+    run_agreed(c.comm,
+               [&] { bulk = write_file(temporary, c, plan.states, plan.user_block, &rows); });
+    auto save = std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, path, temporary);
+    save->user_block = plan.user_block;
+    save->bulk = std::move(bulk);
+    save->start(std::move(rows));
+    return save.release();
+  } catch (...) {
+    if (c.rank == 0) std::remove(temporary.c_str());
+    throw;
+  }
+}
+
+void checkpoint_wait(PendingSave *pending) {
+  const std::unique_ptr<PendingSave> save(pending);
+  const std::string failed = save->join();
+  try {
+    run_agreed(save->comm(), [&] { require(failed.empty(), DCT_ERR_CKPT_IO, failed); });
+    seal_and_rename(save->comm(), save->rank(), save->ranks(), save->temporary(), save->path(),
+                    save->user_block, save->bulk);
+  } catch (...) {
+    if (save->rank() == 0) std::remove(save->temporary().c_str());
     throw;
   }
 }

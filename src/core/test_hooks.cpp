@@ -15,4 +15,14 @@ void crash_in_checkpoint_save(int rank) {
     if (std::atoi(crash) == rank) std::_Exit(42);
 }
 
+void crash_in_checkpoint_writer(int rank) {
+  if (const char *crash = std::getenv("DCT_TEST_CRASH_IN_CHECKPOINT_WRITER"))
+    if (std::atoi(crash) == rank) std::_Exit(42);
+}
+
+bool fail_in_checkpoint_writer(int rank) {
+  const char *fail = std::getenv("DCT_TEST_FAIL_IN_CHECKPOINT_WRITER");
+  return fail != nullptr && std::atoi(fail) == rank;
+}
+
 }  // namespace dct::detail::testing

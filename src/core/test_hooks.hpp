@@ -40,6 +40,12 @@ extern std::size_t point_to_point_exchanges;
 
 /// Ends the process if DCT_TEST_CRASH_IN_CHECKPOINT_SAVE names `rank`.
 void crash_in_checkpoint_save(int rank);
+/// Ends the process if DCT_TEST_CRASH_IN_CHECKPOINT_WRITER names `rank` (DCT_Checkpoint_isave's
+/// writer thread, after its first row).
+void crash_in_checkpoint_writer(int rank);
+/// Whether DCT_TEST_FAIL_IN_CHECKPOINT_WRITER names `rank`: its writer then reports a failed
+/// write (a full disk, an I/O error) after its first row.
+bool fail_in_checkpoint_writer(int rank);
 
 }  // namespace dct::detail::testing
 

@@ -6,6 +6,9 @@
 //                      (dyadic data, momentum 0.5), every rank has the saved last update
 //   strict PATH        restart on another rank count without redistribute: refused
 //   crash PATH         9 calls, then a save during which rank 1 dies
+//   isave PATH         7 calls, DCT_Checkpoint_isave, 3 more calls, then its wait (the file
+//                      must be save's, byte for byte)
+//   crash-async PATH   9 calls, then an asynchronous save whose writer thread dies on rank 1
 //   verify PATH        the checkpoint at PATH is the 7-call one and loads
 // Exit status 0 when the step behaved as expected.
 #include <mpi.h>
@@ -126,6 +129,18 @@ int run(const std::string &mode, const std::string &path) {
       if (!job.step()) return 1;
     if (mode == "crash") setenv("DCT_TEST_CRASH_IN_CHECKPOINT_SAVE", "1", 1);
     return expect(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()) == DCT_SUCCESS, "save") ? 0 : 1;
+  }
+  if (mode == "isave" || mode == "crash-async") {
+    const int calls = mode == "isave" ? kSavedCalls : kSavedCalls + 2;
+    for (int i = 0; i < calls; ++i)
+      if (!job.step()) return 1;
+    if (mode == "crash-async") setenv("DCT_TEST_CRASH_IN_CHECKPOINT_WRITER", "1", 1);
+    DCT_Checkpoint save = DCT_CHECKPOINT_NULL;
+    if (!expect(DCT_Checkpoint_isave(MPI_COMM_WORLD, path.c_str(), &save) == DCT_SUCCESS, "isave"))
+      return 1;
+    for (int i = 0; i < 3; ++i)
+      if (!job.step()) return 1;
+    return expect(DCT_Checkpoint_wait(&save) == DCT_SUCCESS, "wait") ? 0 : 1;
   }
   if (mode == "strict") {
     return expect(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()) == DCT_ERR_CKPT_MISMATCH,

@@ -24,12 +24,25 @@ if "$ckpt" diff "$dir/p2.h5" "$dir/p4.h5" > /dev/null; then
   echo "FAILED: diff of checkpoints from different rank counts reported no difference"; exit 1
 fi
 
+echo "== an asynchronous save, training on before its wait, writes the save's bytes"
+run 2 isave "$dir/a2.h5"
+cmp "$dir/p2.h5" "$dir/a2.h5"
+
 echo "== rank 1 dies in the middle of a save: the previous checkpoint survives"
 cp "$dir/p2.h5" "$dir/before.h5"
 if run 2 crash "$dir/p2.h5" > "$dir/crash.log" 2>&1; then
   echo "FAILED: the crashing save reported success"; exit 1
 fi
 ls "$dir"/p2.h5.tmp.* > /dev/null  # the half-written file kept its temporary name
+"$ckpt" verify "$dir/p2.h5"
+"$ckpt" diff "$dir/before.h5" "$dir/p2.h5"
+run 2 verify "$dir/p2.h5"
+
+echo "== rank 1 dies while its thread writes an asynchronous save: the previous one survives"
+if run 2 crash-async "$dir/p2.h5" > "$dir/crash-async.log" 2>&1; then
+  echo "FAILED: the crashing asynchronous save reported success"; exit 1
+fi
+ls "$dir"/p2.h5.tmp.* > /dev/null
 "$ckpt" verify "$dir/p2.h5"
 "$ckpt" diff "$dir/before.h5" "$dir/p2.h5"
 run 2 verify "$dir/p2.h5"

@@ -217,6 +217,9 @@ template <typename A, typename E>
 /// call every rank makes ahead of a collective. `actual` is evaluated once.
 #define ASSERT_ALL_RANKS_EQ(actual, expected) \
   ASSERT_TRUE(::dct::test::on_all_ranks((actual), (expected), #actual))
+/// EXPECT_EQ that every rank takes together (see on_all_ranks).
+#define EXPECT_ALL_RANKS_EQ(actual, expected) \
+  EXPECT_TRUE(::dct::test::on_all_ranks((actual), (expected), #actual))
 
 /// Whether MPI provides MPI_THREAD_MULTIPLE (the tests that call dct from several threads skip
 /// without it).
