@@ -35,6 +35,12 @@ module dct
     type(c_ptr) :: handle = c_null_ptr
   end type dct_request
 
+  !> An asynchronous checkpoint save (DCT_Checkpoint); null until dct_checkpoint_isave and
+  !> after dct_checkpoint_wait.
+  type, public, bind(C) :: dct_checkpoint
+    type(c_ptr) :: handle = c_null_ptr
+  end type dct_checkpoint
+
   !> DCT_Status's header (dct.h): every type(dct_status) sets it by default initialisation
   !> (intent(out) arguments included), so the library knows the layout compiled here.
   integer(c_size_t), parameter, public :: DCT_STATUS_SIZE = 128
@@ -58,7 +64,7 @@ module dct
   public :: dct_allreduce_init, dct_start, dct_wait, dct_test, dct_waitall, &
             dct_request_free, dct_allreduce, &
             dct_allreduce_status, dct_request_get_residual, dct_checkpoint_save, &
-            dct_checkpoint_load, dct_error_string, dct_get_last_error, dct_get_version, &
+            dct_checkpoint_load, dct_checkpoint_isave, dct_checkpoint_wait, dct_error_string, dct_get_last_error, dct_get_version, &
             dct_request_get_info, dct_comm_get_info, dct_request_set_stream, &
             dct_algorithm_name, dct_backend_name, dct_backend_compiled
 
@@ -83,6 +89,9 @@ module dct
   end interface
   interface dct_checkpoint_load
     module procedure checkpoint_load_f08, checkpoint_load_int
+  end interface
+  interface dct_checkpoint_isave
+    module procedure checkpoint_isave_f08, checkpoint_isave_int
   end interface
   interface dct_request_get_info
     module procedure request_get_info_f08, request_get_info_int
@@ -187,6 +196,18 @@ module dct
       character(kind=c_char), dimension(*), intent(in) :: path
       integer(c_int64_t), value :: length
       integer(c_int), value :: load
+    end function
+    integer(c_int) function c_checkpoint_isave(comm, path, length, checkpoint) &
+        bind(C, name='dct_f_checkpoint_isave')
+      import :: c_int, c_int64_t, c_char, dct_checkpoint
+      integer(c_int), value :: comm
+      character(kind=c_char), dimension(*), intent(in) :: path
+      integer(c_int64_t), value :: length
+      type(dct_checkpoint) :: checkpoint
+    end function
+    integer(c_int) function c_checkpoint_wait(checkpoint) bind(C, name='dct_f_checkpoint_wait')
+      import :: c_int, dct_checkpoint
+      type(dct_checkpoint) :: checkpoint
     end function
     type(c_ptr) function c_last_error() bind(C, name='dct_f_last_error')
       import :: c_ptr
@@ -519,6 +540,31 @@ contains
     integer, optional, intent(out) :: ierror
     call finish(c_checkpoint(comm, path, int(len(path), c_int64_t), 1_c_int), ierror)
   end subroutine checkpoint_load_int
+
+  !> DCT_Checkpoint_isave: the save of this moment's state, written while training goes on;
+  !> complete it with dct_checkpoint_wait (both collective).
+  subroutine checkpoint_isave_f08(comm, path, checkpoint, ierror)
+    type(MPI_Comm), intent(in) :: comm
+    character(len=*), intent(in) :: path
+    type(dct_checkpoint), intent(inout) :: checkpoint
+    integer, optional, intent(out) :: ierror
+    call checkpoint_isave_int(comm%MPI_VAL, path, checkpoint, ierror)
+  end subroutine checkpoint_isave_f08
+
+  subroutine checkpoint_isave_int(comm, path, checkpoint, ierror)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: path
+    type(dct_checkpoint), intent(inout) :: checkpoint
+    integer, optional, intent(out) :: ierror
+    call finish(c_checkpoint_isave(comm, path, int(len(path), c_int64_t), checkpoint), ierror)
+  end subroutine checkpoint_isave_int
+
+  !> DCT_Checkpoint_wait: the file takes its name; `checkpoint` is null afterwards.
+  subroutine dct_checkpoint_wait(checkpoint, ierror)
+    type(dct_checkpoint), intent(inout) :: checkpoint
+    integer, optional, intent(out) :: ierror
+    call finish(c_checkpoint_wait(checkpoint), ierror)
+  end subroutine dct_checkpoint_wait
 
   !> The fixed sentence of a code (DCT_Error_string), blank-padded.
   subroutine dct_error_string(code, string, resultlen, ierror)

@@ -134,17 +134,36 @@ int dct_f_request_free(DCT_Request *request) {
   return DCT_Request_free(request);
 }
 
+/* A Fortran path (not NUL-terminated) as a C string in `buffer`; false if too long. */
+static int c_path(const char *path, int64_t length, char (*buffer)[4096]) {
+  if (length < 0 || length >= (int64_t)sizeof *buffer) {
+    shim_error = "dct (Fortran): checkpoint path longer than 4095 characters";
+    return 0;
+  }
+  memcpy(*buffer, path, (size_t)length);
+  (*buffer)[length] = '\0';
+  return 1;
+}
+
 int dct_f_checkpoint(MPI_Fint comm, const char *path, int64_t length, int load) {
   char buffer[4096];
   shim_error = NULL;
-  if (length < 0 || length >= (int64_t)sizeof buffer) {
-    shim_error = "dct (Fortran): checkpoint path longer than 4095 characters";
-    return DCT_ERR_ARG;
-  }
-  memcpy(buffer, path, (size_t)length);
-  buffer[length] = '\0';
+  if (!c_path(path, length, &buffer)) return DCT_ERR_ARG;
   return load ? DCT_Checkpoint_load(MPI_Comm_f2c(comm), buffer)
               : DCT_Checkpoint_save(MPI_Comm_f2c(comm), buffer);
+}
+
+int dct_f_checkpoint_isave(MPI_Fint comm, const char *path, int64_t length,
+                           DCT_Checkpoint *checkpoint) {
+  char buffer[4096];
+  shim_error = NULL;
+  if (!c_path(path, length, &buffer)) return DCT_ERR_ARG;
+  return DCT_Checkpoint_isave(MPI_Comm_f2c(comm), buffer, checkpoint);
+}
+
+int dct_f_checkpoint_wait(DCT_Checkpoint *checkpoint) {
+  shim_error = NULL;
+  return DCT_Checkpoint_wait(checkpoint);
 }
 
 /* The message of the last failure on this thread: the shim's own, or dct's. */

@@ -1,7 +1,7 @@
 // dct-bench checkpoint: DCT_Checkpoint_save/load against a plain parallel-HDF5 write/read of the
 // same bytes, in the same run.
 //
-//   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .]
+//   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .] [--steps 4]
 //
 // Every rank holds one float request of `mib` MiB of residual. The load is timed twice: into
 // that request (a roll-back: its state must survive a failed load) and into new requests that
@@ -12,6 +12,12 @@
 // (durability), so dct / plain+fsync compares the same work. The plain write and read are also
 // timed with independent MPI-IO (dct's default for the rows, DCT_CHECKPOINT_IO), and dct's
 // rates are given over both.
+//
+// DCT_Checkpoint_isave is timed as a call (what training waits for) and with its wait right
+// after (the whole save). Then what a checkpoint costs a training run: `steps` calls of the
+// request (a training step's allreduce; each changes the residual) alone, after a blocking
+// save, and between an isave and its wait; the added time over the steps alone is the
+// checkpoint's cost to the run.
 #include <fcntl.h>
 #include <hdf5.h>
 #include <mpi.h>
@@ -38,6 +44,7 @@ struct Options {
   long long mib = 256;
   int iters = 3;
   std::string dir = ".";
+  int steps = 4;
 };
 
 /// Wall time of `body` from a barrier to a barrier. Every operation starts with no dirty page
@@ -54,6 +61,12 @@ double timed(const std::function<void()> &body) {
   body();
   MPI_Barrier(MPI_COMM_WORLD);
   return MPI_Wtime() - start;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n == 0 ? 0 : n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 void check(bool ok, const char *what) {
@@ -130,6 +143,42 @@ int run(const Options &o) {
     independent_write += timed([&] { plain_io(plain_path, row, rank, ranks, true, false); });
     independent_read += timed([&] { plain_io(plain_path, row, rank, ranks, false, false); });
   }
+  // The asynchronous save, and what each kind of save costs training steps (per iteration:
+  // medians are reported, this VM's step times vary between phases).
+  double isave_call = 0, isave_whole = 0;
+  std::vector<double> alone, with_save, save_part, with_isave, isave_part, wait_part, steps_part;
+  auto train = [&] {
+    for (int s = 0; s < o.steps; ++s) (*request)();
+  };
+  for (int i = 0; i < o.iters; ++i) {
+    DCT_Checkpoint pending = DCT_CHECKPOINT_NULL;
+    isave_call += timed(
+        [&] { dct::check(DCT_Checkpoint_isave(MPI_COMM_WORLD, dct_path.c_str(), &pending)); });
+    dct::check(DCT_Checkpoint_wait(&pending));
+    isave_whole += timed([&] {
+      dct::check(DCT_Checkpoint_isave(MPI_COMM_WORLD, dct_path.c_str(), &pending));
+      dct::check(DCT_Checkpoint_wait(&pending));
+    });
+    alone.push_back(timed(train));
+    with_save.push_back(timed([&] {
+      const double start = MPI_Wtime();
+      dct::checkpoint_save(MPI_COMM_WORLD, dct_path);
+      save_part.push_back(MPI_Wtime() - start);
+      train();
+    }));
+    alone.push_back(timed(train));
+    with_isave.push_back(timed([&] {
+      const double start = MPI_Wtime();
+      dct::CheckpointSave background(MPI_COMM_WORLD, dct_path);
+      const double started = MPI_Wtime();
+      train();
+      const double trained = MPI_Wtime();
+      background.wait();
+      isave_part.push_back(started - start);
+      steps_part.push_back(trained - started);
+      wait_part.push_back(MPI_Wtime() - trained);
+    }));
+  }
   // A restart: the load into requests made and not run yet (their residual zeros, in memory
   // touched when they were made, as a restarted job's are).
   double restart = 0;
@@ -168,6 +217,22 @@ int run(const Options &o) {
     baseline("plain HDF5 read, independent", independent_read);
     compared("DCT_Checkpoint_load", load, plain_read, independent_read);
     compared("  into new requests (restart)", restart, plain_read, independent_read);
+    compared("DCT_Checkpoint_isave + wait", isave_whole, plain_write, independent_write);
+    std::printf("%-30s %8s %14.3f %15s  (%.4f s; save %.4f s)\n", "  the isave call alone", "",
+                plain_write / isave_call, "", isave_call / o.iters, save / o.iters);
+    // What a checkpoint costs `steps` training steps (rank 0's parts), medians.
+    const double steps = median(alone);
+    std::printf("# training: %d steps (calls of the request), medians of %d\n", o.steps, o.iters);
+    std::printf("%-30s %8.4f s\n", "steps alone", steps);
+    std::printf("%-30s %8.4f s   blocked in the save %.4f s\n", "save, steps", median(with_save),
+                median(save_part));
+    std::printf("%-30s %8.4f s   blocked: isave %.4f s + wait %.4f s; steps %.4f s\n",
+                "isave, steps, wait", median(with_isave), median(isave_part), median(wait_part),
+                median(steps_part));
+    std::printf("%-30s %8.4f s (save) %8.4f s (isave): %.3f of save's\n",
+                "checkpoint's cost to training", median(with_save) - steps,
+                median(with_isave) - steps,
+                (median(with_isave) - steps) / (median(with_save) - steps));
   }
   return 0;
 }
@@ -185,6 +250,9 @@ Run add_checkpoint(CLI::App &app) {
       ->check(CLI::Range(1, INT_MAX))
       ->capture_default_str();
   command->add_option("--dir", o->dir, "directory of the files")->capture_default_str();
+  command->add_option("--steps", o->steps, "training steps between an isave and its wait")
+      ->check(CLI::Range(0, INT_MAX))
+      ->capture_default_str();
   return [o] { return run(*o); };
 }
 

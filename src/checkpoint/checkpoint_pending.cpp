@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/test_hooks.hpp"
@@ -22,6 +23,26 @@ std::mutex &registry_mutex() {
 std::set<const PendingSave *> &registry() {
   static std::set<const PendingSave *> saves;
   return saves;
+}
+
+/// The buffers of the last save's snapshot, kept for the next one, with their sizes.
+struct Staging {
+  std::mutex mutex;
+  std::vector<std::pair<std::size_t, std::unique_ptr<std::byte[]>>> buffers;
+};
+Staging &staging() {
+  static Staging kept;
+  return kept;
+}
+
+/// Gives `rows`' buffers back for the next save (only the last save's are kept: a training
+/// run saves the same state every time).
+void keep_staging(std::vector<FileRow> &rows) {
+  const std::lock_guard<std::mutex> lock(staging().mutex);
+  staging().buffers.clear();
+  for (FileRow &row : rows)
+    for (RowPart *part : {&row.residual, &row.velocity, &row.last_update})
+      if (part->copy != nullptr) staging().buffers.emplace_back(row.bytes, std::move(part->copy));
 }
 
 /// All of `bytes` at `offset`, through short writes and signals; false (errno set) on failure.
@@ -43,6 +64,20 @@ bool write_all(int fd, const void *data, std::size_t bytes, std::uint64_t offset
 
 }  // namespace
 
+std::unique_ptr<std::byte[]> staging_buffer(std::size_t bytes) {
+  {
+    const std::lock_guard<std::mutex> lock(staging().mutex);
+    auto &buffers = staging().buffers;
+    for (auto kept = buffers.begin(); kept != buffers.end(); ++kept)
+      if (kept->first == bytes) {
+        std::unique_ptr<std::byte[]> buffer = std::move(kept->second);
+        buffers.erase(kept);
+        return buffer;
+      }
+  }
+  return std::unique_ptr<std::byte[]>(new std::byte[bytes]);  // not zeroed: the copy fills it
+}
+
 PendingSave::PendingSave(std::shared_ptr<CommContext> context, MPI_Comm comm, int rank, int ranks,
                          std::string path, std::string temporary)
     : context_(std::move(context)),
@@ -61,58 +96,57 @@ PendingSave::~PendingSave() {
   registry().erase(this);
 }
 
-void PendingSave::start(std::vector<SnapshotRow> rows) {
+void PendingSave::start(std::vector<FileRow> rows) {
   rows_ = std::move(rows);
-  writer_ = std::thread([this] { write_rows(); });
+  writer_ = std::thread([this] { error_ = write_rows(temporary_, rank_, rows_); });
 }
 
 std::string PendingSave::join() {
   if (writer_.joinable()) writer_.join();
-  rows_.clear();  // the snapshot's memory goes back before the collective half ends
+  keep_staging(rows_);
+  rows_.clear();
   return error_;
 }
 
-void PendingSave::write_rows() {
-  const int fd = ::open(temporary_.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error_ = "cannot open " + temporary_ + " to write its rows: " + std::strerror(errno);
-    return;
-  }
+std::string write_rows(const std::string &path, int rank, const std::vector<FileRow> &rows) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return "cannot open " + path + " to write its rows: " + std::strerror(errno);
   std::string failed;
-  for (const SnapshotRow &row : rows_) {
+  for (const FileRow &row : rows) {
     const std::size_t state_bytes = row.state.size() * sizeof(double);
+    auto bytes_of = [&](const RowPart &part) { return part.data != nullptr ? row.bytes : 0; };
     const std::uint32_t crc =
-        row_checksum(row.residual.get(), row.residual ? row.bytes : 0, row.tau, row.calls,
-                     row.velocity.get(), row.velocity ? row.bytes : 0, row.state.data(),
-                     state_bytes, row.last_update.get(), row.last_update ? row.bytes : 0);
-    // The file's checksum dataset is little-endian (H5T_STD_U32LE).
+        row_checksum(row.residual.data, bytes_of(row.residual), row.tau, row.calls,
+                     row.velocity.data, bytes_of(row.velocity), row.state.data(), state_bytes,
+                     row.last_update.data, bytes_of(row.last_update));
     const unsigned char stored[4] = {
+        // H5T_STD_U32LE
         static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),
         static_cast<unsigned char>(crc >> 16), static_cast<unsigned char>(crc >> 24)};
     bool ok = true;
-    for (const auto &[part, at] : {std::pair{row.residual.get(), row.residual_at},
-                                   std::pair{row.velocity.get(), row.velocity_at},
-                                   std::pair{row.last_update.get(), row.last_update_at}})
-      if (ok && part != nullptr) ok = write_all(fd, part, row.bytes, at);
+    for (const RowPart *part : {&row.residual, &row.velocity, &row.last_update})
+      if (ok && part->data != nullptr) ok = write_all(fd, part->data, row.bytes, part->at);
     if (ok) ok = write_all(fd, stored, sizeof stored, row.checksum_at);
 #ifdef DCT_TESTING
-    testing::crash_in_checkpoint_writer(rank_);  // dies here, the rows half-written
-    if (ok && testing::fail_in_checkpoint_writer(rank_)) {
+    testing::crash_in_checkpoint_writer(rank);  // dies here, the rows half-written
+    if (ok && testing::fail_in_checkpoint_writer(rank)) {
       ok = false;
       errno = EIO;
     }
+#else
+    (void)rank;
 #endif
     if (!ok) {
-      failed = "cannot write a row of " + temporary_ + ": " + std::strerror(errno);
+      failed = "cannot write a row of " + path + ": " + std::strerror(errno);
       break;
     }
   }
-  // Durable before the rename makes the file the checkpoint (the collective half's bytes are
-  // synced by rank 0 at the wait, like a blocking save's).
+  // Durable before the rename makes the file the checkpoint (HDF5's bytes are synced by rank 0
+  // before the rename).
   if (failed.empty() && ::fdatasync(fd) != 0)
-    failed = "fsync of " + temporary_ + " failed: " + std::strerror(errno);
+    failed = "fsync of " + path + " failed: " + std::strerror(errno);
   ::close(fd);
-  error_ = std::move(failed);
+  return failed;
 }
 
 bool is_pending_save(const PendingSave *save) {

@@ -7,10 +7,11 @@
 // checksum; it copies those rows into the snapshot and notes where each lies in the file
 // (HDF5 allocates contiguous datasets at creation, H5Dget_offset). The writer thread then
 // computes each row's CRC-32 from the snapshot, writes rows and CRCs with pwrite at those
-// offsets, and syncs its writes: no HDF5 and no MPI off the caller's thread (any MPI thread
-// level will do). DCT_Checkpoint_wait joins it, agrees on the outcome, seals and renames, as
-// the blocking save does: the file holds the same bytes either way, and the previous
-// checkpoint at the path stays until the rename.
+// offsets (write_rows, which DCT_Checkpoint_save also runs, in the call and on the rows in
+// place: measured faster than HDF5's independent MPI-IO writes), and syncs its writes: no HDF5 and
+// no MPI off the caller's thread (any MPI thread level will do). DCT_Checkpoint_wait joins it,
+// agrees on the outcome, seals and renames, as the blocking save does: the file holds the same
+// bytes either way, and the previous checkpoint at the path stays until the rename.
 //
 // Private header of src/: include it from the checkpoint sources only.
 #pragma once
@@ -30,16 +31,33 @@ namespace dct::detail {
 
 class CommContext;
 
-/// One request's row on this rank, as the save took it.
-struct SnapshotRow {
-  std::unique_ptr<std::byte[]> residual, velocity, last_update;  // nullptr where absent
-  std::size_t bytes = 0;                                         // of each of them
-  std::vector<double> state;  // the state row (format 5), as written
+/// Memory for `bytes` of a snapshot: a buffer an earlier save gave back if one is of that size
+/// (fresh memory costs a page fault per page, on some VMs more than the copy itself), else new.
+std::unique_ptr<std::byte[]> staging_buffer(std::size_t bytes);
+
+/// One part of a row (residual, velocity or last update) and where it goes in the file.
+struct RowPart {
+  const std::byte *data = nullptr;    // nullptr where the request has no such part
+  std::unique_ptr<std::byte[]> copy;  // what `data` points into, for an isave
+  std::uint64_t at = 0;               // bytes from the file's start
+};
+
+/// One request's row on this rank: the parts HDF5 leaves to write_rows, with what their
+/// CRC-32 covers besides (the checksums dataset holds it at `checksum_at`).
+struct FileRow {
+  RowPart residual, velocity, last_update;
+  std::size_t bytes = 0;      // of each part
+  std::vector<double> state;  // the state row (format 5), as HDF5 wrote it
   double tau = 0;
   std::int64_t calls = 0;
-  /// Where this rank's parts go in the file (bytes from its start; meaningful where present).
-  std::uint64_t residual_at = 0, velocity_at = 0, last_update_at = 0, checksum_at = 0;
+  std::uint64_t checksum_at = 0;
 };
+
+/// Writes every row's parts and CRC-32 (little-endian, as the checksum dataset stores it) into
+/// the file at `path` with pwrite, then fdatasync: "" on success, else what failed. No MPI, no
+/// HDF5: DCT_Checkpoint_save runs it in the call, DCT_Checkpoint_isave on its writer thread.
+/// `rank` only selects the test hooks.
+std::string write_rows(const std::string &path, int rank, const std::vector<FileRow> &rows);
 
 /// An asynchronous save between DCT_Checkpoint_isave and DCT_Checkpoint_wait.
 class PendingSave {
@@ -52,8 +70,8 @@ class PendingSave {
   PendingSave(const PendingSave &) = delete;
   PendingSave &operator=(const PendingSave &) = delete;
 
-  /// Starts the writer over `rows` (the snapshot, now owned by the save).
-  void start(std::vector<SnapshotRow> rows);
+  /// Starts the writer over `rows` (whose parts are copies, now owned by the save).
+  void start(std::vector<FileRow> rows);
   /// Waits for the writer; "" when it wrote and synced every row, else what failed.
   std::string join();
 
@@ -68,13 +86,11 @@ class PendingSave {
   std::vector<Extent> bulk;
 
  private:
-  void write_rows();
-
   std::shared_ptr<CommContext> context_;
   MPI_Comm comm_;
   int rank_, ranks_;
   std::string path_, temporary_;
-  std::vector<SnapshotRow> rows_;
+  std::vector<FileRow> rows_;
   std::thread writer_;
   std::string error_;  // the writer's, read after the join
 };

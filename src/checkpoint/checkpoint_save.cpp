@@ -77,21 +77,23 @@ std::size_t bulk_datasets(const std::vector<RequestEngine *> &engines) {
   return datasets;
 }
 
-/// A copy of `bytes` of `row` (nullptr for none).
-std::unique_ptr<std::byte[]> copy_of(const void *row, std::size_t bytes) {
-  if (row == nullptr || bytes == 0) return nullptr;
-  std::unique_ptr<std::byte[]> copy(new std::byte[bytes]);  // not zeroed: one pass, the copy
-  std::memcpy(copy.get(), row, bytes);
-  return copy;
+/// `part` of `bytes` at `row` (none for nullptr), in place or (`copy`) copied.
+void take(RowPart &part, const void *row, std::size_t bytes, bool copy) {
+  if (row == nullptr || bytes == 0) return;
+  part.data = static_cast<const std::byte *>(row);
+  if (!copy) return;
+  part.copy = staging_buffer(bytes);
+  std::memcpy(part.copy.get(), row, bytes);
+  part.data = part.copy.get();
 }
 
-/// Writes the file; returns where the residual and velocity datasets' raw data lie, in file
-/// order. With `snapshot` (DCT_Checkpoint_isave), the residual, velocity and last-update rows
-/// and the checksums are not written: each request's row is copied into `snapshot` with where
-/// its parts go, for the writer thread (checkpoint_pending.hpp).
+/// Writes the file's HDF5 part; returns where the residual, velocity and last-update datasets'
+/// raw data lie, in file order. Their rows and the checksums are written by HDF5 only without
+/// `rows` (DCT_CHECKPOINT_IO=collective): else each request's row goes into `rows` (copied with
+/// `copy`, for DCT_Checkpoint_isave) with where its parts go, for write_rows.
 std::vector<Extent> write_file(const std::string &path, const Collective &c,
                                const std::vector<std::vector<double>> &states,
-                               std::uint64_t user_block, std::vector<SnapshotRow> *snapshot) {
+                               std::uint64_t user_block, std::vector<FileRow> *rows, bool copy) {
   const int rank = c.rank, ranks = c.ranks;
   const std::vector<RequestEngine *> &engines = c.engines;
   h5::QuietHdf5 quiet;
@@ -118,9 +120,6 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
   h5::Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose, DCT_ERR_CKPT_IO, "H5Pcreate failed");
   h5::check_h5(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE), DCT_ERR_CKPT_IO,
                "H5Pset_dxpl_mpio failed");
-  // The residual and velocity rows: each rank writes its own contiguous row, unless
-  // DCT_CHECKPOINT_IO=collective (docs/configuration.md).
-  const hid_t row_transfer = c.collective_rows ? transfer.get() : H5P_DEFAULT;
   h5::Handle requests(
       H5Gcreate2(file.get(), kCheckpointRequestsGroup, H5P_DEFAULT, groups.get(), H5P_DEFAULT),
       H5Gclose, DCT_ERR_CKPT_IO, "cannot create group requests");
@@ -164,12 +163,12 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
     h5::write_attribute(group.get(), "state_words", static_cast<std::int64_t>(state.size()));
     const std::size_t bytes = static_cast<std::size_t>(engine->count()) * engine->element_size();
     const std::int64_t calls = static_cast<std::int64_t>(engine->calls());
-    SnapshotRow *taken = nullptr;
-    if (snapshot != nullptr) {
-      taken = &snapshot->emplace_back();
-      taken->residual = copy_of(data, bytes);
-      taken->velocity = copy_of(velocity, bytes);
-      taken->last_update = copy_of(last_update, bytes);
+    FileRow *taken = nullptr;
+    if (rows != nullptr) {
+      taken = &rows->emplace_back();
+      take(taken->residual, data, bytes, copy);
+      take(taken->velocity, velocity, bytes, copy);
+      take(taken->last_update, last_update, bytes, copy);
       taken->bytes = bytes;
       taken->state = state;
       taken->tau = tau;
@@ -185,14 +184,14 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
       h5::write_rank_row(group.get(), "state", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ranks, rank,
                          static_cast<hsize_t>(state.size()), true, state.data(), transfer.get());
     for (const auto &[part, row, at] :
-         {std::tuple{"residual", data, taken ? &taken->residual_at : nullptr},
-          std::tuple{"velocity", velocity, taken ? &taken->velocity_at : nullptr},
-          std::tuple{"last_update", last_update, taken ? &taken->last_update_at : nullptr}})
+         {std::tuple{"residual", data, taken ? &taken->residual.at : nullptr},
+          std::tuple{"velocity", velocity, taken ? &taken->velocity.at : nullptr},
+          std::tuple{"last_update", last_update, taken ? &taken->last_update.at : nullptr}})
       if (row != nullptr) {
         const Extent raw = h5::write_rank_row(
             group.get(), part, h5::file_type(engine->element_size()),
             h5::memory_type(engine->element_size()), ranks, rank,
-            static_cast<hsize_t>(engine->count()), true, taken ? nullptr : row, row_transfer);
+            static_cast<hsize_t>(engine->count()), true, taken ? nullptr : row, transfer.get());
         if (raw.end > raw.begin) bulk.push_back(raw);  // else sealed with the rest
         if (at != nullptr) *at = raw.begin + std::uint64_t(rank) * bytes;
       }
@@ -335,9 +334,17 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
   const std::string temporary = agreed_temporary(c.comm, path);
   try {
     const Plan plan = plan_save(c, path, temporary);
+    // The rows with POSIX I/O in place (write_rows), unless DCT_CHECKPOINT_IO=collective.
+    std::vector<FileRow> rows;
     std::vector<Extent> bulk;
-    run_agreed(c.comm,
-               [&] { bulk = write_file(temporary, c, plan.states, plan.user_block, nullptr); });
+    run_agreed(c.comm, [&] {
+      bulk = write_file(temporary, c, plan.states, plan.user_block,
+                        c.collective_rows ? nullptr : &rows, false);
+      if (!c.collective_rows) {
+        const std::string failed = write_rows(temporary, c.rank, rows);
+        require(failed.empty(), DCT_ERR_CKPT_IO, failed);
+      }
+    });
     seal_and_rename(c.comm, c.rank, c.ranks, temporary, path, plan.user_block, bulk);
   } catch (...) {
     if (c.rank == 0) std::remove(temporary.c_str());
@@ -351,10 +358,10 @@ PendingSave *checkpoint_isave(MPI_Comm user_comm, const std::string &path) {
   const std::string temporary = agreed_temporary(c.comm, path);
   try {
     const Plan plan = plan_save(c, path, temporary);
-    std::vector<SnapshotRow> rows;
+    std::vector<FileRow> rows;
     std::vector<Extent> bulk;
     run_agreed(c.comm,
-               [&] { bulk = write_file(temporary, c, plan.states, plan.user_block, &rows); });
+               [&] { bulk = write_file(temporary, c, plan.states, plan.user_block, &rows, true); });
     auto save = std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, path, temporary);
     save->user_block = plan.user_block;
     save->bulk = std::move(bulk);

@@ -4,7 +4,7 @@
 program test_fortran
   use mpi_f08
   use dct
-  use, intrinsic :: iso_c_binding, only : c_sizeof
+  use, intrinsic :: iso_c_binding, only : c_sizeof, c_associated
   implicit none
   integer, parameter :: n = 3000, calls = 20
   integer :: rank, failures, any_failures, ierror, major, minor, patch, length, step, i
@@ -19,6 +19,7 @@ program test_fortran
   logical :: found
   type(dct_request) :: request, freed
   type(dct_status) :: status
+  type(dct_checkpoint) :: save
   character(len=256) :: text
 
   call MPI_Init()
@@ -160,6 +161,18 @@ program test_fortran
   call dct_checkpoint_load(MPI_COMM_WORLD, 'no-such-checkpoint.h5', ierror)
   call check(ierror == DCT_ERR_CKPT_NOT_FOUND .or. ierror == DCT_ERR_NOT_COMPILED, &
              'checkpoint load of a missing file')
+  ! An asynchronous save of the live requests, then its wait: the handle is null after.
+  call dct_checkpoint_isave(MPI_COMM_WORLD, 'fortran-isave.h5', save, ierror)
+  if (ierror == DCT_SUCCESS) then
+    call check(c_associated(save%handle), 'isave gives a handle')
+    call dct_checkpoint_wait(save, ierror)
+    call check(ierror == DCT_SUCCESS, 'the wait of an asynchronous save')
+    call check(.not. c_associated(save%handle), 'the wait nulls the handle')
+    call dct_checkpoint_wait(save, ierror)
+    call check(ierror == DCT_ERR_ARG, 'a second wait is refused')
+  else
+    call check(ierror == DCT_ERR_NOT_COMPILED, 'isave without HDF5')
+  end if
 
   call MPI_Allreduce(failures, any_failures, 1, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD)
   if (rank == 0 .and. any_failures == 0) print '(a)', 'fortran: all checks passed'

@@ -112,6 +112,20 @@ TEST(CheckpointAsync, TheFileIsTheStateOfTheIsaveByteForByte) {
   EXPECT_EQ(model.state(), saved);
 }
 
+TEST(CheckpointAsync, RowsWrittenInPlaceOrThroughCollectiveHdf5AreTheSameBytes) {
+  // The blocking save writes the rows with POSIX I/O like the isave's writer, or through
+  // collective MPI-IO with DCT_CHECKPOINT_IO=collective: the same file either way.
+  const std::string posix = scratch("rows-posix"), collective = scratch("rows-collective");
+  Model model;
+  for (int i = 0; i < 3; ++i) model.step();
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, posix.c_str()), DCT_SUCCESS);
+  setenv("DCT_CHECKPOINT_IO", "collective", 1);
+  const int saved = DCT_Checkpoint_save(MPI_COMM_WORLD, collective.c_str());
+  unsetenv("DCT_CHECKPOINT_IO");
+  ASSERT_ALL_RANKS_EQ(saved, DCT_SUCCESS);
+  EXPECT_TRUE(same_files(posix, collective));
+}
+
 TEST(CheckpointAsync, TheRequestsMayBeFreedBeforeTheWait) {
   const std::string path = scratch("freed");
   std::vector<std::vector<double>> saved;

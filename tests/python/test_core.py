@@ -213,6 +213,36 @@ def test_checkpoint_restores_residual_and_velocity_bit_for_bit(comm, tmp_path_fa
     assert error.value.code == dct.ERR_CKPT_NOT_FOUND
 
 
+def test_checkpoint_isave_holds_the_state_of_the_call(comm, tmp_path_factory):
+    directory = comm.bcast(str(tmp_path_factory.mktemp("isave")), root=0)
+    blocking, background = directory + "/save.h5", directory + "/isave.h5"
+    buffer = np.zeros(900, np.float32)
+    rng = np.random.default_rng(5 + comm.rank)
+    with dct.allreduce_init(dct.IN_PLACE, buffer, comm, density=0.02, name="layer") as request:
+        def step():
+            buffer[:] = dyadic(rng, 900, np.float32)
+            request.start()
+            request.wait()
+        for _ in range(3):
+            step()
+        try:
+            dct.checkpoint_save(blocking, comm)
+        except dct.Error as error:
+            if error.code == dct.ERR_NOT_COMPILED:
+                pytest.skip("built without HDF5")
+            raise
+        with dct.checkpoint_isave(background, comm) as save:
+            assert save.pending
+            with pytest.raises(dct.Error) as error:  # one save to a path at a time
+                dct.checkpoint_save(background, comm)
+            assert error.value.code == dct.ERR_ACTIVE
+            step()  # training goes on: the file keeps the state of the isave
+        assert not save.pending
+    if comm.rank == 0:
+        with open(blocking, "rb") as a, open(background, "rb") as b:
+            assert a.read() == b.read()
+
+
 def test_alltoallv_keeps_the_largest_of_every_row(comm):
     d, rows = 8, 3  # rows per block
     rng = np.random.default_rng(5 + comm.rank)

@@ -39,7 +39,8 @@ from ._capi import lib as _lib
 
 __all__ = ["Error", "Status", "Request", "IN_PLACE", "allreduce_init", "alltoallv_init",
            "allreduce", "allreduce_status", "comm_get_info", "waitall", "checkpoint_save",
-           "checkpoint_load", "version", "backend_compiled", "error_name", "ERROR_NAMES"]
+           "checkpoint_isave", "CheckpointSave", "checkpoint_load", "version", "backend_compiled",
+           "error_name", "ERROR_NAMES"]
 
 #: Pass as ``sendbuf`` to reduce ``recvbuf`` in place (MPI_IN_PLACE).
 IN_PLACE = MPI.IN_PLACE
@@ -405,6 +406,41 @@ def checkpoint_save(path, comm=None):
     (``DCT_Checkpoint_save``; atomic: a crash leaves the previous file)."""
     comm = MPI.COMM_WORLD if comm is None else comm
     _check(_lib.DCT_Checkpoint_save(_capi.handle(comm), str(path).encode()))
+
+
+class CheckpointSave:
+    """An asynchronous checkpoint save (``DCT_Checkpoint_isave``): the state of the moment it
+    is made, written by a thread while training goes on; :meth:`wait` (collective, like the
+    constructor) gives the file its name. As a context manager it waits on exit."""
+
+    def __init__(self, path, comm=None):
+        comm = MPI.COMM_WORLD if comm is None else comm
+        self._handle = _capi.DCT_Checkpoint()
+        _check(_lib.DCT_Checkpoint_isave(_capi.handle(comm), str(path).encode(),
+                                         ctypes.byref(self._handle)))
+
+    @property
+    def pending(self):
+        """Whether the save is still to be waited."""
+        return bool(self._handle.value)
+
+    def wait(self):
+        """``DCT_Checkpoint_wait``: raises :class:`Error` (on every rank) if the file could not
+        be written; the previous checkpoint at the path is then intact."""
+        _check(_lib.DCT_Checkpoint_wait(ctypes.byref(self._handle)))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pending:
+            self.wait()
+
+
+def checkpoint_isave(path, comm=None):
+    """Starts an asynchronous save of every live persistent request on ``comm`` into ``path``
+    and returns its :class:`CheckpointSave` (``DCT_Checkpoint_isave``)."""
+    return CheckpointSave(path, comm)
 
 
 def checkpoint_load(path, comm=None):

@@ -23,6 +23,7 @@ MPI_Info = _HANDLE[MPI._sizeof(MPI.Info)]
 MPI_Count = ctypes.c_int64
 MPI_Aint = ctypes.c_ssize_t
 DCT_Request = ctypes.c_void_p
+DCT_Checkpoint = ctypes.c_void_p
 
 DCT_STATUS_MAGIC = 0x44435453
 DCT_MAX_ERROR_STRING = 256
@@ -135,6 +136,8 @@ _prototypes = {
                                         _c.POINTER(DCT_Status)]),
     "DCT_Checkpoint_save": (_c.c_int, [MPI_Comm, _c.c_char_p]),
     "DCT_Checkpoint_load": (_c.c_int, [MPI_Comm, _c.c_char_p]),
+    "DCT_Checkpoint_isave": (_c.c_int, [MPI_Comm, _c.c_char_p, _c.POINTER(DCT_Checkpoint)]),
+    "DCT_Checkpoint_wait": (_c.c_int, [_c.POINTER(DCT_Checkpoint)]),
     "DCT_Error_string": (_c.c_int, [_c.c_int, _c.c_char_p, _c.POINTER(_c.c_int)]),
     "DCT_Get_last_error": (_c.c_char_p, []),
 }
