@@ -6,12 +6,13 @@
 // Every rank holds one float request of `mib` MiB of residual. The load is timed twice: into
 // that request (a roll-back: its state must survive a failed load) and into new requests that
 // have not run (a restart). Times are wall times from a barrier to a barrier (so the slowest
-// rank counts), averaged over `iters`, each operation started after a sync (no writeback of an
-// earlier operation's data in its time). The plain write is H5Fcreate + one collective H5Dwrite
-// of each rank's row + H5Fclose; "+fsync" adds the fsync that dct does before renaming
-// (durability), so dct / plain+fsync compares the same work. The plain write and read are also
-// timed with independent MPI-IO (dct's default for the rows, DCT_CHECKPOINT_IO), and dct's
-// rates are given over both.
+// rank counts), the median of `iters` (single
+// runs on a VM have outliers of 2x that a mean carries; means before dct 0.6), each operation
+// started after a sync (no writeback of an earlier operation's data in its time). The plain write
+// is H5Fcreate + one collective H5Dwrite of each rank's row + H5Fclose; "+fsync" adds the fsync
+// that dct does before renaming (durability), so dct / plain+fsync compares the same work. The
+// plain write and read are also timed with independent MPI-IO (dct's default for the rows,
+// DCT_CHECKPOINT_IO), and dct's rates are given over both.
 //
 // DCT_Checkpoint_isave is timed as a call (what training waits for) and with its wait right
 // after (the whole save). Then what a checkpoint costs a training run: `steps` calls of the
@@ -129,36 +130,38 @@ int run(const Options &o) {
   const std::string dct_path = o.dir + "/dct-bench-checkpoint.h5";
   const std::string plain_path = o.dir + "/dct-bench-plain.h5";
   std::vector<float> row(send);
-  double save = 0, load = 0, plain_write = 0, plain_fsync = 0, plain_read = 0;
-  double independent_write = 0, independent_read = 0;
+  std::vector<double> save, load, plain_write, plain_fsync, plain_read, independent_write,
+      independent_read;
   for (int i = 0; i < o.iters; ++i) {
-    save += timed([&] { dct::checkpoint_save(MPI_COMM_WORLD, dct_path); });
-    load += timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); });
-    plain_write += timed([&] { plain_io(plain_path, row, rank, ranks, true, true); });
-    plain_fsync += timed([&] {
+    save.push_back(timed([&] { dct::checkpoint_save(MPI_COMM_WORLD, dct_path); }));
+    load.push_back(timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); }));
+    plain_write.push_back(timed([&] { plain_io(plain_path, row, rank, ranks, true, true); }));
+    plain_fsync.push_back(timed([&] {
       plain_io(plain_path, row, rank, ranks, true, true);
       if (rank == 0) fsync_file(plain_path);
-    });
-    plain_read += timed([&] { plain_io(plain_path, row, rank, ranks, false, true); });
-    independent_write += timed([&] { plain_io(plain_path, row, rank, ranks, true, false); });
-    independent_read += timed([&] { plain_io(plain_path, row, rank, ranks, false, false); });
+    }));
+    plain_read.push_back(timed([&] { plain_io(plain_path, row, rank, ranks, false, true); }));
+    independent_write.push_back(
+        timed([&] { plain_io(plain_path, row, rank, ranks, true, false); }));
+    independent_read.push_back(
+        timed([&] { plain_io(plain_path, row, rank, ranks, false, false); }));
   }
   // The asynchronous save, and what each kind of save costs training steps (per iteration:
   // medians are reported, this VM's step times vary between phases).
-  double isave_call = 0, isave_whole = 0;
-  std::vector<double> alone, with_save, save_part, with_isave, isave_part, wait_part, steps_part;
+  std::vector<double> isave_call, isave_whole, alone, with_save, save_part, with_isave, isave_part,
+      wait_part, steps_part;
   auto train = [&] {
     for (int s = 0; s < o.steps; ++s) (*request)();
   };
   for (int i = 0; i < o.iters; ++i) {
     DCT_Checkpoint pending = DCT_CHECKPOINT_NULL;
-    isave_call += timed(
-        [&] { dct::check(DCT_Checkpoint_isave(MPI_COMM_WORLD, dct_path.c_str(), &pending)); });
+    isave_call.push_back(timed(
+        [&] { dct::check(DCT_Checkpoint_isave(MPI_COMM_WORLD, dct_path.c_str(), &pending)); }));
     dct::check(DCT_Checkpoint_wait(&pending));
-    isave_whole += timed([&] {
+    isave_whole.push_back(timed([&] {
       dct::check(DCT_Checkpoint_isave(MPI_COMM_WORLD, dct_path.c_str(), &pending));
       dct::check(DCT_Checkpoint_wait(&pending));
-    });
+    }));
     alone.push_back(timed(train));
     with_save.push_back(timed([&] {
       const double start = MPI_Wtime();
@@ -181,45 +184,48 @@ int run(const Options &o) {
   }
   // A restart: the load into requests made and not run yet (their residual zeros, in memory
   // touched when they were made, as a restarted job's are).
-  double restart = 0;
+  std::vector<double> restart;
   request.reset();
   for (int i = 0; i < o.iters; ++i) {
     dct::AllreduceRequest fresh(send.data(), recv.data(), n, MPI_COMM_WORLD, info);
-    restart += timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); });
+    restart.push_back(timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); }));
   }
   MPI_Info_free(&info);
   if (rank == 0) {
     std::remove(dct_path.c_str());
     std::remove(plain_path.c_str());
     const double gib = double(n) * sizeof(float) * ranks / double(1 << 30);
-    auto rate = [&](double seconds) { return gib / (seconds / o.iters); };
+    auto rate = [&](const std::vector<double> &seconds) { return gib / median(seconds); };
     const char *io = std::getenv("DCT_CHECKPOINT_IO");
     std::printf(
         "# dct-bench checkpoint: %d ranks x %lld MiB of float residual (%.2f GiB), "
-        "%d iterations, in %s, DCT_CHECKPOINT_IO=%s\n",
+        "medians of %d iterations, in %s, DCT_CHECKPOINT_IO=%s\n",
         ranks, o.mib, gib, o.iters, o.dir.c_str(), io ? io : "(default)");
     // dct's rate over the plain collective one (the baseline of issue 36) and the plain
     // independent one (the fastest plain way here).
     std::printf("%-30s %8s %14s %15s\n", "operation", "GiB/s", "/ collective", "/ independent");
-    auto baseline = [&](const char *name, double seconds) {
+    auto baseline = [&](const char *name, const std::vector<double> &seconds) {
       std::printf("%-30s %8.3f\n", name, rate(seconds));
     };
-    auto compared = [&](const char *name, double seconds, double collective, double independent) {
-      std::printf("%-30s %8.3f %14.3f %15.3f\n", name, rate(seconds), collective / seconds,
-                  independent / seconds);
+    auto compared = [&](const char *name, const std::vector<double> &seconds,
+                        const std::vector<double> &collective,
+                        const std::vector<double> &independent) {
+      std::printf("%-30s %8.3f %14.3f %15.3f\n", name, rate(seconds),
+                  median(collective) / median(seconds), median(independent) / median(seconds));
     };
     baseline("plain HDF5 write, collective", plain_write);
     baseline("plain HDF5 write, independent", independent_write);
     baseline("plain collective write + fsync", plain_fsync);
     compared("DCT_Checkpoint_save", save, plain_write, independent_write);
-    std::printf("%-30s %8s %14.3f\n", "  vs collective write + fsync", "", plain_fsync / save);
+    std::printf("%-30s %8s %14.3f\n", "  vs collective write + fsync", "",
+                median(plain_fsync) / median(save));
     baseline("plain HDF5 read, collective", plain_read);
     baseline("plain HDF5 read, independent", independent_read);
     compared("DCT_Checkpoint_load", load, plain_read, independent_read);
     compared("  into new requests (restart)", restart, plain_read, independent_read);
     compared("DCT_Checkpoint_isave + wait", isave_whole, plain_write, independent_write);
     std::printf("%-30s %8s %14.3f %15s  (%.4f s; save %.4f s)\n", "  the isave call alone", "",
-                plain_write / isave_call, "", isave_call / o.iters, save / o.iters);
+                median(plain_write) / median(isave_call), "", median(isave_call), median(save));
     // What a checkpoint costs `steps` training steps (rank 0's parts), medians.
     const double steps = median(alone);
     std::printf("# training: %d steps (calls of the request), medians of %d\n", o.steps, o.iters);

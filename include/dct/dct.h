@@ -824,9 +824,11 @@ DCT_EXPORT int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *se
 /**
  * @brief Saves every live persistent request on `comm` into `path`. Collective over `comm`.
  *
- * Written with parallel HDF5 to a temporary file in the same directory, which is renamed to
- * `path` only once every rank has written and the file is closed: a crash at any moment leaves
- * the previous checkpoint at `path` intact. No request may be active (started, not waited).
+ * Laid out with parallel HDF5 in a temporary file in the same directory (each rank then writes
+ * its rows with POSIX I/O: `DCT_CHECKPOINT_IO`, docs/configuration.md), which is renamed to
+ * `path` only once every rank has written and synced and the file is closed: a crash at any
+ * moment leaves the previous checkpoint at `path` intact. No request may be active (started,
+ * not waited), and no `DCT_Checkpoint_isave` to `path` pending (`DCT_ERR_ACTIVE`).
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL path, duplicate request names), `DCT_ERR_ACTIVE`,
  *         `DCT_ERR_CKPT_MISMATCH` (ranks hold different requests), `DCT_ERR_CKPT_IO`,
  *         `DCT_ERR_NOT_COMPILED` (built without HDF5), `DCT_ERR_COMM`, `DCT_ERR_MPI`. Every

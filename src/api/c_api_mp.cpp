@@ -103,6 +103,7 @@ int DCT_Checkpoint_wait(DCT_Checkpoint *checkpoint) {
     auto *save = reinterpret_cast<PendingSave *>(*checkpoint);
     require(is_pending_save(save), DCT_ERR_ARG,
             "not a pending save of this process (DCT_CHECKPOINT_NULL, or already waited)");
+    ensure_library_ready();  // MPI finalized: refused, the save stays pending
     const std::shared_ptr<CommContext> context = pending_save_context(save);
     const ContextEntry entry(*context);  // refused (DCT_ERR_THREAD): the save stays pending
     *checkpoint = DCT_CHECKPOINT_NULL;

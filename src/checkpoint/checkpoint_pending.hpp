@@ -8,7 +8,7 @@
 // (HDF5 allocates contiguous datasets at creation, H5Dget_offset). The writer thread then
 // computes each row's CRC-32 from the snapshot, writes rows and CRCs with pwrite at those
 // offsets (write_rows, which DCT_Checkpoint_save also runs, in the call and on the rows in
-// place: measured faster than HDF5's independent MPI-IO writes), and syncs its writes: no HDF5 and
+// place: one writer for both), and syncs its writes: no HDF5 and
 // no MPI off the caller's thread (any MPI thread level will do). DCT_Checkpoint_wait joins it,
 // agrees on the outcome, seals and renames, as the blocking save does: the file holds the same
 // bytes either way, and the previous checkpoint at the path stays until the rename.

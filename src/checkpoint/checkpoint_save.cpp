@@ -365,7 +365,9 @@ PendingSave *checkpoint_isave(MPI_Comm user_comm, const std::string &path) {
     auto save = std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, path, temporary);
     save->user_block = plan.user_block;
     save->bulk = std::move(bulk);
-    save->start(std::move(rows));
+    // A thread that cannot start on one rank (EAGAIN) fails the isave on all; the others'
+    // writers are joined as `save` goes, before rank 0 removes the file.
+    run_agreed(c.comm, [&] { save->start(std::move(rows)); });
     return save.release();
   } catch (...) {
     if (c.rank == 0) std::remove(temporary.c_str());
