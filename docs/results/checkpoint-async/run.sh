@@ -10,7 +10,7 @@ bench="$build/hpc/bench/dct-bench"
 for setting in "1 128 /tmp" "2 64 /tmp" "4 64 /tmp" "4 64 /dev/shm"; do
   read -r ranks mib dir <<< "$setting"
   work="$dir/dct-checkpoint-async.$$" && mkdir -p "$work"
-  mpirun -n "$ranks" "$bench" checkpoint --mib "$mib" --iters 7 --steps 4 --dir "$work"
+  mpirun -n "$ranks" "$bench" checkpoint --mib "$mib" --iters "${ITERS:-11}" --steps 4 --dir "$work"
   rm -rf "$work"
   echo
 done
