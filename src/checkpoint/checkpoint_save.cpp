@@ -2,7 +2,9 @@
 // temporary name and renamed only when complete (docs/checkpoint-format.md).
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -237,8 +239,20 @@ std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
 /// Rank 0, before any collective HDF5 call: room for the file, asked of the file system
 /// (fallocate), so that a full one ends in DCT_ERR_CKPT_IO on every rank instead of a
 /// write failing on some ranks inside HDF5's collective calls (issue 35: every rank hung, the
-/// temporary file stayed). File systems that cannot reserve space are not asked.
+/// temporary file stayed). File systems that cannot reserve space are not asked. On tmpfs and
+/// ramfs a reservation is memory, allocated and zeroed (0.13-0.15 s of a 0.33 s save of 256
+/// MiB, measured): there the free space the file system reports is compared instead.
 void require_room(const std::string &temporary, std::uint64_t bytes) {
+  const std::string directory = directory_of(temporary);
+  struct statfs system {};
+  if (::statfs(directory.c_str(), &system) == 0 &&
+      (system.f_type == TMPFS_MAGIC || system.f_type == RAMFS_MAGIC)) {
+    const std::uint64_t free = std::uint64_t(system.f_bavail) * std::uint64_t(system.f_bsize);
+    require(free >= bytes, DCT_ERR_CKPT_IO,
+            "not enough room for the checkpoint in " + directory + ": it needs about " +
+                std::to_string(bytes) + " bytes (" + std::to_string(free) + " free)");
+    return;
+  }
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const int open_error = errno;
   require(fd >= 0, DCT_ERR_CKPT_IO,
@@ -248,7 +262,7 @@ void require_room(const std::string &temporary, std::uint64_t bytes) {
   ::close(fd);
   std::remove(temporary.c_str());
   require(rc != ENOSPC && rc != EFBIG && rc != EDQUOT, DCT_ERR_CKPT_IO,
-          "not enough room for the checkpoint in " + directory_of(temporary) + ": it needs about " +
+          "not enough room for the checkpoint in " + directory + ": it needs about " +
               std::to_string(bytes) + " bytes (" + std::strerror(rc) + ")");
 }
 
