@@ -342,51 +342,61 @@ void seal_and_rename(MPI_Comm comm, int rank, int ranks, const std::string &temp
 
 }  // namespace
 
-void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
+namespace {
+
+/// What every save starts with: the agreed requests, no save pending to `path`, the agreed
+/// temporary name and the plan; then `body(c, temporary, plan)`, the temporary removed (by
+/// rank 0) if anything throws.
+template <typename Body>
+auto run_save(MPI_Comm user_comm, const std::string &path, Body &&body) {
   const Collective c = open_collective(user_comm, path);
   require_no_pending_save(c.comm, path);
   const std::string temporary = agreed_temporary(c.comm, path);
   try {
-    const Plan plan = plan_save(c, path, temporary);
-    // The rows with POSIX I/O in place (write_rows), unless DCT_CHECKPOINT_IO=collective.
-    std::vector<FileRow> rows;
-    std::vector<Extent> bulk;
-    run_agreed(c.comm, [&] {
-      bulk = write_file(temporary, c, plan.states, plan.user_block,
-                        c.collective_rows ? nullptr : &rows, false);
-      if (!c.collective_rows) {
-        const std::string failed = write_rows(temporary, c.rank, rows);
-        require(failed.empty(), DCT_ERR_CKPT_IO, failed);
-      }
-    });
-    seal_and_rename(c.comm, c.rank, c.ranks, temporary, path, plan.user_block, bulk);
+    return body(c, temporary, plan_save(c, path, temporary));
   } catch (...) {
     if (c.rank == 0) std::remove(temporary.c_str());
     throw;
   }
 }
 
+}  // namespace
+
+void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
+  run_save(user_comm, path,
+           [&](const Collective &c, const std::string &temporary, const Plan &plan) {
+             // The rows with POSIX I/O in place (write_rows), unless DCT_CHECKPOINT_IO=collective.
+             std::vector<FileRow> rows;
+             std::vector<Extent> bulk;
+             run_agreed(c.comm, [&] {
+               bulk = write_file(temporary, c, plan.states, plan.user_block,
+                                 c.collective_rows ? nullptr : &rows, false);
+               if (!c.collective_rows) {
+                 const std::string failed = write_rows(temporary, c.rank, rows);
+                 require(failed.empty(), DCT_ERR_CKPT_IO, failed);
+               }
+             });
+             seal_and_rename(c.comm, c.rank, c.ranks, temporary, path, plan.user_block, bulk);
+           });
+}
+
 PendingSave *checkpoint_isave(MPI_Comm user_comm, const std::string &path) {
-  const Collective c = open_collective(user_comm, path);
-  require_no_pending_save(c.comm, path);
-  const std::string temporary = agreed_temporary(c.comm, path);
-  try {
-    const Plan plan = plan_save(c, path, temporary);
-    std::vector<FileRow> rows;
-    std::vector<Extent> bulk;
-    run_agreed(c.comm,
-               [&] { bulk = write_file(temporary, c, plan.states, plan.user_block, &rows, true); });
-    auto save = std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, path, temporary);
-    save->user_block = plan.user_block;
-    save->bulk = std::move(bulk);
-    // A thread that cannot start on one rank (EAGAIN) fails the isave on all; the others'
-    // writers are joined as `save` goes, before rank 0 removes the file.
-    run_agreed(c.comm, [&] { save->start(std::move(rows)); });
-    return save.release();
-  } catch (...) {
-    if (c.rank == 0) std::remove(temporary.c_str());
-    throw;
-  }
+  return run_save(
+      user_comm, path, [&](const Collective &c, const std::string &temporary, const Plan &plan) {
+        std::vector<FileRow> rows;
+        std::vector<Extent> bulk;
+        run_agreed(c.comm, [&] {
+          bulk = write_file(temporary, c, plan.states, plan.user_block, &rows, true);
+        });
+        auto save =
+            std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, path, temporary);
+        save->user_block = plan.user_block;
+        save->bulk = std::move(bulk);
+        // A thread that cannot start on one rank (EAGAIN) fails the isave on all; the others'
+        // writers are joined as `save` goes (before rank 0 removes the file).
+        run_agreed(c.comm, [&] { save->start(std::move(rows)); });
+        return save.release();
+      });
 }
 
 void checkpoint_wait(PendingSave *pending) {
