@@ -43,7 +43,8 @@ if(DCT_ENABLE_HDF5)
   # The writers hold test hooks (a crash or a failure halfway through a save); the rest none.
   set(DCT_CHECKPOINT_SOURCES src/checkpoint/checkpoint_collective.cpp
       src/checkpoint/checkpoint_format.cpp src/checkpoint/checkpoint_load.cpp
-      src/checkpoint/checkpoint_reader.cpp src/checkpoint/checkpoint_seal.cpp)
+      src/checkpoint/checkpoint_pieces.cpp src/checkpoint/checkpoint_reader.cpp
+      src/checkpoint/checkpoint_seal.cpp)
   set(DCT_CHECKPOINT_HOOKED_SOURCES src/checkpoint/checkpoint_save.cpp
       src/checkpoint/checkpoint_pending.cpp)
 else()

@@ -197,10 +197,13 @@ int run(const Options &o) {
     const double gib = double(n) * sizeof(float) * ranks / double(1 << 30);
     auto rate = [&](const std::vector<double> &seconds) { return gib / median(seconds); };
     const char *io = std::getenv("DCT_CHECKPOINT_IO");
+    const char *thread = std::getenv("DCT_CHECKPOINT_CHECKSUM_THREAD");
     std::printf(
         "# dct-bench checkpoint: %d ranks x %lld MiB of float residual (%.2f GiB), "
-        "medians of %d iterations, in %s, DCT_CHECKPOINT_IO=%s\n",
-        ranks, o.mib, gib, o.iters, o.dir.c_str(), io ? io : "(default)");
+        "medians of %d iterations, in %s, DCT_CHECKPOINT_IO=%s, "
+        "DCT_CHECKPOINT_CHECKSUM_THREAD=%s\n",
+        ranks, o.mib, gib, o.iters, o.dir.c_str(), io ? io : "(default)",
+        thread ? thread : "(default)");
     // dct's rate over the plain collective one (the baseline of issue 36) and the plain
     // independent one (the fastest plain way here).
     std::printf("%-30s %8s %14s %15s\n", "operation", "GiB/s", "/ collective", "/ independent");

@@ -45,6 +45,10 @@ std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, 
                            const void *velocity = nullptr, std::size_t velocity_bytes = 0,
                            const void *state = nullptr, std::size_t state_bytes = 0,
                            const void *last_update = nullptr, std::size_t last_update_bytes = 0);
+/// The end of row_checksum: `crc` (of the row's data) continued over its tau and call counter.
+std::uint32_t row_checksum_end(std::uint32_t crc, double tau, std::int64_t calls);
+/// Whether `bytes` bytes at `data` are all zero bits.
+bool all_zero(const void *data, std::size_t bytes);
 
 /// The widest state row a checkpoint may hold (words), a bound on what a file can make a
 /// reader allocate.
@@ -67,6 +71,10 @@ struct SavedRequest {
   std::string algorithm;
   std::vector<double> tau;               // one per saved rank
   std::vector<std::uint32_t> checksums;  // one per saved rank (0 without residual)
+  /// Where saved row 0 of the residual, velocity and last update starts in the file, for
+  /// reads that bypass HDF5: set where the dataset is contiguous, stored as the native type
+  /// and lies whole within the file; 0 where HDF5 must read it (it converts or gathers).
+  std::uint64_t residual_at = 0, velocity_at = 0, last_update_at = 0;
   /// Whether its rows hold data beyond tau and the call counter (what read_row reads).
   bool has_row_data() const {
     return has_residual || has_velocity || state_words > 0 || has_last_update;
@@ -88,6 +96,9 @@ class DCT_INTERNAL_API CheckpointReader {
   /// collective MPI-IO, or (the default) independent reads of each rank's contiguous row
   /// (DCT_CHECKPOINT_IO, docs/configuration.md). Every rank must choose alike.
   void set_collective_rows(bool collective) { collective_rows_ = collective; }
+  /// Whether plain reads of rows (reads_rows_directly) checksum each piece on a second thread
+  /// while the next is read (checkpoint_pieces.hpp); off by default.
+  void set_checksum_thread(bool threaded) { checksum_thread_ = threaded; }
 
   int ranks() const { return ranks_; }
   int format_version() const { return format_version_; }
@@ -107,9 +118,27 @@ class DCT_INTERNAL_API CheckpointReader {
   /// `last_update` (may be nullptr) its last update (format 6; count * element_size bytes).
   void read_row(const SavedRequest &request, int rank, void *residual, void *velocity,
                 std::vector<double> *state = nullptr, void *last_update = nullptr) const;
+  /// Whether read_row moves `request`'s rows with plain reads (independent row I/O, every
+  /// part contiguous in the file): each piece is then checked against the row's CRC-32 while
+  /// it is still in cache, one pass over memory.
+  bool reads_rows_directly(const SavedRequest &request) const;
+  /// read_row of `rank`'s residual and velocity (no state, no last update) into memory that
+  /// should hold zeros (a request that has not run), for reads_rows_directly requests: each
+  /// piece is checked to be zeros just before it is read over. Returns false, with both
+  /// targets as they were, where a piece is not; a read that fails puts back the zeros it
+  /// read over before it throws. Not collective.
+  bool read_row_over_zeros(const SavedRequest &request, int rank, void *residual,
+                           void *velocity) const;
 
  private:
+  /// Reads `bytes` at `at` into `out` and continues the CRC-32 `crc` over them (see read_row).
+  std::uint32_t read_checked(const SavedRequest &request, const char *part, std::uint64_t at,
+                             std::byte *out, std::size_t bytes, std::uint32_t crc, bool over_zeros,
+                             bool &not_zeros) const;
+
   std::int64_t file_ = -1;  // hid_t
+  int fd_ = -1;             // the same file, for reads_rows_directly
+  bool checksum_thread_ = false;
   bool collective_ = false;
   bool collective_rows_ = false;
   int ranks_ = 0;

@@ -1,5 +1,8 @@
 #include "checkpoint/checkpoint_collective.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -69,6 +72,22 @@ void agree_on_path(MPI_Comm comm, const std::string &path) {
           "ranks passed different checkpoint paths (this rank: " + path + ")");
 }
 
+/// Whether this rank has a core to spare for its row checksums: it may run on two CPUs or
+/// more, and its node has two or more online CPUs per rank of `comm` on it. Collective.
+bool has_spare_core(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+  int node_ranks = 1;
+  check_mpi(MPI_Comm_size(node, &node_ranks), "MPI_Comm_size");
+  check_mpi(MPI_Comm_free(&node), "MPI_Comm_free");
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int usable =
+      ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+  return usable >= 2 && ::sysconf(_SC_NPROCESSORS_ONLN) >= 2L * node_ranks;
+}
+
 }  // namespace
 
 void run_agreed(MPI_Comm comm, const std::function<void()> &body) {
@@ -119,9 +138,13 @@ Collective open_collective(MPI_Comm user_comm, const std::string &path) {
   std::vector<RequestEngine *> engines = agreed_engines(comm, context.get());
   // Collective and independent transfers of one dataset on different ranks would hang.
   int collective_rows = 0;
+  Config::ChecksumThread checksum_thread = Config::ChecksumThread::automatic;
   run_agreed(comm, [&] {
-    collective_rows = Config::from(MPI_INFO_NULL, KnobUse::checkpoint).checkpoint_collective_io;
+    const Config config = Config::from(MPI_INFO_NULL, KnobUse::checkpoint);
+    collective_rows = config.checkpoint_collective_io;
+    checksum_thread = config.checkpoint_checksum_thread;
   });
+  const bool spare_core = has_spare_core(comm);  // collective: every rank asks
   int lowest = 0;
   check_mpi(MPI_Allreduce(&collective_rows, &lowest, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
   run_agreed(comm, [&] {
@@ -129,8 +152,14 @@ Collective open_collective(MPI_Comm user_comm, const std::string &path) {
             "ranks set DCT_CHECKPOINT_IO differently (this rank: " +
                 std::string(collective_rows ? "collective" : "independent") + ")");
   });
-  return Collective{
-      context, comm, context->rank(), context->size(), std::move(engines), collective_rows != 0};
+  return Collective{context,
+                    comm,
+                    context->rank(),
+                    context->size(),
+                    std::move(engines),
+                    collective_rows != 0,
+                    checksum_thread == Config::ChecksumThread::on ||
+                        (checksum_thread == Config::ChecksumThread::automatic && spare_core)};
 }
 
 void avoid_lockedfile_overflow(const std::string &name, int ranks) {

@@ -26,13 +26,18 @@ struct Collective {
   int ranks;
   std::vector<RequestEngine *> engines;
   bool collective_rows;  ///< DCT_CHECKPOINT_IO=collective, the same on every rank
+  /// This rank's row checksums on a second thread (DCT_CHECKPOINT_CHECKSUM_THREAD; each
+  /// rank's own: it changes no byte and no call another rank makes).
+  bool checksum_thread;
 };
 
 /// Collective over `user_comm`: readies the library, finds dct's communicator (throws if MPI
 /// was finalized), and agrees that every rank names the same `path` and holds the same live
 /// requests (names, counts, datatypes) and reads DCT_CHECKPOINT_IO alike: the collective HDF5
 /// calls that follow need every rank to open the same file and handle the same requests in the
-/// same order, the same way. Throws the same error on every rank otherwise.
+/// same order, the same way. Throws the same error on every rank otherwise. Where
+/// DCT_CHECKPOINT_CHECKSUM_THREAD is auto, a rank has a core to spare for its checksums when
+/// it may run on two CPUs or more and its node has two or more per rank.
 Collective open_collective(MPI_Comm user_comm, const std::string &path);
 
 /// Runs `body` on every rank; if it failed anywhere, every rank throws the same error: the

@@ -17,10 +17,33 @@ std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, 
   crc = checksum(velocity, velocity_bytes, crc);
   crc = checksum(state, state_bytes, crc);
   crc = checksum(last_update, last_update_bytes, crc);
+  return row_checksum_end(crc, tau, calls);
+}
+
+std::uint32_t row_checksum_end(std::uint32_t crc, double tau, std::int64_t calls) {
   std::byte tail[16];  // little endian on every machine dct runs on, as the file is
   std::memcpy(tail, &tau, 8);
   std::memcpy(tail + 8, &calls, 8);
   return checksum(tail, sizeof tail, crc);
+}
+
+bool all_zero(const void *data, std::size_t bytes) {
+  // In blocks, so that memory that is not zeros is found without reading all of it.
+  constexpr std::size_t kBlock = 4096;
+  const auto *p = static_cast<const unsigned char *>(data);
+  for (std::size_t start = 0; start < bytes; start += kBlock) {
+    const std::size_t end = std::min(bytes, start + kBlock);
+    std::uint64_t any = 0;
+    std::size_t i = start;
+    for (; i + 8 <= end; i += 8) {
+      std::uint64_t word;
+      std::memcpy(&word, p + i, 8);
+      any |= word;
+    }
+    for (; i < end; ++i) any |= p[i];
+    if (any != 0) return false;
+  }
+  return true;
 }
 
 std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start) {

@@ -56,9 +56,12 @@ struct PendingState {
   double tau = 0;
   std::vector<double> extra;  // the saved row's state words (format 5), checked by the engine
   std::unique_ptr<StagingBuffer> last_update;  // dct_momentum_result=gradient (one row, exact)
-  // The request's own residual and velocity, read into directly (see direct_targets).
+  // The request's own residual and velocity, read into directly (see direct_targets), once
+  // they are found to hold zeros (`zeros_known`: before any read; else as they are read).
   void *direct_residual = nullptr, *direct_velocity = nullptr;
   std::size_t direct_bytes = 0;
+  bool zeros_known = false;
+  bool direct_read = false;  // the row is in them, checked
   const void *residual_data() const { return direct_residual ? direct_residual : staged(residual); }
   const void *velocity_data() const { return direct_velocity ? direct_velocity : staged(velocity); }
   bool has_rows() const {
@@ -67,8 +70,10 @@ struct PendingState {
   static const void *staged(const std::unique_ptr<StagingBuffer> &buffer) {
     return buffer ? buffer->data() : nullptr;
   }
-  /// A failed load: what was read straight into the request goes back to the zeros it held.
+  /// A failed load: what was read straight into the request goes back to the zeros it held
+  /// (a failed read_row_over_zeros put them back itself).
   void undo_direct() const {
+    if (!direct_read) return;
     if (direct_residual) std::memset(direct_residual, 0, direct_bytes);
     if (direct_velocity) std::memset(direct_velocity, 0, direct_bytes);
   }
@@ -82,35 +87,28 @@ void bcast_bytes(std::byte *data, std::size_t bytes, MPI_Comm comm) {
   }
 }
 
-/// Whether `bytes` bytes at `data` are all zero bits.
-bool all_zero(const void *data, std::size_t bytes) {
-  const auto *p = static_cast<const unsigned char *>(data);
-  std::uint64_t any = 0;
-  std::size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    std::uint64_t word;
-    std::memcpy(&word, p + i, 8);
-    any |= word;
-  }
-  for (; i < bytes; ++i) any |= p[i];
-  return any == 0;
-}
-
 /// A restart loads into requests that have not run: their residual and velocity are zeros in
 /// host memory. Those are read into directly, without staging memory of their own (fresh pages
 /// cost the load more than the read itself: docs/performance.md), since a failed load can put
 /// them back exactly by zeroing them. Anything else (state to keep, device memory, several
-/// rows summed on another rank count) is staged.
-void direct_targets(PendingState &state, bool redistribute) {
+/// rows summed on another rank count) is staged. Where the reader reads the row with plain
+/// reads, each piece is checked to be zeros as it is read over (no pass of its own);
+/// otherwise both are checked here.
+void direct_targets(const CheckpointReader &reader, PendingState &state, bool redistribute) {
   const SavedRequest &saved = *state.saved;
   // (A last update is staged: one more part is not worth a path of its own.)
-  if (redistribute || saved.has_last_update || (!saved.has_residual && !saved.has_velocity)) return;
+  if (redistribute || saved.has_last_update || saved.state_words > 0 ||
+      (!saved.has_residual && !saved.has_velocity))
+    return;
   const KernelTurn kernels;  // the residual's pending writes may run kernels
   void *residual = saved.has_residual ? state.engine->loadable_residual() : nullptr;
   void *velocity = saved.has_velocity ? state.engine->loadable_velocity() : nullptr;
   const std::size_t bytes = static_cast<std::size_t>(saved.count) * saved.element_size;
-  if ((saved.has_residual && (residual == nullptr || !all_zero(residual, bytes))) ||
-      (saved.has_velocity && (velocity == nullptr || !all_zero(velocity, bytes))))
+  if ((saved.has_residual && residual == nullptr) || (saved.has_velocity && velocity == nullptr))
+    return;
+  state.zeros_known = !reader.reads_rows_directly(saved);
+  if (state.zeros_known &&
+      ((residual && !all_zero(residual, bytes)) || (velocity && !all_zero(velocity, bytes))))
     return;
   state.direct_residual = residual;
   state.direct_velocity = velocity;
@@ -197,11 +195,20 @@ void read_rows(const CheckpointReader &reader, PendingState &state, std::size_t 
                std::exception_ptr &failure) {
   if (state.direct_residual || state.direct_velocity) {  // one row: this rank's own
     try {
-      reader.read_row(*state.saved, state.rows.at(0), state.direct_residual, state.direct_velocity);
+      if (state.zeros_known) {
+        state.direct_read = true;  // (a failed read leaves them to undo_direct)
+        reader.read_row(*state.saved, state.rows.at(0), state.direct_residual,
+                        state.direct_velocity);
+        return;
+      }
+      state.direct_read = reader.read_row_over_zeros(*state.saved, state.rows.at(0),
+                                                     state.direct_residual, state.direct_velocity);
     } catch (...) {
       if (!failure) failure = std::current_exception();
+      return;
     }
-    return;
+    if (state.direct_read) return;
+    state.direct_residual = state.direct_velocity = nullptr;  // not zeros after all: staged
   }
   const std::size_t n = static_cast<std::size_t>(state.saved->count);
   std::optional<RowSum<T>> residual, velocity;
@@ -264,6 +271,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   run_agreed(comm, [&] {
     reader = std::make_unique<CheckpointReader>(path, comm);
     reader->set_collective_rows(c.collective_rows);
+    reader->set_checksum_thread(c.checksum_thread);
     redistribute = reader->ranks() != ranks;
     // Each request's own dct_restart (from its info, else DCT_RESTART at its init) decides.
     for (const RequestEngine *engine : engines) {
@@ -284,7 +292,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
       // Files before format 5 hold no DCT-MP request: those keep the state they have.
       if (engine->counts_per_rank() && reader->format_version() < 5) continue;
       pending.push_back(plan(*reader, engine, rank, ranks, redistribute));
-      direct_targets(pending.back(), redistribute);
+      direct_targets(*reader, pending.back(), redistribute);
     }
   });
   try {

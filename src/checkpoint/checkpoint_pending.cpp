@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_pieces.hpp"
 #include "core/test_hooks.hpp"
 
 namespace dct::detail {
@@ -98,7 +99,8 @@ PendingSave::~PendingSave() {
 
 void PendingSave::start(std::vector<FileRow> rows) {
   rows_ = std::move(rows);
-  writer_ = std::thread([this] { error_ = write_rows(temporary_, rank_, rows_); });
+  // (Its checksums in line: the writer already runs beside training.)
+  writer_ = std::thread([this] { error_ = write_rows(temporary_, rank_, rows_, false); });
 }
 
 std::string PendingSave::join() {
@@ -108,36 +110,51 @@ std::string PendingSave::join() {
   return error_;
 }
 
-std::string write_rows(const std::string &path, int rank, const std::vector<FileRow> &rows) {
+std::string write_rows(const std::string &path, int rank, const std::vector<FileRow> &rows,
+                       bool checksum_thread) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return "cannot open " + path + " to write its rows: " + std::strerror(errno);
   std::string failed;
   for (const FileRow &row : rows) {
-    const std::size_t state_bytes = row.state.size() * sizeof(double);
-    auto bytes_of = [&](const RowPart &part) { return part.data != nullptr ? row.bytes : 0; };
-    const std::uint32_t crc =
-        row_checksum(row.residual.data, bytes_of(row.residual), row.tau, row.calls,
-                     row.velocity.data, bytes_of(row.velocity), row.state.data(), state_bytes,
-                     row.last_update.data, bytes_of(row.last_update));
+    // Each part in one pwrite: ranks writing one file take its inode's lock in turn, and
+    // pieces would hand it over hundreds of times (measured: a 4-rank save 15-25% slower).
+    bool ok = true;
+    int error = 0;  // errno of the failed write (the checksum thread's join comes after it)
+    const std::uint32_t crc = checksum_beside(
+        checksum_thread,
+        [&] {
+          auto bytes_of = [&](const RowPart &part) { return part.data ? row.bytes : 0; };
+          return row_checksum(row.residual.data, bytes_of(row.residual), row.tau, row.calls,
+                              row.velocity.data, bytes_of(row.velocity), row.state.data(),
+                              row.state.size() * sizeof(double), row.last_update.data,
+                              bytes_of(row.last_update));
+        },
+        [&] {
+          for (const RowPart *part : {&row.residual, &row.velocity, &row.last_update}) {
+            if (!ok || part->data == nullptr) continue;
+            ok = write_all(fd, part->data, row.bytes, part->at);
+            if (!ok) error = errno;
+          }
+        });
     const unsigned char stored[4] = {
         // H5T_STD_U32LE
         static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),
         static_cast<unsigned char>(crc >> 16), static_cast<unsigned char>(crc >> 24)};
-    bool ok = true;
-    for (const RowPart *part : {&row.residual, &row.velocity, &row.last_update})
-      if (ok && part->data != nullptr) ok = write_all(fd, part->data, row.bytes, part->at);
-    if (ok) ok = write_all(fd, stored, sizeof stored, row.checksum_at);
+    if (ok) {
+      ok = write_all(fd, stored, sizeof stored, row.checksum_at);
+      if (!ok) error = errno;
+    }
 #ifdef DCT_TESTING
     testing::crash_in_checkpoint_writer(rank);  // dies here, the rows half-written
     if (ok && testing::fail_in_checkpoint_writer(rank)) {
       ok = false;
-      errno = EIO;
+      error = EIO;
     }
 #else
     (void)rank;
 #endif
     if (!ok) {
-      failed = "cannot write a row of " + path + ": " + std::strerror(errno);
+      failed = "cannot write a row of " + path + ": " + std::strerror(error);
       break;
     }
   }

@@ -56,8 +56,9 @@ struct FileRow {
 /// Writes every row's parts and CRC-32 (little-endian, as the checksum dataset stores it) into
 /// the file at `path` with pwrite, then fdatasync: "" on success, else what failed. No MPI, no
 /// HDF5: DCT_Checkpoint_save runs it in the call, DCT_Checkpoint_isave on its writer thread.
-/// `rank` only selects the test hooks.
-std::string write_rows(const std::string &path, int rank, const std::vector<FileRow> &rows);
+/// `rank` only selects the test hooks; `checksum_thread`: see move_and_checksum.
+std::string write_rows(const std::string &path, int rank, const std::vector<FileRow> &rows,
+                       bool checksum_thread);
 
 /// An asynchronous save between DCT_Checkpoint_isave and DCT_Checkpoint_wait.
 class PendingSave {

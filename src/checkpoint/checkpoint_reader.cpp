@@ -1,6 +1,12 @@
 // The checkpoint reader shared by DCT_Checkpoint_load and dct-ckpt: opening validates the file
 // and its metadata, each residual row is checked against its checksum as it is read.
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,10 +15,32 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_format.hpp"
+#include "checkpoint/checkpoint_pieces.hpp"
 #include "checkpoint/checkpoint_seal.hpp"
 #include "core/error.hpp"
 
 namespace dct::detail {
+namespace {
+
+/// Where `dataset` starts in the file if a plain read of `bytes` bytes there gives its values
+/// as `type` holds them: contiguous (no chunks, no filters, no external file), stored as
+/// `type`, `bytes` long and within the file's `file_bytes`; else 0 (HDF5 reads it).
+std::uint64_t plain_offset(hid_t dataset, hid_t type, std::uint64_t bytes,
+                           std::uint64_t file_bytes) {
+  h5::Handle creation(H5Dget_create_plist(dataset), H5Pclose, DCT_ERR_CKPT_FORMAT,
+                      "H5Dget_create_plist failed");
+  if (H5Pget_layout(creation.get()) != H5D_CONTIGUOUS || H5Pget_external_count(creation.get()) != 0)
+    return 0;
+  h5::Handle stored(H5Dget_type(dataset), H5Tclose, DCT_ERR_CKPT_FORMAT, "H5Dget_type failed");
+  if (H5Tequal(stored.get(), type) <= 0) return 0;
+  const haddr_t at = H5Dget_offset(dataset);  // counts the user block
+  if (at == HADDR_UNDEF || at == 0 || H5Dget_storage_size(dataset) != bytes || at > file_bytes ||
+      bytes > file_bytes - at)
+    return 0;
+  return at;
+}
+
+}  // namespace
 
 CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool sealed) {
   h5::QuietHdf5 quiet;
@@ -31,6 +59,11 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
   require(file_ >= 0, DCT_ERR_CKPT_TRUNCATED,
           path + " is an HDF5 file that HDF5 cannot open: truncated or damaged");
   try {
+    // The rows' bytes are read with plain reads where the layout allows (reads_rows_directly).
+    std::uint64_t file_bytes = 0;
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat status;
+    if (fd_ >= 0 && ::fstat(fd_, &status) == 0) file_bytes = std::uint64_t(status.st_size);
     require(
         H5Aexists(file_, "format") > 0 && h5::read_string(file_, "format") == kCheckpointFormatName,
         DCT_ERR_CKPT_FORMAT, path + " is an HDF5 file but not a dct checkpoint");
@@ -114,12 +147,13 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
         const char *name;
         bool present;
         std::int64_t width;  // of a row
+        std::uint64_t *at;   // where a plain read finds it (nullptr: HDF5 reads it always)
       };
-      for (const auto &[part, present, width] :
-           {Part{"residual", saved.has_residual, saved.count},
-            Part{"velocity", saved.has_velocity, saved.count},
-            Part{"state", saved.state_words > 0, saved.state_words},
-            Part{"last_update", saved.has_last_update, saved.count}}) {
+      for (const auto &[part, present, width, at] :
+           {Part{"residual", saved.has_residual, saved.count, &saved.residual_at},
+            Part{"velocity", saved.has_velocity, saved.count, &saved.velocity_at},
+            Part{"state", saved.state_words > 0, saved.state_words, nullptr},
+            Part{"last_update", saved.has_last_update, saved.count, &saved.last_update_at}}) {
         if (!present) continue;
         h5::Handle dataset(H5Dopen2(group.get(), part, H5P_DEFAULT), H5Dclose, DCT_ERR_CKPT_FORMAT,
                            "request " + saved.name + " has no " + part);
@@ -133,12 +167,17 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
                 DCT_ERR_CKPT_FORMAT,
                 std::string("the ") + part + " of " + saved.name +
                     " does not have the shape [ranks, count] ([ranks, state_words] for state)");
+        std::uint64_t bytes = 0;  // dims[1] == count fits in int64, ranks in int
+        if (at != nullptr && file_bytes > 0 &&
+            !__builtin_mul_overflow(dims[0] * std::uint64_t(saved.element_size), dims[1], &bytes))
+          *at = plain_offset(dataset.get(), h5::file_type(saved.element_size), bytes, file_bytes);
       }
       requests_.push_back(std::move(saved));
     }
   } catch (...) {
     H5Fclose(file_);
     file_ = -1;
+    if (fd_ >= 0) ::close(fd_);
     throw;
   }
 }
@@ -148,6 +187,7 @@ CheckpointReader::~CheckpointReader() {
     h5::QuietHdf5 quiet;
     H5Fclose(file_);
   }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 const SavedRequest *CheckpointReader::find(const std::string &name) const {
@@ -188,10 +228,97 @@ void read_dataset_row(hid_t file, const SavedRequest &request, const char *part,
       DCT_ERR_CKPT_TRUNCATED, "cannot read " + where + " of saved rank " + std::to_string(rank));
 }
 
+std::string row_mismatch(const SavedRequest &request, int rank) {
+  return "the residual, velocity, state, last update, threshold or call counter of '" +
+         request.name + "' saved by rank " + std::to_string(rank) +
+         " does not match its checksum: the file is corrupt";
+}
+
 }  // namespace
 
 void CheckpointReader::read_residual(const SavedRequest &request, int rank, void *out) const {
   read_row(request, rank, out, nullptr);
+}
+
+bool CheckpointReader::reads_rows_directly(const SavedRequest &request) const {
+  return fd_ >= 0 && !(collective_ && collective_rows_) && format_version_ >= 2 &&
+         (!request.has_residual || request.residual_at != 0) &&
+         (!request.has_velocity || request.velocity_at != 0) &&
+         (!request.has_last_update || request.last_update_at != 0);
+}
+
+std::uint32_t CheckpointReader::read_checked(const SavedRequest &request, const char *part,
+                                             std::uint64_t at, std::byte *out, std::size_t bytes,
+                                             std::uint32_t crc, bool over_zeros,
+                                             bool &not_zeros) const {
+  std::size_t read = 0;  // bytes read over `out`, where it held zeros: they go back to them
+  try {
+    crc = move_and_checksum(
+        out, bytes, crc, checksum_thread_, [&](std::size_t offset, std::size_t length) {
+          if (over_zeros && !all_zero(out + offset, length)) {
+            not_zeros = true;
+            return false;
+          }
+          read = offset + length;
+          for (std::size_t got = 0; got < length;) {
+            const ssize_t n =
+                ::pread(fd_, out + offset + got, length - got, off_t(at + offset + got));
+            if (n < 0 && errno == EINTR) continue;
+            require(n > 0, DCT_ERR_CKPT_TRUNCATED, [&] {
+              return std::string("cannot read the ") + part + " of '" + request.name +
+                     "': " + (n < 0 ? std::strerror(errno) : "the file ends before it");
+            });
+            got += std::size_t(n);
+          }
+          return true;
+        });
+  } catch (...) {  // (no checksum thread runs any more)
+    if (over_zeros) std::memset(out, 0, read);
+    throw;
+  }
+  if (not_zeros) std::memset(out, 0, read);
+  return crc;
+}
+
+bool CheckpointReader::read_row_over_zeros(const SavedRequest &request, int rank, void *residual,
+                                           void *velocity) const {
+  require(reads_rows_directly(request) && request.state_words == 0 && !request.has_last_update &&
+              rank >= 0 && rank < ranks_ && (residual != nullptr || !request.has_residual) &&
+              (velocity != nullptr || !request.has_velocity),
+          DCT_ERR_INTERNAL, "read_row_over_zeros: not a row it reads");
+  const std::size_t bytes = static_cast<std::size_t>(request.count) * request.element_size;
+  const std::uint64_t row_at = std::uint64_t(rank) * bytes;
+  auto *residual_bytes = request.has_residual ? static_cast<std::byte *>(residual) : nullptr;
+  auto *velocity_bytes = request.has_velocity ? static_cast<std::byte *>(velocity) : nullptr;
+  auto put_back = [&] {  // every byte of both was checked to be zero and read over
+    if (residual_bytes) std::memset(residual_bytes, 0, bytes);
+    if (velocity_bytes) std::memset(velocity_bytes, 0, bytes);
+  };
+  bool not_zeros = false;
+  std::uint32_t crc = 0;
+  if (residual_bytes)
+    crc = read_checked(request, "residual", request.residual_at + row_at, residual_bytes, bytes,
+                       crc, true, not_zeros);
+  if (not_zeros) return false;
+  if (velocity_bytes) {
+    try {
+      crc = read_checked(request, "velocity", request.velocity_at + row_at, velocity_bytes, bytes,
+                         crc, true, not_zeros);
+    } catch (...) {
+      if (residual_bytes) std::memset(residual_bytes, 0, bytes);
+      throw;
+    }
+    if (not_zeros) {
+      if (residual_bytes) std::memset(residual_bytes, 0, bytes);
+      return false;
+    }
+  }
+  crc = row_checksum_end(crc, request.tau[std::size_t(rank)], request.calls);
+  if (crc != request.checksums[std::size_t(rank)]) {
+    put_back();
+    fail(DCT_ERR_CKPT_CHECKSUM, row_mismatch(request, rank));
+  }
+  return true;
 }
 
 void CheckpointReader::read_row(const SavedRequest &request, int rank, void *residual,
@@ -213,33 +340,52 @@ void CheckpointReader::read_row(const SavedRequest &request, int rank, void *res
   }
   const hsize_t elements = static_cast<hsize_t>(request.count);
   const hid_t memory = h5::memory_type(request.element_size);
-  if (request.has_residual)
-    read_dataset_row(file_, request, "residual", rank, residual, collective_ && collective_rows_,
-                     elements, memory);
-  if (request.has_velocity)
-    read_dataset_row(file_, request, "velocity", rank, velocity, collective_ && collective_rows_,
-                     elements, memory);
   std::vector<double> row(static_cast<std::size_t>(request.state_words));
-  if (request.state_words > 0)
-    read_dataset_row(file_, request, "state", rank, row.data(), collective_,
-                     static_cast<hsize_t>(request.state_words), H5T_NATIVE_DOUBLE);
-  if (request.has_last_update)
-    read_dataset_row(file_, request, "last_update", rank, last_update,
-                     collective_ && collective_rows_, elements, memory);
-  if (rank < 0) return;
   const std::size_t residual_bytes = request.has_residual ? bytes : 0;
   const std::size_t velocity_bytes = request.has_velocity ? bytes : 0;
-  const std::uint32_t crc =
-      format_version_ >= 2
-          ? row_checksum(residual, residual_bytes, request.tau[static_cast<std::size_t>(rank)],
-                         request.calls, velocity, velocity_bytes, row.data(),
-                         row.size() * sizeof(double), last_update,
-                         request.has_last_update ? bytes : 0)
-          : checksum(residual, residual_bytes);
+  const std::size_t update_bytes = request.has_last_update ? bytes : 0;
+  std::uint32_t crc = 0;
+  if (reads_rows_directly(request)) {
+    // The state row stays with HDF5 (collective on a shared file: every rank reads it).
+    if (request.state_words > 0)
+      read_dataset_row(file_, request, "state", rank, row.data(), collective_,
+                       static_cast<hsize_t>(request.state_words), H5T_NATIVE_DOUBLE);
+    if (rank < 0) return;
+    const std::uint64_t row_at = std::uint64_t(rank) * bytes;
+    bool unused = false;
+    if (residual_bytes)
+      crc = read_checked(request, "residual", request.residual_at + row_at,
+                         static_cast<std::byte *>(residual), bytes, crc, false, unused);
+    if (velocity_bytes)
+      crc = read_checked(request, "velocity", request.velocity_at + row_at,
+                         static_cast<std::byte *>(velocity), bytes, crc, false, unused);
+    crc = checksum(row.data(), row.size() * sizeof(double), crc);
+    if (update_bytes)
+      crc = read_checked(request, "last update", request.last_update_at + row_at,
+                         static_cast<std::byte *>(last_update), bytes, crc, false, unused);
+    crc = row_checksum_end(crc, request.tau[static_cast<std::size_t>(rank)], request.calls);
+  } else {
+    if (request.has_residual)
+      read_dataset_row(file_, request, "residual", rank, residual, collective_ && collective_rows_,
+                       elements, memory);
+    if (request.has_velocity)
+      read_dataset_row(file_, request, "velocity", rank, velocity, collective_ && collective_rows_,
+                       elements, memory);
+    if (request.state_words > 0)
+      read_dataset_row(file_, request, "state", rank, row.data(), collective_,
+                       static_cast<hsize_t>(request.state_words), H5T_NATIVE_DOUBLE);
+    if (request.has_last_update)
+      read_dataset_row(file_, request, "last_update", rank, last_update,
+                       collective_ && collective_rows_, elements, memory);
+    if (rank < 0) return;
+    crc = format_version_ >= 2
+              ? row_checksum(residual, residual_bytes, request.tau[static_cast<std::size_t>(rank)],
+                             request.calls, velocity, velocity_bytes, row.data(),
+                             row.size() * sizeof(double), last_update, update_bytes)
+              : checksum(residual, residual_bytes);
+  }
   require(crc == request.checksums[static_cast<std::size_t>(rank)], DCT_ERR_CKPT_CHECKSUM,
-          "the residual, velocity, state, last update, threshold or call counter of '" +
-              request.name + "' saved by rank " + std::to_string(rank) +
-              " does not match its checksum: the file is corrupt");
+          [&] { return row_mismatch(request, rank); });
   if (request.state_words == 0) return;
   // [words used, words..., zeros]: the row is as wide as the widest rank's.
   const double used = row[0];

@@ -372,7 +372,7 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
                bulk = write_file(temporary, c, plan.states, plan.user_block,
                                  c.collective_rows ? nullptr : &rows, false);
                if (!c.collective_rows) {
-                 const std::string failed = write_rows(temporary, c.rank, rows);
+                 const std::string failed = write_rows(temporary, c.rank, rows, c.checksum_thread);
                  require(failed.empty(), DCT_ERR_CKPT_IO, failed);
                }
              });

@@ -213,6 +213,15 @@ void parse_checkpoint_io(Config &config, const std::string &value, const std::st
   config.checkpoint_collective_io = value == "collective";
 }
 
+void parse_checkpoint_checksum_thread(Config &config, const std::string &value,
+                                      const std::string &origin) {
+  if (value != "auto" && value != "on" && value != "off")
+    bad_value(origin, value, "auto, on or off");
+  config.checkpoint_checksum_thread = value == "on"    ? Config::ChecksumThread::on
+                                      : value == "off" ? Config::ChecksumThread::off
+                                                       : Config::ChecksumThread::automatic;
+}
+
 void parse_restart(Config &config, const std::string &value, const std::string &origin) {
   if (value != "strict" && value != "redistribute")
     bad_value(origin, value, "strict or redistribute");
@@ -443,6 +452,8 @@ const Knob knobs[] = {
     {nullptr, "DCT_PMPI_QUIET", parse_pmpi_quiet, nullptr, KnobUse::pmpi},
     // Read by DCT_Checkpoint_save/load from the environment only.
     {nullptr, "DCT_CHECKPOINT_IO", parse_checkpoint_io, nullptr, KnobUse::checkpoint},
+    {nullptr, "DCT_CHECKPOINT_CHECKSUM_THREAD", parse_checkpoint_checksum_thread, nullptr,
+     KnobUse::checkpoint},
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {

@@ -127,6 +127,11 @@ struct Config {
   /// collective MPI-IO (two-phase, through aggregators) instead of independent reads and writes
   /// of each rank's contiguous row.
   bool checkpoint_collective_io = false;
+  /// DCT_Checkpoint_save/load (environment only): each rank's row checksums on a second
+  /// thread beside its transfers (on), in line (off), or on a second thread where the rank
+  /// has a core to spare (automatic; checkpoint_pieces.hpp).
+  enum class ChecksumThread { automatic, on, off };
+  ChecksumThread checkpoint_checksum_thread = ChecksumThread::automatic;
 
   /// The density in force on call `call` (0-based): dct_density, or during the warm-up
   /// start * (density / start)^(call / calls) when that is larger. Depends on the call number

@@ -3,19 +3,23 @@
 // crashes; a save that finds no room fails alike on every rank, keeps the previous checkpoint
 // and leaves no temporary file; temporaries of a killed save are removed by the next one. The
 // seal leaves exactly the residual and velocity data to the rows' checksums, and files of the
-// first seal (every byte) still load.
+// first seal (every byte) still load. Rows read piece by piece over zeros are put back or
+// staged exactly.
 #include <dirent.h>
 #include <hdf5.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "checkpoint/checkpoint_seal.hpp"
+#include "checkpoint_edit.hpp"
 #include "common.hpp"
 
 namespace dct::test {
@@ -274,6 +278,98 @@ TEST(CheckpointFaults, NoRoomFailsAlikeAndKeepsThePreviousCheckpoint) {
   DCT_Request_free(&big);
   // The first checkpoint still loads.
   EXPECT_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS) << DCT_Get_last_error();
+}
+
+/// A request of several pieces of a load's reads (256 KiB in line, 1 MiB with a checksum
+/// thread), trained on gradients that may be zero over its first two MiB: its residual and
+/// velocity then hold zeros there only.
+struct ZeroHead {
+  static constexpr std::size_t kMiB = (std::size_t(1) << 20) / sizeof(float);
+  static constexpr std::size_t kCount = 3 * kMiB + 123, kZeros = 2 * kMiB + 5;
+  std::vector<float> send = std::vector<float>(kCount), recv = std::vector<float>(kCount);
+  DCT_Request request = DCT_REQUEST_NULL;
+  enum Trained { not_yet, on_zero_head, on_gradients };
+  explicit ZeroHead(Trained trained) {
+    MPI_Info info =
+        make_info({{"dct_name", "zero_head"}, {"dct_density", "0.02"}, {"dct_momentum", "0.9"}});
+    EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), send.size(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, info, &request),
+              DCT_SUCCESS);
+    MPI_Info_free(&info);
+    if (trained == not_yet) return;
+    std::vector<float> values = gradient<float>(kCount, 0);
+    if (trained == on_zero_head) std::fill(values.begin(), values.begin() + kZeros, 0.0f);
+    overwrite(send, values);
+    EXPECT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+  }
+  ~ZeroHead() { DCT_Request_free(&request); }
+  std::vector<float> state() const {
+    std::vector<float> bits = residual_of<float>(request, kCount);
+    const std::vector<float> velocity = velocity_of<float>(request, kCount);
+    bits.insert(bits.end(), velocity.begin(), velocity.end());
+    return bits;
+  }
+};
+
+bool zeros(const std::vector<float> &values, std::size_t count) {
+  return std::all_of(values.begin(), values.begin() + std::ptrdiff_t(count),
+                     [](float x) { return x == 0.0f; });
+}
+
+// A load reads each row in pieces straight into a request's residual and velocity where they
+// hold zeros, checking each piece just before reading over it. Into memory that holds zeros
+// in its first pieces only, it puts those zeros back and stages the row instead: the load is
+// exact and a failed one changes nothing. A failed load into a new request leaves its zeros
+// on every rank. (The saved rows are not zeros, so that a zero not put back shows.) The same
+// with and without a checksum thread, whose saves write the same bytes.
+void read_over_zeros(const char *checksum_thread) {
+  SCOPED_TRACE(checksum_thread);
+  ::setenv("DCT_CHECKPOINT_CHECKSUM_THREAD", checksum_thread, 1);
+  const std::string directory = scratch_directory("dct_checkpoint_faults");
+  const std::string path = directory + "/head.h5", intact = directory + "/head_intact.h5",
+                    zero_head = directory + "/zero_head.h5";
+  std::vector<float> saved, zero_headed;
+  {
+    ZeroHead model(ZeroHead::on_gradients);
+    saved = model.state();
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, intact.c_str()), DCT_SUCCESS);
+  }
+  {
+    ZeroHead model(ZeroHead::on_zero_head);
+    zero_headed = model.state();
+    ASSERT_TRUE(zeros(zero_headed, ZeroHead::kZeros) && !zeros(zero_headed, ZeroHead::kCount));
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, zero_head.c_str()), DCT_SUCCESS);
+  }
+  // Saved rank 0's last residual value: found by the row's checksum after every piece.
+  add_to_saved_value(path, "requests/zero_head/residual", ZeroHead::kCount - 1, 1.0);
+  {
+    ZeroHead model(ZeroHead::on_zero_head);
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, intact.c_str()), DCT_SUCCESS);
+    EXPECT_TRUE(all_ranks(same_bits(model.state(), saved)));
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, zero_head.c_str()), DCT_SUCCESS);
+    EXPECT_TRUE(all_ranks(same_bits(model.state(), zero_headed)));
+    EXPECT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_CKPT_CHECKSUM);
+    EXPECT_TRUE(all_ranks(same_bits(model.state(), zero_headed)));
+  }
+  ZeroHead fresh(ZeroHead::not_yet);
+  EXPECT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, path.c_str()), DCT_ERR_CKPT_CHECKSUM);
+  EXPECT_TRUE(all_ranks(zeros(fresh.state(), 2 * ZeroHead::kCount)));
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, intact.c_str()), DCT_SUCCESS);
+  EXPECT_TRUE(all_ranks(same_bits(fresh.state(), saved)));
+  const std::string again = directory + "/head_again.h5";
+  ::setenv("DCT_CHECKPOINT_CHECKSUM_THREAD", std::strcmp(checksum_thread, "on") ? "on" : "off", 1);
+  ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, again.c_str()), DCT_SUCCESS);
+  if (rank() == 0) {
+    EXPECT_EQ(read_bytes(again), read_bytes(intact));
+  }
+  ::unsetenv("DCT_CHECKPOINT_CHECKSUM_THREAD");
+}
+
+TEST(CheckpointFaults, RowsReadOverZerosPieceByPieceFallBackOrPutTheZerosBack) {
+  read_over_zeros("off");
+  read_over_zeros("on");
 }
 
 /// A save killed halfway leaves its temporary file; the next save removes it.
