@@ -1,7 +1,7 @@
 // dct-bench checkpoint: DCT_Checkpoint_save/load against a plain parallel-HDF5 write/read of the
 // same bytes, in the same run.
 //
-//   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .] [--steps 4]
+//   mpiexec -n 4 dct-bench checkpoint [--mib 256] [--iters 3] [--dir .] [--steps 4] [--cold]
 //
 // Every rank holds one float request of `mib` MiB of residual. The load is timed twice: into
 // that request (a roll-back: its state must survive a failed load) and into new requests that
@@ -13,6 +13,11 @@
 // that dct does before renaming (durability), so dct / plain+fsync compares the same work. The
 // plain write and read are also timed with independent MPI-IO (dct's default for the rows,
 // DCT_CHECKPOINT_IO), and dct's rates are given over both.
+//
+// With --cold every read (plain and dct's) starts with its file evicted from the page cache
+// (fsync, then posix_fadvise DONTNEED, untimed), as a requeued job on another node finds it:
+// the read then waits for the storage. (tmpfs has no other copy to evict to: no effect there.
+// A parallel file system's client may keep its own cache.)
 //
 // DCT_Checkpoint_isave is timed as a call (what training waits for) and with its wait right
 // after (the whole save). Then what a checkpoint costs a training run: `steps` calls of the
@@ -46,17 +51,31 @@ struct Options {
   int iters = 3;
   std::string dir = ".";
   int steps = 4;
+  bool cold = false;
 };
+
+void check(bool ok, const char *what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+/// Drops `path`'s pages from the page cache (they are clean after the sync: DONTNEED evicts).
+void evict(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  check(fd >= 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0, "posix_fadvise");
+  ::close(fd);
+}
 
 /// Wall time of `body` from a barrier to a barrier. Every operation starts with no dirty page
 /// left by the one before (sync, untimed): otherwise the page cache's writeback of the
 /// previous write (a plain write leaves its 4 x `mib` MiB dirty) lands in whatever runs next,
-/// and a read or an fsync timed after a write pays for it.
-double timed(const std::function<void()> &body) {
+/// and a read or an fsync timed after a write pays for it. A non-empty `cold` file is then
+/// evicted from the page cache (--cold).
+double timed(const std::function<void()> &body, const std::string &cold = {}) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) ::sync();
+  if (rank == 0 && !cold.empty()) evict(cold);
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
   body();
@@ -68,10 +87,6 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n == 0 ? 0 : n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-void check(bool ok, const char *what) {
-  if (!ok) throw std::runtime_error(what);
 }
 
 void fsync_file(const std::string &path) {
@@ -130,21 +145,23 @@ int run(const Options &o) {
   const std::string dct_path = o.dir + "/dct-bench-checkpoint.h5";
   const std::string plain_path = o.dir + "/dct-bench-plain.h5";
   std::vector<float> row(send);
+  const std::string dct_read = o.cold ? dct_path : "", plain_read_path = o.cold ? plain_path : "";
   std::vector<double> save, load, plain_write, plain_fsync, plain_read, independent_write,
       independent_read;
   for (int i = 0; i < o.iters; ++i) {
     save.push_back(timed([&] { dct::checkpoint_save(MPI_COMM_WORLD, dct_path); }));
-    load.push_back(timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); }));
+    load.push_back(timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); }, dct_read));
     plain_write.push_back(timed([&] { plain_io(plain_path, row, rank, ranks, true, true); }));
     plain_fsync.push_back(timed([&] {
       plain_io(plain_path, row, rank, ranks, true, true);
       if (rank == 0) fsync_file(plain_path);
     }));
-    plain_read.push_back(timed([&] { plain_io(plain_path, row, rank, ranks, false, true); }));
+    plain_read.push_back(
+        timed([&] { plain_io(plain_path, row, rank, ranks, false, true); }, plain_read_path));
     independent_write.push_back(
         timed([&] { plain_io(plain_path, row, rank, ranks, true, false); }));
     independent_read.push_back(
-        timed([&] { plain_io(plain_path, row, rank, ranks, false, false); }));
+        timed([&] { plain_io(plain_path, row, rank, ranks, false, false); }, plain_read_path));
   }
   // The asynchronous save, and what each kind of save costs training steps (per iteration:
   // medians are reported, this VM's step times vary between phases).
@@ -188,7 +205,7 @@ int run(const Options &o) {
   request.reset();
   for (int i = 0; i < o.iters; ++i) {
     dct::AllreduceRequest fresh(send.data(), recv.data(), n, MPI_COMM_WORLD, info);
-    restart.push_back(timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); }));
+    restart.push_back(timed([&] { dct::checkpoint_load(MPI_COMM_WORLD, dct_path); }, dct_read));
   }
   MPI_Info_free(&info);
   if (rank == 0) {
@@ -200,10 +217,11 @@ int run(const Options &o) {
     const char *thread = std::getenv("DCT_CHECKPOINT_CHECKSUM_THREAD");
     std::printf(
         "# dct-bench checkpoint: %d ranks x %lld MiB of float residual (%.2f GiB), "
-        "medians of %d iterations, in %s, DCT_CHECKPOINT_IO=%s, "
+        "medians of %d iterations, in %s, reads %s, DCT_CHECKPOINT_IO=%s, "
         "DCT_CHECKPOINT_CHECKSUM_THREAD=%s\n",
-        ranks, o.mib, gib, o.iters, o.dir.c_str(), io ? io : "(default)",
-        thread ? thread : "(default)");
+        ranks, o.mib, gib, o.iters, o.dir.c_str(),
+        o.cold ? "cold (file evicted from the page cache)" : "from the page cache",
+        io ? io : "(default)", thread ? thread : "(default)");
     // dct's rate over the plain collective one (the baseline of issue 36) and the plain
     // independent one (the fastest plain way here).
     std::printf("%-30s %8s %14s %15s\n", "operation", "GiB/s", "/ collective", "/ independent");
@@ -262,6 +280,8 @@ Run add_checkpoint(CLI::App &app) {
   command->add_option("--steps", o->steps, "training steps between an isave and its wait")
       ->check(CLI::Range(0, INT_MAX))
       ->capture_default_str();
+  command->add_flag("--cold", o->cold,
+                    "evict each file from the page cache before it is read (a requeued job)");
   return [o] { return run(*o); };
 }
 
