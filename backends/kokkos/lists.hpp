@@ -269,6 +269,22 @@ inline void sum_stripe_lines(const SparseList<T> *lists, std::size_t count, T *o
 }
 #endif
 
+/// One stripe of sum_lists on Exec: in lines, large results with non-temporal stores, on the
+/// host (SSE2); element by element elsewhere. (A function of its own: nvcc refuses an extended
+/// lambda whose first use of a captured variable is inside an if constexpr.)
+template <typename Exec, typename T>
+KOKKOS_INLINE_FUNCTION void sum_stripe_on(const SparseList<T> *lists, std::size_t count, T *out,
+                                          std::size_t from, std::size_t to, bool first,
+                                          [[maybe_unused]] bool stream) {
+#if defined(DCT_KOKKOS_HOST_SSE2)
+  if constexpr (kHostAccessible<Exec>) {
+    sum_stripe_lines(lists, count, out, from, to, first, stream);
+    return;
+  }
+#endif
+  sum_stripe(lists, count, out, from, to, first);
+}
+
 /// Backend::sum_lists on `exec`: `lists` in host memory, their arrays and `out` in Exec's.
 template <typename T, typename Exec>
 void sum_lists(const Exec &exec, const SparseList<T> *lists, std::size_t count, T *out,
@@ -287,17 +303,13 @@ void sum_lists(const Exec &exec, const SparseList<T> *lists, std::size_t count, 
   const std::size_t stripes = (end - begin + kSumStripe - 1) / kSumStripe;
 #if defined(DCT_KOKKOS_HOST_SSE2)
   const bool stream = (end - begin) * sizeof(T) >= kStreamedResultBytes;
+#else
+  const bool stream = false;
 #endif
   const auto stripe = KOKKOS_LAMBDA(const std::size_t s) {
     const std::size_t from = begin + s * kSumStripe;
     const std::size_t to = from + kSumStripe < end ? from + kSumStripe : end;
-#if defined(DCT_KOKKOS_HOST_SSE2)
-    if constexpr (kHostAccessible<Exec>) {
-      sum_stripe_lines(in, count, out, from, to, s == 0, stream);
-      return;
-    }
-#endif
-    sum_stripe(in, count, out, from, to, s == 0);
+    sum_stripe_on<Exec>(in, count, out, from, to, s == 0, stream);
   };
   if constexpr (kHostAccessible<Exec>) {
     if (stripes == 1) {
