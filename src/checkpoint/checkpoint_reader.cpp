@@ -290,34 +290,34 @@ bool CheckpointReader::read_row_over_zeros(const SavedRequest &request, int rank
   const std::uint64_t row_at = std::uint64_t(rank) * bytes;
   auto *residual_bytes = request.has_residual ? static_cast<std::byte *>(residual) : nullptr;
   auto *velocity_bytes = request.has_velocity ? static_cast<std::byte *>(velocity) : nullptr;
-  auto put_back = [&] {  // every byte of both was checked to be zero and read over
-    if (residual_bytes) std::memset(residual_bytes, 0, bytes);
-    if (velocity_bytes) std::memset(velocity_bytes, 0, bytes);
-  };
+  // What was read over in whole goes back to zeros unless the row is complete and checked
+  // (read_checked puts back a part it stops in).
+  struct ZerosBack {
+    std::byte *residual = nullptr, *velocity = nullptr;
+    std::size_t bytes = 0;
+    ~ZerosBack() {
+      if (residual) std::memset(residual, 0, bytes);
+      if (velocity) std::memset(velocity, 0, bytes);
+    }
+  } back{nullptr, nullptr, bytes};
   bool not_zeros = false;
   std::uint32_t crc = 0;
-  if (residual_bytes)
+  if (residual_bytes) {
     crc = read_checked(request, "residual", request.residual_at + row_at, residual_bytes, bytes,
                        crc, true, not_zeros);
-  if (not_zeros) return false;
+    if (not_zeros) return false;
+    back.residual = residual_bytes;
+  }
   if (velocity_bytes) {
-    try {
-      crc = read_checked(request, "velocity", request.velocity_at + row_at, velocity_bytes, bytes,
-                         crc, true, not_zeros);
-    } catch (...) {
-      if (residual_bytes) std::memset(residual_bytes, 0, bytes);
-      throw;
-    }
-    if (not_zeros) {
-      if (residual_bytes) std::memset(residual_bytes, 0, bytes);
-      return false;
-    }
+    crc = read_checked(request, "velocity", request.velocity_at + row_at, velocity_bytes, bytes,
+                       crc, true, not_zeros);
+    if (not_zeros) return false;
+    back.velocity = velocity_bytes;
   }
   crc = row_checksum_end(crc, request.tau[std::size_t(rank)], request.calls);
-  if (crc != request.checksums[std::size_t(rank)]) {
-    put_back();
-    fail(DCT_ERR_CKPT_CHECKSUM, row_mismatch(request, rank));
-  }
+  require(crc == request.checksums[std::size_t(rank)], DCT_ERR_CKPT_CHECKSUM,
+          [&] { return row_mismatch(request, rank); });
+  back.residual = back.velocity = nullptr;  // the row is in, checked: it stays
   return true;
 }
 
