@@ -4,7 +4,7 @@
 # tarballs, so that the suite runs on a GPU node that has the CUDA driver but no MPI:
 #
 #   .ci/gpu/pack.sh build-cuda .gpu      # here: writes .gpu/deps.tar.gz and .gpu/build.tar.gz
-#   .ci/gpu/run.sh  build-cuda .gpu ...  # there, from the repository root (see README.md)
+#   OUT=... .ci/gpu/check.sh             # there, from the repository root (see README.md)
 #
 # Open MPI keeps its compiled-in paths (/usr/lib/x86_64-linux-gnu/openmpi, /usr/share/openmpi,
 # /etc/openmpi): those trees go to the same places there, the libraries to /opt/dctdeps/lib.
