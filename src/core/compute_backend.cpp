@@ -3,16 +3,24 @@
 
 #include "core/compute_backend.hpp"
 #include "core/error.hpp"
+#include "core/test_hooks.hpp"
 
 namespace dct::detail::kernels {
 namespace {
+
+Backend *cuda() {
+#ifdef DCT_TESTING
+  if (testing::emulated_gpu != nullptr) return testing::emulated_gpu;
+#endif
+  return cuda_backend();
+}
 
 Backend *compiled(DCT_Backend kind) {
   switch (kind) {
     case DCT_BACKEND_KOKKOS:
       return kokkos_backend();
     case DCT_BACKEND_CUDA:
-      return cuda_backend();
+      return cuda();
     case DCT_BACKEND_HIP:
       return hip_backend();
     default:
@@ -24,7 +32,7 @@ Backend *compiled(DCT_Backend kind) {
 
 Backend &backend_for(const void *buffer, DCT_Backend requested) {
   Backend *gpu_owner = nullptr;
-  for (Backend *gpu : {cuda_backend(), hip_backend()})
+  for (Backend *gpu : {cuda(), hip_backend()})
     if (gpu && gpu->available() && buffer && gpu->owns(buffer)) gpu_owner = gpu;
   if (requested == DCT_BACKEND_AUTO) return gpu_owner ? *gpu_owner : *kokkos_backend();
 

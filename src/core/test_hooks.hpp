@@ -7,6 +7,8 @@
 //   (the receivers' validation must reject them; the sender's own state stays intact).
 // - max_mpi_count: lowers the int-count limit past which DCT-MP's exchanges go point to point;
 //   point_to_point_exchanges counts those exchanges.
+// - emulated_gpu: the host emulation of the GPU code (tests/gpu_emulation) stands in for the
+//   CUDA backend, so that whole requests on "device" buffers run where there is no GPU.
 // - DCT_TEST_CRASH_IN_CHECKPOINT_SAVE=<rank> (environment): that rank ends with std::_Exit(42)
 //   in the middle of a checkpoint save, the file half-written (crash safety).
 //
@@ -28,6 +30,12 @@ extern void (*tamper_allreduce_indices)(WireIndex *idx, std::size_t entries);
 /// When set, called on every DCT-MP forward message (both compressors) this rank is about to
 /// send, after encoding.
 extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
+
+/// When set, the CUDA backend as kernels::backend_for sees it (dct_backend=auto and =cuda): a
+/// GpuBackend of tests/gpu_emulation, whose "device" memory is host memory it allocated. A
+/// request on that memory then runs the GPU code path (device kernels, pinned staging, sums on
+/// the device) end to end on a machine without a GPU.
+extern Backend *emulated_gpu;
 
 /// When positive, replaces INT_MAX as the largest count or displacement DCT-MP passes to one
 /// MPI call (alltoallv_exchange.hpp): past it, the exchanges go point to point in pieces of at

@@ -8,14 +8,18 @@
 //
 // This checks the common code's logic (radix selection, scan compaction, capacity, sampling,
 // scatter-add), not the GPU: memory is host memory, and races that need real GPU timing are
-// not reproduced. Test code only.
+// not reproduced. "Device" memory is remembered, so that pointer attributes tell it from host
+// memory: the MPI suite's mpi.device_buffers.emulated hands it to the library
+// (testing::emulated_gpu) and runs whole requests on it. Test code only.
 #pragma once
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -70,11 +74,15 @@ inline Barrier block_barrier;
 
 constexpr unsigned int kEmulatedGrid = 3, kEmulatedBlock = 4;
 
+/// Kernels launched so far (a whole-request test checks that its request ran on the "device").
+inline std::size_t launches = 0;
+
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, unsigned int grid, unsigned int block, Args... args) {
   gridDim.x = std::min(grid, kEmulatedGrid);
   blockDim.x = std::min(block, kEmulatedBlock);
   block_barrier.reset(blockDim.x);
+  ++launches;
   for (unsigned int b = 0; b < gridDim.x; ++b) {
     std::vector<std::thread> threads;
     for (unsigned int t = 0; t < blockDim.x; ++t)
@@ -105,6 +113,36 @@ inline unsigned long long atomicAdd(unsigned long long *address, unsigned long l
 
 namespace dct::detail::emulation::api {
 
+/// The emulated device's allocations (host memory), by address.
+class DeviceMemory {
+ public:
+  void add(void *pointer, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocks_[reinterpret_cast<std::uintptr_t>(pointer)] = bytes;
+  }
+  void remove(void *pointer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocks_.erase(reinterpret_cast<std::uintptr_t>(pointer));
+  }
+  /// Whether `pointer` lies inside one of them.
+  bool contains(const void *pointer) {
+    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto after = blocks_.upper_bound(address);
+    if (after == blocks_.begin()) return false;
+    --after;
+    return address < after->first + std::max<std::size_t>(after->second, 1);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::uintptr_t, std::size_t> blocks_;
+};
+inline DeviceMemory device_memory;
+
+/// What mpi_accepts_device_memory() answers (a GPU-aware MPI or not); tests set it.
+inline bool mpi_aware = false;
+
 enum error_t { success = 0, out_of_memory = 2 };
 using stream_t = void *;
 
@@ -128,19 +166,22 @@ inline error_t device_count(int *count) {
   *count = 1;
   return success;
 }
-inline error_t malloc_device(void **pointer, std::size_t bytes) {
-  *pointer = std::malloc(bytes);
+inline error_t malloc_host(void **pointer, std::size_t bytes) {
+  *pointer = std::malloc(std::max<std::size_t>(bytes, 1));
   return *pointer ? success : out_of_memory;
 }
-inline error_t free_device(void *pointer) {
+inline error_t free_host(void *pointer) {
   std::free(pointer);
   return success;
 }
-inline error_t malloc_host(void **pointer, std::size_t bytes) {
-  return malloc_device(pointer, bytes);
+inline error_t malloc_device(void **pointer, std::size_t bytes) {
+  const error_t error = malloc_host(pointer, bytes);
+  if (error == success) device_memory.add(*pointer, bytes);
+  return error;
 }
-inline error_t free_host(void *pointer) {
-  return free_device(pointer);
+inline error_t free_device(void *pointer) {
+  device_memory.remove(pointer);
+  return free_host(pointer);
 }
 inline error_t copy_async(void *destination, const void *source, std::size_t bytes, stream_t) {
   std::memcpy(destination, source, bytes);
@@ -158,8 +199,8 @@ inline error_t stream_create(stream_t *stream) {
 inline error_t stream_synchronize(stream_t) {
   return success;
 }
-inline error_t is_device_pointer(const void *, bool *device) {
-  *device = false;
+inline error_t is_device_pointer(const void *pointer, bool *device) {
+  *device = device_memory.contains(pointer);
   return success;
 }
 template <typename Flag>
@@ -174,7 +215,7 @@ error_t inclusive_sum_of(void *temporary, std::size_t &temporary_bytes, Flag fla
   return success;
 }
 inline bool mpi_accepts_device_memory() {
-  return false;
+  return mpi_aware;
 }
 
 }  // namespace dct::detail::emulation::api

@@ -2,14 +2,28 @@
 // buffers live on the device (dct_backend=auto finds the owner by pointer attributes) gives
 // the same sums, sends the same bytes and keeps the same residual as the same request on host
 // memory, bit for bit, call after call; density 1 is MPI_Allreduce. Every GPU backend compiled
-// in runs; a backend with no device on this node is skipped with a message (the CI machine has
-// none: .ci/gpu/README.md runs this suite on a GPU node).
+// in runs; a backend with no device on this node is skipped with a message (.ci/gpu/README.md
+// runs this suite on a GPU node).
+//
+// Built a second time with DCT_EMULATED_GPU (mpi.device_buffers.emulated, in every CI run): the
+// CUDA/HIP backends' common source, run on the host by tests/gpu_emulation, stands in for the
+// CUDA backend (testing::emulated_gpu), so that the GPU code path of a request (kernels on
+// "device" memory, pinned staging, the allgather's sum on the device, the exact path with and
+// without a GPU-aware MPI) runs end to end on machines without a GPU.
+#ifdef DCT_EMULATED_GPU
+#include "emulated_api.hpp"  // first: it stands in for backends/cuda/cuda_api.hpp
+#endif
+
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common.hpp"
 #include "core/compute_backend.hpp"
+#ifdef DCT_EMULATED_GPU
+#include "common/cuda_hip/cuda_hip_backend.hpp"
+#include "core/test_hooks.hpp"
+#endif
 
 namespace dct::test {
 namespace {
@@ -17,8 +31,14 @@ namespace {
 using detail::Backend;
 using detail::BackendArray;
 
-/// The GPU backends compiled into this build that find a device.
+/// The GPU backends compiled into this build that find a device (the emulated one instead when
+/// built with DCT_EMULATED_GPU).
 std::vector<Backend *> gpus() {
+#ifdef DCT_EMULATED_GPU
+  static detail::emulation::GpuBackend emulated;
+  detail::testing::emulated_gpu = &emulated;
+  return {&emulated};
+#endif
   std::vector<Backend *> found;
   for (Backend *backend : {detail::kernels::cuda_backend(), detail::kernels::hip_backend()})
     if (backend != nullptr && backend->available()) found.push_back(backend);
@@ -67,8 +87,15 @@ class Twins {
     DCT_Status host_status{}, device_status{};
     if (DCT_Start(&host_) != DCT_SUCCESS || DCT_Wait(&host_, &host_status) != DCT_SUCCESS)
       return ::testing::AssertionFailure() << "host request: " << DCT_Get_last_error();
+#ifdef DCT_EMULATED_GPU
+    const std::size_t launched = detail::emulation::launches;
+#endif
     if (DCT_Start(&device_) != DCT_SUCCESS || DCT_Wait(&device_, &device_status) != DCT_SUCCESS)
       return ::testing::AssertionFailure() << "device request: " << DCT_Get_last_error();
+#ifdef DCT_EMULATED_GPU
+    if (detail::emulation::launches == launched)
+      return ::testing::AssertionFailure() << "the device request launched no kernel";
+#endif
     if (!gpu_.owns(device_recv_.data()))
       return ::testing::AssertionFailure() << "the device buffer is not device memory";
     if (!same_bits(from_device(gpu_, device_recv_.data(), n_), recv_))
@@ -82,12 +109,8 @@ class Twins {
              << "bytes or nnz differ: device " << device_status.bytes_sent << "/"
              << device_status.nnz_sent << ", host " << host_status.bytes_sent << "/"
              << host_status.nnz_sent;
-    last_density_ = device_status.density;
     return ::testing::AssertionSuccess();
   }
-
-  const std::vector<T> &host_result() const { return recv_; }
-  double last_density() const { return last_density_; }
 
  private:
   Backend &gpu_;
@@ -95,7 +118,6 @@ class Twins {
   std::vector<T> send_, recv_;
   BackendArray<T> device_send_, device_recv_;
   DCT_Request host_ = DCT_REQUEST_NULL, device_ = DCT_REQUEST_NULL;
-  double last_density_ = 0;
 };
 
 template <typename T>
@@ -121,11 +143,14 @@ TEST(DeviceBuffers, CompressedSumsAndResidualsEqualTheHostRequestsBitForBit) {
 }
 
 TEST(DeviceBuffers, EveryAlgorithmAndWireCodingAgreesWithTheHost) {
-  for (const char *algorithm : {"allgather", "split", "recursive_doubling", "dense"})
-    for (const char *values : {"native", "fp16"}) {
+  for (const char *algorithm :
+       {"allgather", "split", "hierarchical", "recursive_doubling", "dense"})
+    for (const char *values : {"native", "fp16", "bf16", "sign"}) {
       SCOPED_TRACE(std::string(algorithm) + " " + values);
-      expect_twins_agree<float>(
-          {{"dct_density", "0.05"}, {"dct_algorithm", algorithm}, {"dct_values", values}}, 8191, 5);
+      const std::vector<std::pair<std::string, std::string>> keys = {
+          {"dct_density", "0.05"}, {"dct_algorithm", algorithm}, {"dct_values", values}};
+      expect_twins_agree<float>(keys, 8191, 5);
+      expect_twins_agree<double>(keys, 4099, 3);
     }
 }
 
@@ -141,29 +166,66 @@ TEST(DeviceBuffers, MomentumAgreesWithTheHost) {
   expect_twins_agree<double>({{"dct_density", "0.02"}, {"dct_momentum", "0.9"}}, 65536, 8);
 }
 
+void expect_density_one_is_mpi_allreduce(Backend &gpu) {
+  constexpr std::size_t n = 1 << 20;
+  BackendArray<float> send(gpu, n), recv(gpu, n);
+  MPI_Info info = make_info({{"dct_density", "1"}});
+  DCT_Request request = DCT_REQUEST_NULL;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
+  MPI_Info_free(&info);
+  for (int call = 0; call < 3; ++call) {
+    const std::vector<float> g = gradient<float>(n, call);
+    to_device(gpu, send.data(), g);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+    EXPECT_TRUE(all_ranks(same_bits(from_device(gpu, recv.data(), n), mpi_sum(g))))
+        << "call " << call;
+  }
+  DCT_Request_free(&request);
+}
+
 TEST(DeviceBuffers, DensityOneIsMpiAllreduceBitForBit) {
   const std::vector<Backend *> found = gpus();
   if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
-  constexpr std::size_t n = 1 << 20;
   for (Backend *gpu : found) {
-    BackendArray<float> send(*gpu, n), recv(*gpu, n);
-    MPI_Info info = make_info({{"dct_density", "1"}});
-    DCT_Request request = DCT_REQUEST_NULL;
-    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
-                                           MPI_COMM_WORLD, info, &request),
-                        DCT_SUCCESS);
-    MPI_Info_free(&info);
-    for (int call = 0; call < 3; ++call) {
-      const std::vector<float> g = gradient<float>(n, call);
-      to_device(*gpu, send.data(), g);
-      ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
-      ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
-      EXPECT_TRUE(all_ranks(same_bits(from_device(*gpu, recv.data(), n), mpi_sum(g))))
-          << "call " << call;
-    }
-    DCT_Request_free(&request);
+    SCOPED_TRACE(DCT_Backend_name(gpu->kind()));
+    expect_density_one_is_mpi_allreduce(*gpu);
   }
 }
+
+// The device-only refusals leave nothing behind: the same error on every rank, no request.
+TEST(DeviceBuffers, ResultDensityIsRefusedOnDeviceBuffers) {
+  const std::vector<Backend *> found = gpus();
+  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
+  for (Backend *gpu : found) {
+    BackendArray<float> send(*gpu, 4096), recv(*gpu, 4096);
+    MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_result_density", "0.5"}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), 4096, MPI_FLOAT, MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_ERR_INFO);
+    EXPECT_EQ(request, DCT_REQUEST_NULL);
+    MPI_Info_free(&info);
+  }
+}
+
+#ifdef DCT_EMULATED_GPU
+// With a GPU-aware MPI the exact path hands the device buffers to MPI_Allreduce itself (here
+// "device" memory is host memory, so MPI can read it) instead of staging them.
+TEST(DeviceBuffers, DensityOneGivesDeviceBuffersToAGpuAwareMpi) {
+  detail::emulation::api::mpi_aware = true;
+  {
+    detail::emulation::GpuBackend aware;  // asks the MPI query once, on first use
+    detail::testing::emulated_gpu = &aware;
+    EXPECT_TRUE(aware.mpi_accepts_device_memory());
+    expect_density_one_is_mpi_allreduce(aware);
+  }
+  detail::emulation::api::mpi_aware = false;
+  static_cast<void>(gpus());  // the staged emulation again, for the tests after this one
+}
+#endif
 
 }  // namespace
 }  // namespace dct::test
