@@ -97,6 +97,10 @@ DCT_HOST_DEVICE inline std::size_t sample_position(std::size_t j, std::size_t m,
   return begin + static_cast<std::size_t>(z % (end - begin));
 }
 
+namespace wire {
+struct BlockFormat;  // wire.hpp
+}
+
 class Backend;
 /// Backend::rank_candidates composed of select (at tau = Inf it selects exactly NaN and +-Inf;
 /// with send == nullptr the list is only read) and kth_largest_abs.
@@ -185,6 +189,17 @@ class Backend {
     for (std::size_t l = 0; l < count; ++l) /* in list order: the Kokkos core's bits */            \
       scatter_add(lists[l].idx, lists[l].val, lists[l].size, out, stream);                         \
   }                                                                                                \
+  /** wire::encode_block in this backend's memory: the block of the `format.entries` entries */    \
+  /** idx/val (indices in [begin, begin + format.range), increasing; values already the */         \
+  /** wire's), format.units() units into `out`, the same bytes. The default is the host codec. */  \
+  virtual void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,   \
+                            std::uint64_t begin, std::byte *out, Stream stream);                   \
+  /** wire::decode_block in this backend's memory: the same validation and verdict on the */       \
+  /** `in_bytes` bytes at `in` (false leaves idx/val unspecified). The default is the host codec.  \
+   */                                                                                              \
+  virtual bool decode_block(const wire::BlockFormat &format, const std::byte *in,                  \
+                            std::size_t in_bytes, std::uint64_t begin, WireIndex *idx, T *val,     \
+                            Stream stream);                                                        \
   /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
   virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
                            Stream stream) = 0;                                                     \

@@ -107,6 +107,12 @@ inline void __syncthreads() {
 inline unsigned int atomicAdd(unsigned int *address, unsigned int value) {
   return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }
+inline unsigned int atomicOr(unsigned int *address, unsigned int value) {
+  return __atomic_fetch_or(address, value, __ATOMIC_RELAXED);
+}
+inline int __ffs(unsigned int value) {
+  return __builtin_ffs(static_cast<int>(value));
+}
 inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long value) {
   return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }

@@ -24,8 +24,10 @@
 #include <type_traits>
 
 #include "core/compute_backend.hpp"
+#include "core/elias_fano.hpp"
 #include "core/error.hpp"
 #include "core/float16.hpp"
+#include "core/wire.hpp"
 
 #ifndef DCT_GPU_NAMESPACE
 #error "include backends/cuda/cuda_api.hpp or backends/hip/hip_api.hpp first"
@@ -287,6 +289,9 @@ __global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out)
   for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
 }
 
+// --- The sparse block codec ----------------------------------------------------------------
+#include "common/cuda_hip/block_codec.hpp"
+
 // --- The Backend ---------------------------------------------------------------------------
 
 constexpr std::size_t kAlign = 256;
@@ -374,6 +379,14 @@ class GpuBackend final : public Backend {
                        std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,      \
                        T *remainders, Stream stream) override {                                    \
     return keep_top_impl(idx, val, m, tau, limit, coding, out_idx, out_val, remainders, stream);   \
+  }                                                                                                \
+  void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,           \
+                    std::uint64_t begin, std::byte *out, Stream stream) override {                 \
+    encode_block_impl(format, idx, val, begin, out, stream);                                       \
+  }                                                                                                \
+  bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,    \
+                    std::uint64_t begin, WireIndex *idx, T *val, Stream stream) override {         \
+    return decode_block_impl(format, in, in_bytes, begin, idx, val, stream);                       \
   }                                                                                                \
   void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
       override {                                                                                   \
@@ -557,6 +570,69 @@ class GpuBackend final : public Backend {
     check_launch("keep_top (compact)");
     check(api::stream_synchronize(s), "keep_top");
     return positions.selected.count;
+  }
+
+  template <typename T>
+  void encode_block_impl(const wire::BlockFormat &format, const WireIndex *idx, const T *val,
+                         std::uint64_t begin, std::byte *out, Stream stream) {
+    const BlockBits b = block_bits(format);
+    const api::stream_t s = resolve(stream);
+    if (b.words > 0) check(api::zero_async(out, 4 * b.words, s), "encode_block (zero)");
+    auto *words = reinterpret_cast<unsigned int *>(out);
+    if (b.entries > 0) {
+      DCT_GPU_LAUNCH(encode_entries<T>, grid_for(b.entries), kBlock, s, b, idx, val, begin, words);
+      check_launch("encode_block");
+    }
+    check(api::stream_synchronize(s), "encode_block");
+  }
+
+  // The verdict needs the device's: one flag and the count of set bits, read back at the end.
+  template <typename T>
+  bool decode_block_impl(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,
+                         std::uint64_t begin, WireIndex *idx, T *val, Stream stream) {
+    if (in_bytes < format.bytes()) return false;
+    const BlockBits b = block_bits(format);
+    if (b.entries == 0) return true;
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const auto *words = reinterpret_cast<const unsigned int *>(in);
+    const ChunkOnes ones{b, words};
+    const std::size_t chunks = (b.ones_bits + 31) / 32;
+    std::size_t scan_bytes = 0;
+    if (chunks > 0)
+      check(api::inclusive_sum_of(nullptr, scan_bytes, ones, chunks,
+                                  static_cast<unsigned int *>(nullptr), s),
+            "decode_block (scan size)");
+    const std::size_t flag_bytes = aligned(sizeof(unsigned int));
+    const std::size_t array_bytes = aligned(chunks * sizeof(unsigned int));
+    char *scratch = workspace(flag_bytes + array_bytes + aligned(scan_bytes));
+    auto *failed = reinterpret_cast<unsigned int *>(scratch);
+    auto *inclusive = reinterpret_cast<unsigned int *>(scratch + flag_bytes);
+    check(api::zero_async(failed, sizeof(unsigned int), s), "decode_block (flag)");
+    unsigned int found = static_cast<unsigned int>(b.entries);
+    if (chunks > 0) {
+      check(api::inclusive_sum_of(scratch + flag_bytes + array_bytes, scan_bytes, ones, chunks,
+                                  inclusive, s),
+            "decode_block (scan)");
+      DCT_GPU_LAUNCH(decode_ones, grid_for(chunks), kBlock, s, ones, chunks, inclusive, begin, idx,
+                     failed);
+      check_launch("decode_block (indices)");
+      check(api::copy_async(&found, inclusive + (chunks - 1), sizeof found, s),
+            "decode_block (copy)");
+    }
+    DCT_GPU_LAUNCH(decode_entries<T>, grid_for(b.entries), kBlock, s, b, words, begin, idx, val,
+                   failed);
+    check_launch("decode_block (values)");
+    if (b.indices != wire::IndexCoding::bitmap) {
+      DCT_GPU_LAUNCH(check_increasing, grid_for(b.entries), kBlock, s, b.entries, idx, failed);
+      check_launch("decode_block (order)");
+    }
+    DCT_GPU_LAUNCH(check_padding, 1, 1, s, b, words, failed);
+    check_launch("decode_block (padding)");
+    unsigned int rejected = 0;
+    check(api::copy_async(&rejected, failed, sizeof rejected, s), "decode_block (copy)");
+    check(api::stream_synchronize(s), "decode_block");
+    return rejected == 0 && found == b.entries;
   }
 
   template <typename T>
