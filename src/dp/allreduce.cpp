@@ -367,8 +367,13 @@ class CompressedEngine final : public RequestEngine {
     const wire::BlockFormat format = wire::block_format<T>(fused_kept_, elements(), config_.values);
     std::byte *block = message_.prepare(ranks, context_->rank(), kWords,
                                         fused_kept_ > 0 ? format.units() * wire::kUnitBytes : 0);
-    if (fused_kept_ > 0 && kept == fused_kept_)
-      wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
+    if (fused_kept_ > 0 && kept == fused_kept_) {
+      if (encodes_on_device())
+        encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.kept_values(),
+                         block, device_block_);
+      else
+        wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
+    }
     message_.post(header_, comm);
   }
 
@@ -392,21 +397,34 @@ class CompressedEngine final : public RequestEngine {
   bool sums_on_device(int algorithm) const {
     return staged_ && algorithm == DCT_ALGORITHM_ALLGATHER;
   }
+  // ... and encode this rank's block there too, unless the values that travel are computed on
+  // the host (dct_values=sign's +-m). Then only compressed bytes cross between host and device.
+  bool encodes_on_device() const {
+#ifdef DCT_TESTING
+    if (testing::tamper_allreduce_indices != nullptr) return false;  // tampers with host copies
+#endif
+    return staged_ && config_.values != ValueCoding::sign;
+  }
 
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
+    const bool device_entries = sums_on_device(algorithm) && encodes_on_device();
     SparseInput<T> input{comm(),
                          context_->rank(),
                          context_->size(),
                          elements(),
                          kept_per_rank_.data(),
-                         outgoing_idx(),
-                         compressor_.outgoing_values(),
+                         device_entries ? nullptr : outgoing_idx(),
+                         device_entries ? nullptr : compressor_.outgoing_values(),
                          nullptr};
     input.host = kernels::kokkos_backend();
     input.result = sums_on_device(algorithm) ? recv_ : host_result();
     if (sums_on_device(algorithm)) input.device = backend_;
+    if (device_entries) {
+      input.device_idx = compressor_.kept_indices();
+      input.device_val = compressor_.kept_values();
+    }
     input.values = config_.values;
     input.rebalance = rebalance_;
     // Every block already came with the headers when every rank kept the predicted count.
@@ -468,7 +486,8 @@ class CompressedEngine final : public RequestEngine {
 #ifdef DCT_TESTING
   std::vector<WireIndex> tampered_idx_;  // testing::tamper_allreduce_indices only
 #endif
-  BackendArray<T> result_host_;  // the exchange's result (staged_ only)
+  BackendArray<T> result_host_;           // the exchange's result (staged_ only)
+  BackendArray<std::byte> device_block_;  // encodes_on_device(): the fused block, on the device
   const T *send_ = nullptr;
   T *recv_ = nullptr;
   std::int64_t header_[peer::allreduce::kWords] = {};

@@ -33,6 +33,7 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   previous_tau_ = tau_;
   reestimated_ = false;
   pending_this_call_ = false;
+  on_host_ = false;
   try {
     if (n > 0) {
       const std::size_t k = tau_control::target(config_.density_at(call), n);
@@ -55,7 +56,6 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
         reestimated_ = true;
         call_tau_ = static_cast<double>(tau_);
       }
-      copy_entries_to_host();
     }
     quantise_signs();
   } catch (...) {
@@ -252,12 +252,14 @@ Selected GradientCompressor<T>::select(const T *send, T threshold, std::size_t l
   return found;
 }
 
-// On a GPU backend, the kept entries into their pinned host copies (the exchanges' input).
+// On a GPU backend, the kept entries into their pinned host copies (the exchanges' input), once
+// per call and only when something reads them there.
 template <typename T>
-void GradientCompressor<T>::copy_entries_to_host() {
-  if (!staged_ || kept_ == 0) return;
+void GradientCompressor<T>::copy_entries_to_host() const {
+  if (!staged_ || kept_ == 0 || on_host_) return;
   backend_->copy(idx_host_.data(), idx_.data(), kept_ * sizeof(WireIndex), stream_);
   backend_->copy(val_host_.data(), val_.data(), kept_ * sizeof(T), stream_);
+  on_host_ = true;
 }
 
 // dct_values=sign: the kept entries travel as +-m, m the mean magnitude of the finite kept

@@ -55,9 +55,16 @@ class GradientCompressor {
   std::size_t kept() const { return kept_; }
   /// The kept entries' indices in the backend's memory (the momentum mask uses them).
   const WireIndex *kept_indices() const { return idx_.data(); }
+  /// The kept entries' values in the backend's memory: as they travel, except with
+  /// dct_values=sign (there acc; the +-m that travel are outgoing_values()).
+  const T *kept_values() const { return val_.data(); }
   /// The kept entries as the exchanges read them, in host memory: indices, and the values
-  /// that travel (dct_values=sign: +-m).
-  const WireIndex *host_indices() const { return staged_ ? idx_host_.data() : idx_.data(); }
+  /// that travel (dct_values=sign: +-m). GPU backends copy them to the host on first use in a
+  /// call (an exchange that encodes on the device never asks).
+  const WireIndex *host_indices() const {
+    copy_entries_to_host();
+    return staged_ ? idx_host_.data() : idx_.data();
+  }
   const T *outgoing_values() const;
 
   /// The residual in the backend's memory (split's result budget adds to it), with every
@@ -87,7 +94,7 @@ class GradientCompressor {
   Selected select(const T *send, T threshold, std::size_t limit);
   /// Whether kept entries leave a remainder (fp16, bf16, sign); native values leave none.
   bool rounds_remainders() const { return config_.values != ValueCoding::native; }
-  void copy_entries_to_host();
+  void copy_entries_to_host() const;
   void quantise_signs();
   /// Does the pending writes into the residual now (outside the next selection pass).
   void write_pending(Stream stream) const;
@@ -95,7 +102,10 @@ class GradientCompressor {
   SparseList<T> pending() const;
   void reserve_candidates(std::size_t entries);
   void reserve_kept(std::size_t entries);
-  const T *host_values() const { return staged_ ? val_host_.data() : val_.data(); }
+  const T *host_values() const {
+    copy_entries_to_host();
+    return staged_ ? val_host_.data() : val_.data();
+  }
 
   Backend *backend_;
   const Config &config_;
@@ -124,6 +134,7 @@ class GradientCompressor {
   mutable bool pending_this_call_ = false;  // pending_ holds this call's entries (undo drops them)
   BackendArray<WireIndex> idx_host_;        // their pinned host copies (staged_ only)
   BackendArray<T> val_host_;
+  mutable bool on_host_ = false;  // this call's entries are in idx_host_ / val_host_
   std::size_t kept_ = 0;
 };
 

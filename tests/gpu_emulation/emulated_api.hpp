@@ -189,7 +189,13 @@ inline error_t free_device(void *pointer) {
   device_memory.remove(pointer);
   return free_host(pointer);
 }
+/// Bytes copied from the device to the host and the other way (what a request moves across).
+inline std::size_t copied_to_host = 0, copied_to_device = 0;
+
 inline error_t copy_async(void *destination, const void *source, std::size_t bytes, stream_t) {
+  const bool from = device_memory.contains(source), to = device_memory.contains(destination);
+  if (from && !to) copied_to_host += bytes;
+  if (to && !from) copied_to_device += bytes;
   std::memcpy(destination, source, bytes);
   return success;
 }

@@ -20,9 +20,10 @@
 
 #include "common.hpp"
 #include "core/compute_backend.hpp"
+#include "core/test_hooks.hpp"
+#include "core/wire.hpp"
 #ifdef DCT_EMULATED_GPU
 #include "common/cuda_hip/cuda_hip_backend.hpp"
-#include "core/test_hooks.hpp"
 #endif
 
 namespace dct::test {
@@ -88,14 +89,18 @@ class Twins {
     if (DCT_Start(&host_) != DCT_SUCCESS || DCT_Wait(&host_, &host_status) != DCT_SUCCESS)
       return ::testing::AssertionFailure() << "host request: " << DCT_Get_last_error();
 #ifdef DCT_EMULATED_GPU
+    namespace api = detail::emulation::api;
     const std::size_t launched = detail::emulation::launches;
+    const std::size_t to_host = api::copied_to_host, to_device = api::copied_to_device;
 #endif
     if (DCT_Start(&device_) != DCT_SUCCESS || DCT_Wait(&device_, &device_status) != DCT_SUCCESS)
       return ::testing::AssertionFailure() << "device request: " << DCT_Get_last_error();
 #ifdef DCT_EMULATED_GPU
     if (detail::emulation::launches == launched)
       return ::testing::AssertionFailure() << "the device request launched no kernel";
+    crossed_ = {api::copied_to_host - to_host, api::copied_to_device - to_device};
 #endif
+    status_ = device_status;
     if (!gpu_.owns(device_recv_.data()))
       return ::testing::AssertionFailure() << "the device buffer is not device memory";
     if (!same_bits(from_device(gpu_, device_recv_.data(), n_), recv_))
@@ -112,12 +117,23 @@ class Twins {
     return ::testing::AssertionSuccess();
   }
 
+  /// The device request's last call: its status, and (emulation) the bytes it copied from the
+  /// device to the host and back.
+  const DCT_Status &status() const {
+    return status_;
+  }
+  std::pair<std::size_t, std::size_t> crossed() const {
+    return crossed_;
+  }
+
  private:
   Backend &gpu_;
   std::size_t n_;
   std::vector<T> send_, recv_;
   BackendArray<T> device_send_, device_recv_;
   DCT_Request host_ = DCT_REQUEST_NULL, device_ = DCT_REQUEST_NULL;
+  DCT_Status status_{};
+  std::pair<std::size_t, std::size_t> crossed_{0, 0};
 };
 
 template <typename T>
@@ -211,6 +227,51 @@ TEST(DeviceBuffers, ResultDensityIsRefusedOnDeviceBuffers) {
   }
 }
 
+/// Rank 0 sends its first index twice: not strictly increasing, so every receiver rejects it.
+void repeat_first_index(detail::WireIndex *idx, std::size_t entries) {
+  if (rank() == 0 && entries >= 2) idx[1] = idx[0];
+}
+
+// A peer's damaged block is rejected where the blocks are decoded, on the device, by every rank
+// alike, and the failed call leaves the user's device buffer and the residual as they were.
+TEST(DeviceBuffers, PeerErrorLeavesTheDeviceBufferAndTheResidual) {
+  if (size() < 2) GTEST_SKIP() << "needs a peer";
+  const std::vector<Backend *> found = gpus();
+  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
+  constexpr std::size_t n = 4096;
+  constexpr float kSentinel = 42.0f;
+  for (Backend *gpu : found) {
+    BackendArray<float> send(*gpu, n), recv(*gpu, n);
+    to_device(*gpu, send.data(), gradient<float>(n, 0));
+    MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_algorithm", "allgather"}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_SUCCESS);
+    MPI_Info_free(&info);
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+
+    const std::vector<float> before = residual_of<float>(request, n);
+    const std::vector<float> g = gradient<float>(n, 1);
+    to_device(*gpu, send.data(), g);
+    to_device(*gpu, recv.data(), std::vector<float>(n, kSentinel));
+    detail::testing::tamper_allreduce_indices = repeat_first_index;
+    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+    const int code = DCT_Wait(&request, DCT_STATUS_IGNORE);
+    detail::testing::tamper_allreduce_indices = nullptr;
+    ASSERT_ALL_RANKS_EQ(code, DCT_ERR_PEER);
+    EXPECT_TRUE(
+        all_ranks(same_bits(from_device(*gpu, recv.data(), n), std::vector<float>(n, kSentinel))));
+    std::vector<float> acc(n);  // this call's contribution back in the residual: exactly acc
+    for (std::size_t i = 0; i < n; ++i) acc[i] = g[i] + before[i];
+    EXPECT_TRUE(all_ranks(same_bits(residual_of<float>(request, n), acc)));
+    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);  // intact messages work again
+    EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+    DCT_Request_free(&request);
+  }
+}
+
 #ifdef DCT_EMULATED_GPU
 // With a GPU-aware MPI the exact path hands the device buffers to MPI_Allreduce itself (here
 // "device" memory is host memory, so MPI can read it) instead of staging them.
@@ -224,6 +285,41 @@ TEST(DeviceBuffers, DensityOneGivesDeviceBuffersToAGpuAwareMpi) {
   }
   detail::emulation::api::mpi_aware = false;
   static_cast<void>(gpus());  // the staged emulation again, for the tests after this one
+}
+
+// The allgather of a GPU request moves compressed bytes only between host and device: its own
+// block to the host, every rank's block to the device (decoded and summed there), plus a few
+// scalars; not the kept entries as (index, value) pairs (8 bytes each for float), as it did
+// before the device codec. Calls after the first (which samples its threshold on the host).
+TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
+  Backend &gpu = *gpus()[0];
+  constexpr std::size_t n = 100003;
+  constexpr std::size_t kScalars = 512;  // counts, thresholds and flags read back per call
+  for (const char *values : {"native", "fp16", "bf16"}) {
+    SCOPED_TRACE(values);
+    Twins<float> twins(
+        gpu, n, {{"dct_density", "0.01"}, {"dct_algorithm", "allgather"}, {"dct_values", values}});
+    for (int call = 0; call < 6; ++call) {
+      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+      if (call == 0) continue;
+      const DCT_Status &status = twins.status();
+      ASSERT_EQ(status.algorithm, DCT_ALGORITHM_ALLGATHER);
+      const auto kept = static_cast<std::size_t>(status.nnz_sent);
+      const auto all = kept + static_cast<std::size_t>(status.nnz_received);
+      const detail::ValueCoding coding =
+          std::string(values) == "native" ? detail::ValueCoding::native
+          : std::string(values) == "fp16" ? detail::ValueCoding::fp16
+                                          : detail::ValueCoding::bf16;
+      const std::size_t own_block =
+          detail::wire::block_format<float>(kept, n, coding).units() * detail::wire::kUnitBytes;
+      const auto [to_host, to_device] = twins.crossed();
+      EXPECT_GE(to_host, own_block) << "call " << call;
+      EXPECT_LE(to_host, own_block + kScalars) << "call " << call;
+      EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
+      EXPECT_LT(to_device, all * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
+      EXPECT_GT(to_device, 0u) << "call " << call;
+    }
+  }
 }
 #endif
 

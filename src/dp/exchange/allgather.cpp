@@ -56,7 +56,10 @@ class AllgatherExchange final : public SparseExchange<T> {
     wire::size_buffer(gathered_, total);
     // My block is encoded in its place in the gathered buffer (MPI_IN_PLACE: no copy), and
     // only where someone reads it: another rank, or my own decode (own_list_usable()).
-    if (in_.ranks > 1 || !own_list_usable())
+    if (in_.device_idx != nullptr)
+      encode_on_device(*in_.device, format(in_.rank), in_.device_idx, in_.device_val,
+                       gathered_.data() + block_offset(in_.rank), device_bytes_);
+    else if (in_.ranks > 1 || !own_list_usable())
       wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
                          gathered_.data() + block_offset(in_.rank));
     // MPI_UINT64_T units carry raw bytes: dct assumes ranks of one architecture, as MPI codes
@@ -78,6 +81,7 @@ class AllgatherExchange final : public SparseExchange<T> {
   // the same bytes, so every rank accepts or rejects the call alike, and a rejected call leaves
   // the result as it was.
   void decode() {
+    if (in_.device != nullptr) return decode_on_device();
     // A list that is not what a block may hold is decoded from its bytes, as the peers do, so
     // that every rank decides alike on it (only a test's tampering makes one).
     own_direct_ =
@@ -101,22 +105,45 @@ class AllgatherExchange final : public SparseExchange<T> {
       first += entries;
     }
     this->finish();
-    Backend &sum = in_.device != nullptr ? *in_.device : *in_.host;
-    const WireIndex *idx = idx_.data();
-    const T *val = val_.data();
-    if (in_.device != nullptr && first > 0) {
-      if (device_idx_.size() < first) {
-        device_idx_ = BackendArray<WireIndex>(*in_.device, first + first / 4);
-        device_val_ = BackendArray<T>(*in_.device, device_idx_.size());
-      }
-      in_.device->copy(device_idx_.data(), idx, first * sizeof(WireIndex), nullptr);
-      in_.device->copy(device_val_.data(), val, first * sizeof(T), nullptr);
-      idx = device_idx_.data();
-      val = device_val_.data();
+    sum(*in_.host, idx_.data(), val_.data());
+  }
+
+  // GPU requests: the gathered blocks go to the device as they came, compressed, and are
+  // decoded and validated there (the host codec's verdict: backends/common/cuda_hip/
+  // block_codec.hpp), every block before the result is touched.
+  void decode_on_device() {
+    Backend &device = *in_.device;
+    const std::size_t entries = std::accumulate(in_.kept, in_.kept + in_.ranks, std::size_t{0});
+    own_direct_ = false;
+    // The blocks lie in one host range: gathered_, or the call's messages (in_.gathered).
+    const std::size_t bytes =
+        static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) + block_bytes(in_.ranks - 1);
+    if (device_bytes_.size() < bytes)
+      device_bytes_ = BackendArray<std::byte>(device, bytes + bytes / 4);
+    if (device_idx_.size() < entries) {
+      device_idx_ = BackendArray<WireIndex>(device, entries + entries / 4);
+      device_val_ = BackendArray<T>(device, device_idx_.size());
     }
-    // Every rank's list, summed in rank order into the result in one pass over it.
+    if (bytes > 0) device.copy(device_bytes_.data(), block(0), bytes, nullptr);
+    std::size_t first = 0;
+    for (int r = 0; r < in_.ranks; ++r) {
+      const std::byte *on_device = device_bytes_.data() + (block(r) - block(0));
+      if (!device.decode_block(format(r), on_device, block_bytes(r), 0, device_idx_.data() + first,
+                               device_val_.data() + first, nullptr))
+        this->peer_error(r, "indices out of range or out of order");
+      else if (r != in_.rank)
+        traffic_.nnz_received += in_.kept[r];
+      first += static_cast<std::size_t>(in_.kept[r]);
+    }
+    this->finish();
+    sum(device, device_idx_.data(), device_val_.data());
+  }
+
+  // Every rank's list (decoded into idx/val in `backend`'s memory, in rank order; my own as it
+  // is where own_direct_), summed in rank order into the result in one pass over it.
+  void sum(Backend &backend, const WireIndex *idx, const T *val) {
     lists_.resize(static_cast<std::size_t>(in_.ranks));
-    first = 0;
+    std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::size_t entries = static_cast<std::size_t>(in_.kept[r]);
       lists_[static_cast<std::size_t>(r)] = r == in_.rank && own_direct_
@@ -124,7 +151,7 @@ class AllgatherExchange final : public SparseExchange<T> {
                                                 : SparseList<T>{idx + first, val + first, entries};
       first += entries;
     }
-    sum.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count, nullptr);
+    backend.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count, nullptr);
   }
 
   std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }
@@ -141,7 +168,9 @@ class AllgatherExchange final : public SparseExchange<T> {
   bool own_direct_ = false;     // this call sums my entries as they are, undecoded
   std::vector<WireIndex> idx_;  // every rank's entries, decoded
   std::vector<T> val_;
-  BackendArray<WireIndex> device_idx_;  // their copies on the device (in_.device only)
+  // in_.device only: the gathered blocks (and my own, encoded) in its memory, decoded there.
+  BackendArray<std::byte> device_bytes_;
+  BackendArray<WireIndex> device_idx_;
   BackendArray<T> device_val_;
   std::vector<SparseList<T>> lists_;  // every rank's decoded list, for sum_lists
 };

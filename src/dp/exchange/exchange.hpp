@@ -81,10 +81,14 @@ struct SparseInput {
   /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
   Backend *host = nullptr;
   /// allgather only, GPU requests staged through the host: `result` is the user's device
-  /// buffer and this its backend. The decoded entries (every rank's list, O(k P)) go to the
-  /// device and are summed there, in rank order as on the host: the n-element result never
-  /// passes through host memory.
+  /// buffer and this its backend. Every rank's block goes to the device as it came (compressed
+  /// bytes), is decoded and validated there and summed in rank order as on the host: neither
+  /// the decoded lists nor the n-element result pass through host memory.
   Backend *device = nullptr;
+  /// With `device`: this rank's entries in the device's memory (values as they travel), which
+  /// the exchange encodes there; `idx` and `val` are then not read (nullptr).
+  const WireIndex *device_idx = nullptr;
+  const T *device_val = nullptr;
   ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
   /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
   /// added to its `residual` (n elements), so error feedback still conserves every input.
@@ -178,5 +182,18 @@ template <typename T>
 std::unique_ptr<SparseExchange<T>> make_hierarchical_exchange(const Hierarchy &hierarchy,
                                                               SplitLayout &group_layout,
                                                               SplitLayout &cross_layout);
+
+/// This rank's block of `format` for the entries idx/val in `device`'s memory, written into
+/// host memory `out` (format.units() units): encoded on the device, so that only the block's
+/// bytes cross to the host. `scratch` is the device buffer it is encoded in (grown as needed).
+template <typename T>
+void encode_on_device(Backend &device, const wire::BlockFormat &format, const WireIndex *idx,
+                      const T *val, std::byte *out, BackendArray<std::byte> &scratch) {
+  const std::size_t bytes = format.units() * wire::kUnitBytes;
+  if (bytes == 0) return;
+  if (scratch.size() < bytes) scratch = BackendArray<std::byte>(device, bytes + bytes / 4);
+  device.encode_block(format, idx, val, 0, scratch.data(), nullptr);
+  device.copy(out, scratch.data(), bytes, nullptr);
+}
 
 }  // namespace dct::detail
