@@ -4,6 +4,7 @@
 #
 # Included by the top-level CMakeLists.txt after find_package(MPI). Sets:
 #   DCT_HAVE_CUDA, DCT_HAVE_HIP   0/1, for dct_config.h and dctConfig.cmake
+#   DCT_HAVE_NCCL                 0/1, for dct_config.h: the NCCL transport (backends/cuda)
 #   DCT_GPU_SOURCES               sources for dct_objects (the stubs of the backends that are OFF)
 #   DCT_GPU_LINK                  link items for dct, dct_pmpi and (PUBLIC) dct_testing: the
 #                                 backends' object files and their runtimes
@@ -51,6 +52,34 @@ if(DCT_ENABLE_CUDA)
 else()
   list(APPEND DCT_GPU_SOURCES backends/cuda/cuda_stub.cpp)
   set(DCT_HAVE_CUDA 0)
+endif()
+
+# --- NCCL: the device-to-device transport of CUDA requests (dct_transport) ---------------------
+# From the CUDA toolkit's directories (where NVIDIA's HPC SDK and the CUDA repositories' libnccl
+# packages put it) or NCCL_ROOT. Without it, GPU requests move their blocks over MPI.
+set(DCT_HAVE_NCCL 0)
+if(DCT_ENABLE_CUDA AND DCT_ENABLE_NCCL)
+  find_path(DCT_NCCL_INCLUDE_DIR nccl.h
+            HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(DCT_NCCL_LIBRARY nccl
+               HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(DCT_NCCL_INCLUDE_DIR AND DCT_NCCL_LIBRARY)
+    add_library(dct_nccl_transport OBJECT backends/cuda/nccl_transport.cpp)
+    set_target_properties(dct_nccl_transport PROPERTIES POSITION_INDEPENDENT_CODE ON
+                          CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+    target_include_directories(dct_nccl_transport PRIVATE
+      ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+    target_include_directories(dct_nccl_transport SYSTEM PRIVATE ${DCT_NCCL_INCLUDE_DIR})
+    target_link_libraries(dct_nccl_transport PRIVATE dct_warnings MPI::MPI_C CUDA::cudart)
+    list(APPEND DCT_GPU_LINK $<TARGET_OBJECTS:dct_nccl_transport> ${DCT_NCCL_LIBRARY})
+    set(DCT_HAVE_NCCL 1)
+    message(STATUS "dct: NCCL transport (${DCT_NCCL_LIBRARY})")
+  else()
+    message(STATUS "dct: no NCCL found (nccl.h, libnccl): GPU requests use MPI")
+  endif()
+endif()
+if(NOT DCT_HAVE_NCCL)
+  list(APPEND DCT_GPU_SOURCES backends/cuda/nccl_stub.cpp)
 endif()
 
 # --- HIP: hipcc as a custom command, rocPRIM ------------------------------------------------

@@ -337,9 +337,17 @@ typedef struct DCT_Request_s *DCT_Request;
  *   m samples (docs/kernels.md).
  * - `dct_backend` [`DCT_BACKEND`], default `auto`: where the kernels run (`DCT_Backend`):
  *   `auto`, `kokkos`, `cuda`, `hip`. Device buffers (CUDA or HIP pointers) are detected; the
- *   residual then lives on the device and only the kept entries and the result cross to the
- *   host (pinned staging buffers, reused across calls). Not compiled: `DCT_ERR_NOT_COMPILED`
- *   from `DCT_Allreduce_init`.
+ *   residual then lives on the device; the allgather encodes and decodes the compressed blocks
+ *   there, and only those blocks cross to the host (pinned staging buffers, reused across
+ *   calls); the other algorithms stage the kept entries and the result. Not compiled:
+ *   `DCT_ERR_NOT_COMPILED` from `DCT_Allreduce_init`.
+ * - `dct_transport` [`DCT_TRANSPORT`], default `auto`: how a GPU request's blocks travel
+ *   between ranks (persistent allreduce requests): `mpi`; `nccl`, device to device over an
+ *   NCCL communicator made from the communicator at the first such init (one per
+ *   communicator; the request's calls then run in their start order, once every rank started
+ *   them), `DCT_ERR_NOT_COMPILED` where dct has no NCCL or NCCL cannot run on the ranks (two
+ *   ranks on one GPU), `DCT_ERR_BUFFER` for host or HIP buffers; `auto`: `nccl` where it can
+ *   run and every rank's buffers are CUDA memory, else `mpi`. Only the allgather uses it.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
  *   request when the checkpoint was saved on another number of ranks: `strict` refuses the

@@ -83,6 +83,7 @@ Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &confi
   fingerprint.add("dct_algorithm", std::uint64_t(compressed ? config.algorithm : 0));
   fingerprint.add("dct_group_size", std::uint64_t(compressed ? config.group_size : 0));
   fingerprint.add("dct_values", std::uint64_t(compressed ? int(config.values) : 0));
+  fingerprint.add("dct_transport", std::uint64_t(compressed ? int(config.transport) : 0));
   fingerprint.add("dct_density_warmup calls",
                   std::uint64_t(compressed ? config.density_warmup.calls : 0));
   fingerprint.add("dct_tau_control", std::uint64_t(compressed ? int(config.tau_control) : 0));

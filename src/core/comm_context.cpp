@@ -170,7 +170,26 @@ CommContext::~CommContext() {
   release();
 }
 
+DeviceTransport *CommContext::device_transport(MPI_Comm comm, bool wanted, bool required) {
+  // Whether to make one is decided together: where the buffers live is each rank's own.
+  int everyone = wanted ? 1 : 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &everyone, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (everyone == 0) {
+    require(!required, DCT_ERR_BUFFER,
+            "dct_transport=nccl needs CUDA device buffers on every rank (compressed requests)");
+    return nullptr;
+  }
+  if (!transport_tried_) {
+    transport_tried_ = true;
+    transport_ = kernels::make_device_transport(comm, transport_why_);
+  }
+  require(transport_ != nullptr || !required, DCT_ERR_NOT_COMPILED,
+          "dct_transport=nccl: " + transport_why_);
+  return transport_.get();
+}
+
 void CommContext::release() {
+  transport_.reset();
   for (MPI_Comm *comm : {&comm_, &shared_comm_, &order_comm_}) {
     if (*comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(comm);
     *comm = MPI_COMM_NULL;

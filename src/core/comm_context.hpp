@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/device_transport.hpp"
 #include "core/drop_in_states.hpp"
 
 namespace dct::detail {
@@ -82,8 +83,16 @@ class CommContext {
   /// rank at the first compressed DCT_Allreduce on this communicator; nullptr until then.
   std::shared_ptr<const Config> drop_in_config;
 
-  /// Frees the private communicators (at the user's MPI_Comm_free or at MPI_Finalize); later
-  /// collectives on this context fail with DCT_ERR_NOT_INITIALIZED.
+  /// The transport of this communicator's GPU requests (device_transport.hpp), or nullptr for
+  /// MPI. Collective over `comm` (a request's own communicator, at its init): `wanted` is this
+  /// rank's request's wish (dct_transport auto or nccl, CUDA buffers, compressed), `required`
+  /// dct_transport=nccl (the same on every rank: agreed at init). Made by the first request
+  /// every rank wants it for and kept; where it cannot be made, auto falls back to MPI and
+  /// nccl fails with DCT_ERR_NOT_COMPILED or DCT_ERR_BUFFER, alike on every rank.
+  DeviceTransport *device_transport(MPI_Comm comm, bool wanted, bool required);
+
+  /// Frees the private communicators and the transport (at the user's MPI_Comm_free or at
+  /// MPI_Finalize); later collectives on this context fail with DCT_ERR_NOT_INITIALIZED.
   void release();
 
  private:
@@ -100,6 +109,9 @@ class CommContext {
   bool attached_ = true;  // the user communicator still carries our attribute
   int persistent_created_ = 0;
   int alltoallv_created_ = 0;
+  std::unique_ptr<DeviceTransport> transport_;
+  bool transport_tried_ = false;
+  std::string transport_why_;  // why there is none, once tried
 };
 
 /// Names a communicator dct made for its own traffic ("dct:private"): libdct_pmpi, which may

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "core/compute_backend.hpp"
+#include "core/device_transport.hpp"
 #include "core/error.hpp"
 #include "core/test_hooks.hpp"
 #include "core/wire.hpp"
@@ -72,6 +73,20 @@ Backend &backend_for(const void *buffer, DCT_Backend requested) {
                 " needs buffers in that device's memory");
   }
   return *backend;
+}
+
+bool device_transport_compiled() {
+#ifdef DCT_TESTING
+  if (testing::make_device_transport != nullptr) return true;
+#endif
+  return nccl_compiled();
+}
+
+std::unique_ptr<DeviceTransport> make_device_transport(MPI_Comm comm, std::string &why) {
+#ifdef DCT_TESTING
+  if (testing::make_device_transport != nullptr) return testing::make_device_transport(comm);
+#endif
+  return nccl_transport(comm, why);
 }
 
 }  // namespace dct::detail::kernels

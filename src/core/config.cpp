@@ -147,6 +147,16 @@ void parse_values(Config &config, const std::string &value, const std::string &o
   bad_value(origin, value, "one of native, fp16, bf16, sign");
 }
 
+void parse_transport(Config &config, const std::string &value, const std::string &origin) {
+  for (Transport transport : {Transport::automatic, Transport::mpi, Transport::nccl}) {
+    if (value == transport_name(transport)) {
+      config.transport = transport;
+      return;
+    }
+  }
+  bad_value(origin, value, "one of auto, mpi, nccl");
+}
+
 void parse_threshold(Config &config, const std::string &value, const std::string &origin) {
   if (value != "exact" && value != "sampled") bad_value(origin, value, "exact or sampled");
   config.sampled_threshold = value == "sampled";
@@ -390,6 +400,8 @@ const Knob knobs[] = {
      [](const Config &c) { return std::string(backend_name(c.backend)); }, kAll},
     {"dct_values", "DCT_VALUES", parse_values,
      [](const Config &c) { return std::string(value_coding_name(c.values)); }, kAll},
+    {"dct_transport", "DCT_TRANSPORT", parse_transport,
+     [](const Config &c) { return std::string(transport_name(c.transport)); }, KnobUse::allreduce},
     {"dct_threshold", "DCT_THRESHOLD", parse_threshold,
      [](const Config &c) { return std::string(c.sampled_threshold ? "sampled" : "exact"); }, kDp},
     {"dct_sample_size", "DCT_SAMPLE_SIZE", parse_sample_size,
@@ -508,6 +520,18 @@ const char *backend_name(int backend) {
       return "cuda";
     case DCT_BACKEND_HIP:
       return "hip";
+  }
+  return "unknown";
+}
+
+const char *transport_name(Transport transport) {
+  switch (transport) {
+    case Transport::automatic:
+      return "auto";
+    case Transport::mpi:
+      return "mpi";
+    case Transport::nccl:
+      return "nccl";
   }
   return "unknown";
 }

@@ -63,6 +63,13 @@ enum class TauControl {
   fixed,     ///< the paper's: unchanged between the re-estimations every `interval` calls
 };
 
+/// How a GPU request's compressed blocks travel between ranks (dct_transport).
+enum class Transport {
+  automatic,  ///< NCCL where dct has it and every rank's buffers are CUDA memory, else MPI
+  mpi,        ///< MPI (device pointers when it is GPU-aware, else pinned host staging)
+  nccl,       ///< NCCL, device to device; refused where it cannot run
+};
+
 /// DCT-DP's sparsity warm-up (dct_density_warmup; DGC's warm-up, Lin et al. 2018): the density
 /// starts at `start` and falls geometrically to dct_density over the first `calls` calls, so
 /// the first calls, where the residual is empty and the gradients change fastest, send more.
@@ -100,6 +107,8 @@ struct Config {
   DCT_Backend backend = DCT_BACKEND_AUTO;
   /// How kept values travel: the tensor's type, or rounded to fp16/bf16 (error fed back).
   ValueCoding values = ValueCoding::native;
+  /// How a GPU request's blocks travel between ranks.
+  Transport transport = Transport::automatic;
   /// tau from an exact k-th largest (false) or from a random sample of `sample_size` entries.
   bool sampled_threshold = false;
   std::int64_t sample_size = 65536;
@@ -162,6 +171,8 @@ std::vector<KnobDescription> knob_descriptions();
 const char *algorithm_name(int algorithm);
 /// The spelling of the dct_backend key's values; "unknown" for anything else.
 const char *backend_name(int backend);
+/// The spelling of the dct_transport key's values.
+const char *transport_name(Transport transport);
 /// The spelling of the dct_values key's values.
 DCT_INTERNAL_API const char *value_coding_name(ValueCoding coding);
 

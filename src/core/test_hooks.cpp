@@ -8,6 +8,7 @@ namespace dct::detail::testing {
 void (*tamper_allreduce_indices)(WireIndex *, std::size_t) = nullptr;
 void (*tamper_forward_message)(int, std::byte *, std::size_t) = nullptr;
 Backend *emulated_gpu = nullptr;
+std::unique_ptr<DeviceTransport> (*make_device_transport)(MPI_Comm) = nullptr;
 std::size_t max_mpi_count = 0;
 std::size_t point_to_point_exchanges = 0;
 

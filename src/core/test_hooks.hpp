@@ -9,6 +9,7 @@
 //   point_to_point_exchanges counts those exchanges.
 // - emulated_gpu: the host emulation of the GPU code (tests/gpu_emulation) stands in for the
 //   CUDA backend, so that whole requests on "device" buffers run where there is no GPU.
+// - make_device_transport: a test's transport instead of NCCL (device_transport.hpp).
 // - DCT_TEST_CRASH_IN_CHECKPOINT_SAVE=<rank> (environment): that rank ends with std::_Exit(42)
 //   in the middle of a checkpoint save, the file half-written (crash safety).
 //
@@ -18,8 +19,10 @@
 #ifdef DCT_TESTING
 
 #include <cstddef>
+#include <memory>
 
 #include "core/compute_backend.hpp"
+#include "core/device_transport.hpp"
 
 namespace dct::detail::testing {
 
@@ -36,6 +39,10 @@ extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t 
 /// request on that memory then runs the GPU code path (device kernels, pinned staging, sums on
 /// the device) end to end on a machine without a GPU.
 extern Backend *emulated_gpu;
+
+/// When set, makes the device transport of GPU requests (kernels::make_device_transport)
+/// instead of NCCL: with emulated_gpu, tests run the dct_transport=nccl path without a GPU.
+extern std::unique_ptr<DeviceTransport> (*make_device_transport)(MPI_Comm comm);
 
 /// When positive, replaces INT_MAX as the largest count or displacement DCT-MP passes to one
 /// MPI call (alltoallv_exchange.hpp): past it, the exchanges go point to point in pieces of at

@@ -16,6 +16,7 @@
 #include "core/compute_backend.hpp"
 #include "core/cost_model.hpp"
 #include "core/datatypes.hpp"
+#include "core/device_transport.hpp"
 #include "core/error.hpp"
 #include "core/peer_headers.hpp"
 #include "core/progress.hpp"
@@ -119,6 +120,12 @@ class CompressedEngine final : public RequestEngine {
     }
     require(exact() || !staged_ || config.result_density >= 1.0, DCT_ERR_INFO,
             "dct_result_density < 1 is not supported with device buffers yet");
+    if (config.transport == Transport::nccl && !exact()) {
+      require(kernels::device_transport_compiled(), DCT_ERR_NOT_COMPILED,
+              "dct_transport=nccl: this build of dct does not include NCCL");
+      require(backend_->kind() == DCT_BACKEND_CUDA, DCT_ERR_BUFFER,
+              "dct_transport=nccl needs CUDA device buffers");
+    }
     if (config.group_size > 0) hierarchy_group_size(context_->size(), 0, config.group_size);
   }
 
@@ -146,6 +153,13 @@ class CompressedEngine final : public RequestEngine {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, kept, 2, MPI_INT64_T, MPI_MAX, own_comm_),
               "MPI_Allreduce");
     agreed_kept_ = kept[0] == -kept[1] ? predicted_kept() : 0;
+    // The device transport, where every rank's request wants it (device_transport.hpp); its
+    // blocks travel on their own, not with the headers.
+    if (config_.transport != Transport::mpi && kernels::device_transport_compiled())
+      transport_ =
+          context_->device_transport(own_comm_, staged_ && backend_->kind() == DCT_BACKEND_CUDA,
+                                     config_.transport == Transport::nccl);
+    if (transport_ != nullptr) agreed_kept_ = 0;
     // And on its own hierarchy, made now: the algorithm is chosen per call, in progress, where
     // a blocking MPI_Comm_split could deadlock against another request's progress.
     const int ranks = context_->size();
@@ -178,7 +192,8 @@ class CompressedEngine final : public RequestEngine {
     launch();
   }
 
-  bool blocking() const override { return exact(); }
+  // Density 1 is one MPI call; a device transport's calls run in start order (progress.hpp).
+  bool blocking() const override { return exact() || transport_ != nullptr; }
   const void *residual() const override {
     return exact() ? nullptr : compressor_.residual_on_host(stream_);
   }
@@ -424,6 +439,7 @@ class CompressedEngine final : public RequestEngine {
     if (device_entries) {
       input.device_idx = compressor_.kept_indices();
       input.device_val = compressor_.kept_values();
+      input.transport = transport_;
     }
     input.values = config_.values;
     input.rebalance = rebalance_;
@@ -488,6 +504,7 @@ class CompressedEngine final : public RequestEngine {
 #endif
   BackendArray<T> result_host_;           // the exchange's result (staged_ only)
   BackendArray<std::byte> device_block_;  // encodes_on_device(): the fused block, on the device
+  DeviceTransport *transport_ = nullptr;  // the context's, where this request's blocks use it
   const T *send_ = nullptr;
   T *recv_ = nullptr;
   std::int64_t header_[peer::allreduce::kWords] = {};

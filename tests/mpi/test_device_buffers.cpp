@@ -15,11 +15,13 @@
 #endif
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common.hpp"
 #include "core/compute_backend.hpp"
+#include "core/device_transport.hpp"
 #include "core/test_hooks.hpp"
 #include "core/wire.hpp"
 #ifdef DCT_EMULATED_GPU
@@ -272,7 +274,99 @@ TEST(DeviceBuffers, PeerErrorLeavesTheDeviceBufferAndTheResidual) {
   }
 }
 
+// dct_transport=nccl where it cannot run: refused at init, alike on every rank, no request.
+TEST(DeviceBuffers, NcclTransportIsRefusedWhereItCannotRun) {
+  std::vector<float> send(4096), recv(4096);
+  MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_transport", "nccl"}});
+  DCT_Request request = DCT_REQUEST_NULL;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), 4096, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_HAVE_NCCL ? DCT_ERR_BUFFER : DCT_ERR_NOT_COMPILED);
+  EXPECT_EQ(request, DCT_REQUEST_NULL);
+  MPI_Info_free(&info);
+  // Density 1 never compresses: MPI_Allreduce, whatever the transport.
+  info = make_info({{"dct_density", "1"}, {"dct_transport", "nccl"}});
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), 4096, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
+  MPI_Info_free(&info);
+  DCT_Request_free(&request);
+}
+
 #ifdef DCT_EMULATED_GPU
+/// dct_transport=nccl's stand-in: NCCL's grouped broadcasts as one MPI_Allgatherv in place on
+/// the "device" buffer (host memory in the emulation). Counts what it did.
+class EmulatedNccl final : public detail::DeviceTransport {
+ public:
+  explicit EmulatedNccl(MPI_Comm comm) {
+    MPI_Comm_dup(comm, &comm_);
+    ++made;
+  }
+  ~EmulatedNccl() override {
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  const char *name() const override { return "emulated nccl"; }
+  void allgatherv(std::byte *buffer, const int *units, const int *offsets,
+                  detail::Stream) override {
+    EXPECT_TRUE(detail::emulation::api::device_memory.contains(buffer));
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, units, offsets, MPI_UINT64_T, comm_);
+    ++calls;
+  }
+  static inline int made = 0, calls = 0;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+std::unique_ptr<detail::DeviceTransport> make_emulated_nccl(MPI_Comm comm) {
+  return std::make_unique<EmulatedNccl>(comm);
+}
+
+// With a device transport (dct_transport=auto finds it: every rank's buffers are device
+// memory), the allgather's blocks go device to device: after the first call nothing but a few
+// scalars crosses between host and device, and the sums stay the host twin's, bit for bit.
+// One transport per communicator, whatever the number of requests.
+TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
+  struct Hook {  // set for this test only, even when an assertion ends it early
+    Hook() { detail::testing::make_device_transport = make_emulated_nccl; }
+    ~Hook() { detail::testing::make_device_transport = nullptr; }
+  } hook;
+  Backend &gpu = *gpus()[0];
+  constexpr std::size_t n = 100003;
+  constexpr std::size_t kScalars = 512;
+  const int made = EmulatedNccl::made;
+  for (const char *values : {"native", "bf16"}) {
+    SCOPED_TRACE(values);
+    Twins<float> twins(gpu, n, {{"dct_density", "0.01"}, {"dct_values", values}});
+    const int calls = EmulatedNccl::calls;
+    for (int call = 0; call < 6; ++call) {
+      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+      if (call == 0) continue;
+      ASSERT_EQ(twins.status().algorithm, DCT_ALGORITHM_ALLGATHER);
+      const auto [to_host, to_device] = twins.crossed();
+      EXPECT_LE(to_host, kScalars) << "call " << call;
+      EXPECT_LE(to_device, kScalars) << "call " << call;
+    }
+    EXPECT_EQ(EmulatedNccl::calls - calls, size() > 1 ? 6 : 0);
+  }
+  EXPECT_LE(EmulatedNccl::made - made, 1);
+  // dct_transport=nccl on device buffers runs on it too; on host buffers it is refused.
+  BackendArray<float> send(gpu, 4096), recv(gpu, 4096);
+  MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_transport", "nccl"}});
+  DCT_Request request = DCT_REQUEST_NULL;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), 4096, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
+  DCT_Request_free(&request);
+  std::vector<float> host_send(4096), host_recv(4096);
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(host_send.data(), host_recv.data(), 4096, MPI_FLOAT,
+                                         MPI_SUM, MPI_COMM_WORLD, info, &request),
+                      DCT_ERR_BUFFER);
+  MPI_Info_free(&info);
+}
+
 // With a GPU-aware MPI the exact path hands the device buffers to MPI_Allreduce itself (here
 // "device" memory is host memory, so MPI can read it) instead of staging them.
 TEST(DeviceBuffers, DensityOneGivesDeviceBuffersToAGpuAwareMpi) {

@@ -52,6 +52,8 @@ class AllgatherExchange final : public SparseExchange<T> {
     traffic_.bytes_sent = static_cast<MPI_Count>(in_.ranks - 1) * units_[in_.rank] *
                           static_cast<MPI_Count>(wire::kUnitBytes);
     traffic_.bytes_received = others * static_cast<MPI_Count>(wire::kUnitBytes);
+    gathered_on_device_ = false;
+    if (in_.transport != nullptr) return gather_on_device(total);
     if (in_.gathered != nullptr) return;  // came with the headers, my own block encoded
     wire::size_buffer(gathered_, total);
     // My block is encoded in its place in the gathered buffer (MPI_IN_PLACE: no copy), and
@@ -70,6 +72,19 @@ class AllgatherExchange final : public SparseExchange<T> {
                                 offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
                 "MPI_Iallgatherv");
     }
+  }
+
+  // dct_transport=nccl: my block encoded in its place in the device buffer and every block
+  // gathered there, device to device: nothing crosses to the host.
+  void gather_on_device(std::size_t units) {
+    const std::size_t bytes = units * wire::kUnitBytes;
+    if (device_bytes_.size() < bytes)
+      device_bytes_ = BackendArray<std::byte>(*in_.device, bytes + bytes / 4);
+    in_.device->encode_block(format(in_.rank), in_.device_idx, in_.device_val, 0,
+                             device_bytes_.data() + block_offset(in_.rank), nullptr);
+    if (in_.ranks > 1)
+      in_.transport->allgatherv(device_bytes_.data(), units_.data(), offsets_.data(), nullptr);
+    gathered_on_device_ = true;
   }
 
   // My own entries go into the sum as they are where decoding them would give them back bit
@@ -116,8 +131,10 @@ class AllgatherExchange final : public SparseExchange<T> {
     const std::size_t entries = std::accumulate(in_.kept, in_.kept + in_.ranks, std::size_t{0});
     own_direct_ = false;
     // The blocks lie in one host range: gathered_, or the call's messages (in_.gathered).
-    const std::size_t bytes =
-        static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) + block_bytes(in_.ranks - 1);
+    const std::size_t bytes = gathered_on_device_
+                                  ? 0
+                                  : static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) +
+                                        block_bytes(in_.ranks - 1);
     if (device_bytes_.size() < bytes)
       device_bytes_ = BackendArray<std::byte>(device, bytes + bytes / 4);
     if (device_idx_.size() < entries) {
@@ -127,7 +144,8 @@ class AllgatherExchange final : public SparseExchange<T> {
     if (bytes > 0) device.copy(device_bytes_.data(), block(0), bytes, nullptr);
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
-      const std::byte *on_device = device_bytes_.data() + (block(r) - block(0));
+      const std::byte *on_device =
+          device_bytes_.data() + (gathered_on_device_ ? block_offset(r) : block(r) - block(0));
       if (!device.decode_block(format(r), on_device, block_bytes(r), 0, device_idx_.data() + first,
                                device_val_.data() + first, nullptr))
         this->peer_error(r, "indices out of range or out of order");
@@ -170,6 +188,7 @@ class AllgatherExchange final : public SparseExchange<T> {
   std::vector<T> val_;
   // in_.device only: the gathered blocks (and my own, encoded) in its memory, decoded there.
   BackendArray<std::byte> device_bytes_;
+  bool gathered_on_device_ = false;  // this call's blocks came by in_.transport
   BackendArray<WireIndex> device_idx_;
   BackendArray<T> device_val_;
   std::vector<SparseList<T>> lists_;  // every rank's decoded list, for sum_lists

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/compute_backend.hpp"
+#include "core/device_transport.hpp"
 #include "core/wire.hpp"
 #include "dct/dct.h"
 
@@ -89,6 +90,9 @@ struct SparseInput {
   /// the exchange encodes there; `idx` and `val` are then not read (nullptr).
   const WireIndex *device_idx = nullptr;
   const T *device_val = nullptr;
+  /// With device_idx: the blocks travel device to device over this transport (NCCL) instead
+  /// of through host memory and MPI. The call is then a blocking one (device_transport.hpp).
+  DeviceTransport *transport = nullptr;
   ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
   /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
   /// added to its `residual` (n elements), so error feedback still conserves every input.

@@ -1,0 +1,116 @@
+// The NCCL transport of CUDA requests (core/device_transport.hpp): the allgather's blocks move
+// device to device as one NCCL group of broadcasts, rank r's block from rank r (NCCL has no
+// allgatherv; grouped broadcasts of unequal sizes are one), on a stream of the transport's own
+// that the call waits for. The communicator is made once per user communicator: rank 0's
+// ncclUniqueId broadcast over MPI, ncclCommInitRank on every rank, and the outcome agreed on so
+// that every rank keeps the communicator or none does (NCCL refuses two ranks on one GPU).
+//
+// Compiled by the C++ compiler against the toolkit's nccl.h and cuda_runtime.h (no kernels).
+// Not yet run on a GPU: the logic around it runs in tests/mpi (mpi.device_buffers.emulated)
+// with an MPI stand-in for these calls.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "core/device_transport.hpp"
+#include "core/error.hpp"
+#include "core/wire.hpp"
+
+namespace dct::detail::kernels {
+namespace {
+
+void check_nccl(ncclResult_t result, const char *what) {
+  if (result == ncclSuccess) return;
+  fail(result == ncclSystemError ? DCT_ERR_NO_MEMORY : DCT_ERR_INTERNAL,
+       std::string("NCCL ") + what + " failed: " + ncclGetErrorString(result) + " (" +
+           ncclGetLastError(nullptr) + ")");
+}
+
+void check_cuda(cudaError_t error, const char *what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  fail(error == cudaErrorMemoryAllocation ? DCT_ERR_NO_MEMORY : DCT_ERR_INTERNAL,
+       std::string("CUDA ") + what + " failed: " + cudaGetErrorName(error) + ": " +
+           cudaGetErrorString(error));
+}
+
+class NcclTransport final : public DeviceTransport {
+ public:
+  NcclTransport(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {}
+  ~NcclTransport() override {
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+  NcclTransport(const NcclTransport &) = delete;
+  NcclTransport &operator=(const NcclTransport &) = delete;
+
+  const char *name() const override { return "nccl"; }
+
+  void allgatherv(std::byte *buffer, const int *units, const int *offsets, Stream) override {
+    int ranks = 0;
+    check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < ranks; ++r) {
+      std::byte *block = buffer + std::size_t(offsets[r]) * wire::kUnitBytes;
+      const std::size_t bytes = std::size_t(units[r]) * wire::kUnitBytes;
+      if (bytes > 0)
+        check_nccl(ncclBroadcast(block, block, bytes, ncclUint8, r, comm_, stream_),
+                   "ncclBroadcast");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    check_cuda(cudaStreamSynchronize(stream_), "stream synchronize (NCCL)");
+  }
+
+ private:
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+bool nccl_compiled() {
+  return true;
+}
+
+std::unique_ptr<DeviceTransport> nccl_transport(MPI_Comm comm, std::string &why) {
+  int rank = 0, ranks = 1;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &ranks), "MPI_Comm_size");
+  struct {
+    ncclUniqueId id;
+    int ok;
+  } root{};
+  if (rank == 0) root.ok = ncclGetUniqueId(&root.id) == ncclSuccess ? 1 : 0;
+  check_mpi(MPI_Bcast(&root, sizeof root, MPI_BYTE, 0, comm), "MPI_Bcast");
+  if (root.ok == 0) {
+    why = "ncclGetUniqueId failed on rank 0";
+    return nullptr;
+  }
+  ncclComm_t nccl = nullptr;
+  cudaStream_t stream = nullptr;
+  std::string mine;
+  ncclResult_t result = ncclCommInitRank(&nccl, ranks, root.id, rank);
+  if (result != ncclSuccess)
+    mine = std::string("ncclCommInitRank: ") + ncclGetErrorString(result) + " (" +
+           ncclGetLastError(nullptr) + ")";
+  else if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    mine = std::string("cudaStreamCreateWithFlags: ") + cudaGetErrorString(cudaGetLastError());
+  int ok = mine.empty() ? 1 : 0, everyone = 0;
+  check_mpi(MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (everyone == 1) return std::make_unique<NcclTransport>(nccl, stream);
+  // Someone failed: nobody keeps a communicator, and every rank says why (the lowest failing
+  // rank's reason).
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (nccl != nullptr) ncclCommDestroy(nccl);
+  int first = ok ? ranks : rank;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  char reason[256] = {};
+  if (rank == first) mine.copy(reason, sizeof reason - 1);
+  check_mpi(MPI_Bcast(reason, sizeof reason, MPI_CHAR, first, comm), "MPI_Bcast");
+  why = std::string("NCCL cannot run on these ranks (rank ") + std::to_string(first) + ": " +
+        reason + ")";
+  return nullptr;
+}
+
+}  // namespace dct::detail::kernels

@@ -1,0 +1,56 @@
+// Moving a GPU request's compressed blocks between ranks device to device (dct_transport):
+// NCCL where dct was built with it (backends/cuda/nccl_transport.cpp), so that the blocks never
+// pass through host memory. MPI stays the default elsewhere: host buffers, HIP (RCCL is not
+// wired in), builds without NCCL, and ranks whose NCCL communicator cannot be made (NCCL
+// refuses two ranks on one GPU).
+//
+// One transport per user communicator (CommContext), shared by its requests, made at the init
+// of the first request that asks for it. A call that uses it is a blocking call in dct's sense
+// (progress.hpp): it runs in the calls' start order, once every rank started it, so that every
+// rank issues the communicator's NCCL operations in the same order.
+//
+// Private header of src/: include it from library sources only.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/compute_backend.hpp"
+
+namespace dct::detail {
+
+class DeviceTransport {
+ public:
+  virtual ~DeviceTransport() = default;
+  /// "nccl" (or a test's emulation).
+  virtual const char *name() const = 0;
+  /// In place, an allgatherv of 8-byte units: rank r's units[r] units at
+  /// buffer + 8 * offsets[r] (device memory, the same layout on every rank) reach every rank.
+  /// Complete when it returns. Throws dct::detail::Error (DCT_ERR_INTERNAL, or
+  /// DCT_ERR_NO_MEMORY) with the library's message.
+  virtual void allgatherv(std::byte *buffer, const int *units, const int *offsets,
+                          Stream stream) = 0;
+};
+
+namespace kernels {
+
+/// Whether this build has NCCL.
+DCT_INTERNAL_API bool nccl_compiled();
+
+/// An NCCL communicator over `comm` (collective: every rank calls it): nullptr on every rank
+/// when NCCL was not compiled in or any rank could not make its communicator (`why` then says
+/// why, on every rank). The current CUDA device is the rank's.
+DCT_INTERNAL_API std::unique_ptr<DeviceTransport> nccl_transport(MPI_Comm comm, std::string &why);
+
+/// nccl_compiled(), or in the test build a test's transport is set.
+bool device_transport_compiled();
+
+/// nccl_transport, or in the test build the transport a test put in its place
+/// (testing::make_device_transport).
+std::unique_ptr<DeviceTransport> make_device_transport(MPI_Comm comm, std::string &why);
+
+}  // namespace kernels
+}  // namespace dct::detail
