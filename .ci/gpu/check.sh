@@ -40,13 +40,22 @@ step ctest 150 ctest --test-dir build-cuda -E 'install|dlrm|netem|slurm|median' 
   --output-on-failure
 step memcheck 90 compute-sanitizer --tool memcheck build-cuda/tests/unit/dct_unit_tests \
   --gtest_filter='Kernels/cuda*'
+# The whole call under memcheck, once: filter, trim, the device block codec, the sum (1 rank:
+# NCCL's communicator of one and MPI's staging both run).
+step memcheck-device 90 compute-sanitizer --tool memcheck \
+  build-cuda/tests/mpi/dct_device_buffer_tests \
+  --gtest_filter='DeviceBuffers.CompressedSums*:DeviceBuffers.PeerError*'
 if [ -x build-kokkos-cuda/tests/unit/dct_unit_tests ]; then
   step kokkos-cuda 90 build-kokkos-cuda/tests/unit/dct_unit_tests \
     --gtest_filter='Kernels/kokkos_Cuda*:Selection/kokkos_Cuda*' --gtest_brief=1
 fi
 step kernels-float 90 mpiexec -n 1 build-cuda/hpc/bench/dct-bench kernels --backend cuda \
   --sizes 4M-1G --seconds 0.2
+# dct_transport=auto: NCCL at 1 rank, MPI where NCCL refuses two ranks on one GPU (the
+# header says which); and MPI at 1 rank for the difference the transport makes.
 for ranks in 1 2 4; do
   step "device-np$ranks" 60 mpiexec -n "$ranks" build-cuda/hpc/bench/dct-bench device \
     --sizes 4M,64M,256M
 done
+step device-np1-mpi 40 mpiexec -n 1 build-cuda/hpc/bench/dct-bench device --sizes 4M,64M,256M \
+  --transport mpi --no-nccl

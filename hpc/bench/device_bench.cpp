@@ -2,7 +2,7 @@
 // would otherwise call, in the same run, and the exact selection against a CUB radix sort.
 //
 //   mpiexec -n 4 dct-bench device [--sizes 4M,64M,256M] [--density 0.01] [--algorithm auto]
-//       [--iters 20] [--warmup 3] [--no-nccl]
+//       [--transport auto] [--iters 20] [--warmup 3] [--no-nccl]
 //
 // Each rank uses GPU (node-local rank) mod (GPUs on the node); several ranks may share one.
 // Per size, float, calls cycling through 4 gradients (signal + noise, as in `allreduce`), each
@@ -12,9 +12,10 @@
 //   mpi_us      the MPI_Allreduce inside staged_us alone
 //   nccl_us     ncclAllReduce on the device buffers + stream synchronize ("n/a" where NCCL
 //               refuses, e.g. two ranks on one GPU: the header line says why)
-//   dct_us      DCT_Start + DCT_Wait on the device buffers (filter and threshold on the GPU,
-//               the kept pairs staged through pinned host memory), library defaults but
-//               dct_density and dct_algorithm
+//   dct_us      DCT_Start + DCT_Wait on the device buffers (filter, threshold and the
+//               allgather's block codec on the GPU; blocks through pinned host memory and MPI,
+//               or device to device over NCCL: dct_transport), library defaults but
+//               dct_density, dct_algorithm and dct_transport
 //   bytes_x     DCT_Status.dense_bytes / bytes_sent of the last call
 // With --density 1 dct's sum must equal the staged MPI_Allreduce bit for bit (exit code 2 if not).
 // Then, on rank 0 alone: the exact selection (the k-th largest |x|, k = density n) against
@@ -47,6 +48,7 @@ struct DeviceOptions {
   std::vector<long long> sizes = parse_sizes("4M,64M,256M");
   double density = 0.01;
   std::string algorithm = "auto";
+  std::string transport = "auto";
   int iters = 20, warmup = 3;
   bool nccl = true;
 };
@@ -163,7 +165,9 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
 #endif
 
   Info info;
-  info.set("dct_density", std::to_string(o.density)).set("dct_algorithm", o.algorithm);
+  info.set("dct_density", std::to_string(o.density))
+      .set("dct_algorithm", o.algorithm)
+      .set("dct_transport", o.transport);
   DCT_Request request = DCT_REQUEST_NULL;
   if (DCT_Allreduce_init(send.data(), recv.data(), static_cast<MPI_Count>(n), MPI_FLOAT, MPI_SUM,
                          MPI_COMM_WORLD, info.get(), &request) != DCT_SUCCESS)
@@ -278,6 +282,9 @@ Run add_device(CLI::App &app) {
       ->capture_default_str();
   command->add_option("--algorithm", o->algorithm, "dct_algorithm")
       ->check(knob("dct_algorithm"))
+      ->capture_default_str();
+  command->add_option("--transport", o->transport, "dct_transport")
+      ->check(knob("dct_transport"))
       ->capture_default_str();
   command->add_option("--iters", o->iters, "timed calls per row")
       ->check(CLI::Range(1, 1 << 20))

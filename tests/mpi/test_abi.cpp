@@ -199,7 +199,8 @@ TEST(GetInfo, RequestShowsEveryValueInForceAndCreatesItsTwin) {
   EXPECT_EQ(used.count("dct_error_bound"), 0u);
   EXPECT_EQ(used["dct_density_warmup"], "1,0");  // off
   EXPECT_EQ(used["dct_momentum_result"], "update");
-  EXPECT_EQ(used.size(), 17u);
+  EXPECT_EQ(used["dct_transport"], "auto");
+  EXPECT_EQ(used.size(), 18u);
 
   // The info read back creates a request whose configuration reads back the same.
   MPI_Info again = MPI_INFO_NULL;
