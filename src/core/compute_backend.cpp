@@ -5,26 +5,6 @@
 #include "core/device_transport.hpp"
 #include "core/error.hpp"
 #include "core/test_hooks.hpp"
-#include "core/wire.hpp"
-
-namespace dct::detail {
-
-// Host memory: the wire codec itself (GPU backends override these with their kernels).
-#define DCT_HOST_BLOCK_CODEC(T)                                                                   \
-  void Backend::encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val, \
-                             std::uint64_t begin, std::byte *out, Stream) {                       \
-    wire::encode_block(format, idx, val, begin, out);                                             \
-  }                                                                                               \
-  bool Backend::decode_block(const wire::BlockFormat &format, const std::byte *in,                \
-                             std::size_t in_bytes, std::uint64_t begin, WireIndex *idx, T *val,   \
-                             Stream) {                                                            \
-    return wire::decode_block(format, in, in_bytes, begin, idx, val);                             \
-  }
-DCT_HOST_BLOCK_CODEC(float)
-DCT_HOST_BLOCK_CODEC(double)
-#undef DCT_HOST_BLOCK_CODEC
-
-}  // namespace dct::detail
 
 namespace dct::detail::kernels {
 namespace {

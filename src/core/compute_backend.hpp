@@ -191,15 +191,14 @@ class Backend {
   }                                                                                                \
   /** wire::encode_block in this backend's memory: the block of the `format.entries` entries */    \
   /** idx/val (indices in [begin, begin + format.range), increasing; values already the */         \
-  /** wire's), format.units() units into `out`, the same bytes. The default is the host codec. */  \
+  /** wire's), format.units() units into `out`, the same bytes (host backends: that function). */  \
   virtual void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,   \
-                            std::uint64_t begin, std::byte *out, Stream stream);                   \
+                            std::uint64_t begin, std::byte *out, Stream stream) = 0;               \
   /** wire::decode_block in this backend's memory: the same validation and verdict on the */       \
-  /** `in_bytes` bytes at `in` (false leaves idx/val unspecified). The default is the host codec.  \
-   */                                                                                              \
+  /** `in_bytes` bytes at `in` (false leaves idx/val unspecified). */                              \
   virtual bool decode_block(const wire::BlockFormat &format, const std::byte *in,                  \
                             std::size_t in_bytes, std::uint64_t begin, WireIndex *idx, T *val,     \
-                            Stream stream);                                                        \
+                            Stream stream) = 0;                                                    \
   /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
   virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
                            Stream stream) = 0;                                                     \

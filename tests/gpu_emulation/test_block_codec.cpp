@@ -59,9 +59,11 @@ Case<T> make_case(std::size_t entries, std::size_t range, ValueCoding coding, st
   return c;
 }
 
+/// The host codec's block, in a buffer of at least one unit (as the library's: wire::size_buffer)
+/// whose first format.units() units are the block.
 std::vector<std::byte> host_block(const wire::BlockFormat &format, const WireIndex *idx,
                                   const void *val, std::size_t native_bytes, std::uint64_t begin) {
-  std::vector<std::byte> out(format.units() * wire::kUnitBytes);
+  std::vector<std::byte> out(std::max<std::size_t>(format.units(), 1) * wire::kUnitBytes);
   if (native_bytes == 4)
     wire::encode_block(format, idx, static_cast<const float *>(val), begin, out.data());
   else
@@ -88,7 +90,9 @@ class BlockCodec : public ::testing::Test {
     ASSERT_EQ(device, host) << what;
     if (!host) return;
     EXPECT_EQ(device_idx, host_idx) << what;
-    EXPECT_EQ(0, std::memcmp(device_val.data(), host_val.data(), n * sizeof(T))) << what;
+    if (n > 0) {
+      EXPECT_EQ(0, std::memcmp(device_val.data(), host_val.data(), n * sizeof(T))) << what;
+    }
   }
 };
 using Types = ::testing::Types<float, double>;
@@ -125,11 +129,12 @@ TYPED_TEST(BlockCodec, EncodesTheHostsBytesAndDecodesThemBack) {
         ASSERT_EQ(c.format.indices, shape.indices) << what;
         const std::vector<std::byte> expected =
             host_block(c.format, c.idx.data(), c.val.data(), sizeof(T), begin);
+        const std::size_t block = c.format.units() * wire::kUnitBytes;
         std::vector<std::byte> device(expected.size(), std::byte{0xa5});  // not zeroed
         this->backend_.encode_block(c.format, c.idx.data(), c.val.data(), begin, device.data(),
                                     nullptr);
-        EXPECT_EQ(device, expected) << what;
-        this->expect_same_decode(c, expected, expected.size(), what);
+        EXPECT_EQ(0, std::memcmp(device.data(), expected.data(), block)) << what;
+        this->expect_same_decode(c, expected, block, what);
         if (c.format.bytes() > 0)
           this->expect_same_decode(c, expected, c.format.bytes() - 1, what + ", one byte short");
       }
