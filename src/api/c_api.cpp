@@ -94,14 +94,21 @@ Fingerprint allreduce_fingerprint(const AllreduceArgs &args, const Config &confi
 }
 
 /// What the ranks of one DCT_Allreduce call must share before any of them blocks: the path
-/// (compressed or MPI's), the count and the datatype's size. Agreed on every call (one small
-/// MPI_Allreduce), since drop-in states are made and evicted on each rank alone.
+/// (compressed or MPI's), the count, the datatype's size and whether the buffers are device
+/// memory (each rank's state decides the algorithm alone, charging device buffers' staging:
+/// cost_model.hpp). Agreed on every call (one small MPI_Allreduce), since drop-in states are
+/// made and evicted on each rank alone.
 Fingerprint drop_in_call_fingerprint(const AllreduceArgs &args, bool valid) {
   const int type_bytes = valid ? datatype_bytes(args) : 0;
+  const bool compressed = valid && args.compressed();
   Fingerprint fingerprint;
-  fingerprint.add("compressed datatype and op", std::uint64_t(valid && args.compressed()));
+  fingerprint.add("compressed datatype and op", std::uint64_t(compressed));
   fingerprint.add("count", static_cast<std::uint64_t>(valid ? args.count : 0));
   fingerprint.add("datatype size", static_cast<std::uint64_t>(type_bytes));
+  fingerprint.add("buffers in device memory",
+                  std::uint64_t(compressed && args.count > 0 &&
+                                kernels::backend_for(args.recvbuf, DCT_BACKEND_AUTO).kind() !=
+                                    DCT_BACKEND_KOKKOS));
   return fingerprint;
 }
 

@@ -283,6 +283,13 @@ class BackendArray {
     swap(bigger);
   }
 
+  /// Makes room for at least `size` elements of `backend`'s device memory, contents lost:
+  /// a quarter more than asked when it must grow, so that sizes creeping up from call to call
+  /// reallocate rarely (as wire::reserve_growing does for vectors).
+  void reserve_growing(Backend &backend, std::size_t size) {
+    if (size_ < size) *this = BackendArray(backend, size + size / 4);
+  }
+
   T *data() const { return data_; }
   std::size_t size() const { return size_; }
 

@@ -62,8 +62,6 @@ double lossless_speedup(double ratio, double compress_bytes_per_s, double decomp
 double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
                          const NetworkModel &network) {
   const int p = size.ranks;
-  const double host_result = algorithm == DCT_ALGORITHM_ALLGATHER ? 0 : size.host_result_seconds;
-  if (p <= 1) return host_result;
   const double alpha = network.alpha_us * 1e-6;
   const double per_byte = 1.0 / (network.beta_gbps * 1e9);
   const double rounds = ceil_log2(p);
@@ -78,19 +76,28 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       (size.own_value_bytes > 0 ? size.own_value_bytes : size.value_bytes) + index;
   const double entry = size.value_bytes + index;  // partial sums
   const double merged = size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
+  // Staged GPU requests: the sum crosses to the device as it travelled (sparse_result bytes
+  // against the n-element sum's `dense`), dense's in full; allgather's blocks cross compressed
+  // and are charged nothing.
+  const auto host_result = [&](double sparse_result) {
+    return size.host_result_seconds * std::min(1.0, sparse_result / std::max(dense, 1.0));
+  };
+  const double kept_sums = size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
+  const double gathered = std::min(kept_sums * entry, dense);  // split's reduced segments
+  if (p <= 1)
+    return algorithm == DCT_ALGORITHM_ALLGATHER ? 0
+           : algorithm == DCT_ALGORITHM_DENSE   ? host_result(dense)
+                                                : host_result(std::min(kept * entry, dense));
 
   switch (algorithm) {
     case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)
-      return host_result + 2 * rounds * alpha + 2 * share * dense * per_byte;
+      return host_result(dense) + 2 * rounds * alpha + 2 * share * dense * per_byte;
     case DCT_ALGORITHM_ALLGATHER:  // every rank receives every other rank's list
-      return host_result + rounds * alpha + share * size.total_kept * own_entry * per_byte;
+      return rounds * alpha + share * size.total_kept * own_entry * per_byte;
     case DCT_ALGORITHM_SPLIT: {
       // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
       // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
-      const double kept_sums =
-          size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
-      const double gathered = std::min(kept_sums * entry, dense);
-      return host_result + (3 * rounds + (p - 1)) * alpha +
+      return host_result(gathered) + (3 * rounds + (p - 1)) * alpha +
              share * (kept * own_entry + gathered) * per_byte;
     }
     case DCT_ALGORITHM_HIERARCHICAL: {
@@ -102,12 +109,9 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       // overlapping indices they are fewer, and the cost lower.
       const int g = size.group_size, h = p / g;
       const double group_rounds = ceil_log2(g), cross_rounds = ceil_log2(h);
-      const double kept_sums =
-          size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
-      const double gathered = std::min(kept_sums * entry, dense);
       const double group_sums = expected_union(size.count, kept, g) / g;
       const double messages = 3 * group_rounds + (g - 1) + 4 * cross_rounds + (h - 1);
-      return host_result + messages * alpha +
+      return host_result(gathered) + messages * alpha +
              (kept * own_entry * (g - 1) / g + group_sums * entry * (h - 1) / h +
               gathered * share) *
                  per_byte;
@@ -116,12 +120,13 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is
       // smaller; two messages (size, payload) per round; non-powers of two add two steps.
       const int power = 1 << (ceil_log2(p + 1) - 1);
-      double seconds = power < p ? 2 * (2 * alpha + std::min(kept * entry, dense) * per_byte) : 0;
+      double seconds = host_result(std::min(merged * entry, dense));
+      if (power < p) seconds += 2 * (2 * alpha + std::min(kept * entry, dense) * per_byte);
       for (int group = 1; group < power; group *= 2) {
         const double held = expected_union(size.count, kept, group);
         seconds += 2 * alpha + std::min(held * entry, dense) * per_byte;
       }
-      return host_result + seconds;
+      return seconds;
     }
     default:
       return HUGE_VAL;

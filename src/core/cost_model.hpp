@@ -31,8 +31,10 @@ struct ExchangeSize {
   /// hierarchical: ranks per group (0: no hierarchy; the algorithm is not a candidate).
   int group_size = 0;
   /// GPU buffers staged through the host (MPI not GPU-aware): seconds to write the n-element
-  /// sum in host memory and copy it to the device, charged to every algorithm but allgather,
-  /// which sums the gathered entries on the device (0: host buffers).
+  /// sum in host memory and copy it to the device, charged in full to dense; the sparse
+  /// exchanges sum on the device from what they received, charged the share of it their sum
+  /// crosses as (split's gathered segments, recursive doubling's final list), and allgather
+  /// nothing (its blocks cross compressed). 0: host buffers.
   double host_result_seconds = 0;
 };
 

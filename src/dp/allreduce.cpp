@@ -138,8 +138,9 @@ class CompressedEngine final : public RequestEngine {
 
   void connect(bool own) override {
     if (exact()) return;
-    if (!own) {
+    if (!own) {  // a drop-in state: its calls agree on the buffers' memory (c_api.cpp)
       own_comm_ = context_->shared_comm();
+      any_staged_ = staged_;
       return;
     }
     // Calls in flight progress independently, so each request talks on its own communicator.
@@ -148,11 +149,15 @@ class CompressedEngine final : public RequestEngine {
     mark_private(own_comm_);
     // One message per call (call_message.hpp) needs slots of one size on every rank: count,
     // type and configuration were agreed on at init (c_api.cpp), the densities may differ.
-    // Drop-in states, made by each rank alone, never take it.
-    std::int64_t kept[2] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept())};
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, kept, 2, MPI_INT64_T, MPI_MAX, own_comm_),
+    // Drop-in states, made by each rank alone, never take it. The same message tells whether
+    // any rank's buffers are staged device memory, which every rank's cost model must charge
+    // alike (decide_algorithm) where ranks mix host and device buffers.
+    std::int64_t agreed[3] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept()),
+                              staged_ ? 1 : 0};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT64_T, MPI_MAX, own_comm_),
               "MPI_Allreduce");
-    agreed_kept_ = kept[0] == -kept[1] ? predicted_kept() : 0;
+    agreed_kept_ = agreed[0] == -agreed[1] ? predicted_kept() : 0;
+    any_staged_ = agreed[2] != 0;
     // The device transport, where every rank's request wants it (device_transport.hpp); its
     // blocks travel on their own, not with the headers.
     if (config_.transport != Transport::mpi && kernels::device_transport_compiled())
@@ -375,9 +380,9 @@ class CompressedEngine final : public RequestEngine {
     // A warm-up's calls keep more than the steady state's prediction (its call count is
     // agreed at init, so every rank skips the fused blocks on the same calls).
     fused_kept_ = config_.density_warmup.active(totals_.calls) ? 0 : agreed_kept_;
-    if (fused_kept_ > 0 &&
-        decide_algorithm(config_, ranks, double(count_), sizeof(T), double(ranks) * fused_kept_,
-                         union_hint_, staged_, hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)
+    if (fused_kept_ > 0 && decide_algorithm(config_, ranks, double(count_), sizeof(T),
+                                            double(ranks) * fused_kept_, union_hint_, any_staged_,
+                                            hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)
       fused_kept_ = 0;
     const wire::BlockFormat format = wire::block_format<T>(fused_kept_, elements(), config_.values);
     std::byte *block = message_.prepare(ranks, context_->rank(), kWords,
@@ -404,16 +409,18 @@ class CompressedEngine final : public RequestEngine {
     status_.bytes_sent = status_.bytes_received =
         static_cast<MPI_Count>(ranks - 1) * peer::allreduce::kWords * sizeof(std::int64_t);
     return decide_algorithm(config_, ranks, double(count_), sizeof(T), announced.total_kept,
-                            union_hint_, staged_, hierarchy_.group_size);
+                            union_hint_, any_staged_, hierarchy_.group_size);
   }
 
-  // Staged GPU requests: allgather sums on the device, into the user's buffer; the other
-  // algorithms write the sum in host memory (result_host_), copied over when they complete.
+  // Staged GPU requests: the sparse exchanges sum on the device, into the user's buffer, from
+  // what they received (exchange.hpp: SparseInput::device); dense writes the sum in host
+  // memory (result_host_), copied over when it completes.
   bool sums_on_device(int algorithm) const {
-    return staged_ && algorithm == DCT_ALGORITHM_ALLGATHER;
+    return staged_ && algorithm != DCT_ALGORITHM_DENSE;
   }
-  // ... and encode this rank's block there too, unless the values that travel are computed on
-  // the host (dct_values=sign's +-m). Then only compressed bytes cross between host and device.
+  // ... and the allgather encodes this rank's block there too, unless the values that travel
+  // are computed on the host (dct_values=sign's +-m). Then only compressed bytes cross between
+  // host and device.
   bool encodes_on_device() const {
 #ifdef DCT_TESTING
     if (testing::tamper_allreduce_indices != nullptr) return false;  // tampers with host copies
@@ -424,7 +431,8 @@ class CompressedEngine final : public RequestEngine {
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
-    const bool device_entries = sums_on_device(algorithm) && encodes_on_device();
+    const bool device_entries =
+        algorithm == DCT_ALGORITHM_ALLGATHER && sums_on_device(algorithm) && encodes_on_device();
     SparseInput<T> input{comm(),
                          context_->rank(),
                          context_->size(),
@@ -494,6 +502,7 @@ class CompressedEngine final : public RequestEngine {
   bool owns_comm_ = false;
   Backend *backend_;
   bool staged_;                               // a GPU backend: the exchanges work on host copies
+  bool any_staged_ = false;                   // staged_ on some rank (agreed in connect)
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
   mutable std::vector<T> velocity_host_;      // velocity() of a staged request
   BackendArray<T> previous_;                  // dct_momentum_result=gradient: the last update

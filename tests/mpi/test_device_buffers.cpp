@@ -293,6 +293,73 @@ TEST(DeviceBuffers, NcclTransportIsRefusedWhereItCannotRun) {
   DCT_Request_free(&request);
 }
 
+// Rank 0 on host memory, the others on device memory: the algorithm is chosen on every rank
+// from the same facts (whether any rank stages device buffers), so every rank runs the same
+// exchange and gets the same bits, at densities where the staging charge decides between
+// dense and the sparse exchanges.
+TEST(DeviceBuffers, HostAndDeviceRanksChooseTheSameAlgorithm) {
+  if (size() < 2) GTEST_SKIP() << "needs a rank on each side";
+  const std::vector<Backend *> found = gpus();
+  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
+  Backend &gpu = *found[0];
+  constexpr std::size_t n = 100003;
+  const bool on_host = rank() == 0;
+  for (const char *density : {"0.01", "0.45", "0.9"}) {
+    SCOPED_TRACE(density);
+    std::vector<float> send(n), recv(n);
+    BackendArray<float> device_send(gpu, n), device_recv(gpu, n);
+    float *send_buffer = on_host ? send.data() : device_send.data();
+    float *recv_buffer = on_host ? recv.data() : device_recv.data();
+    MPI_Info info = make_info({{"dct_density", density}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send_buffer, recv_buffer, n, MPI_FLOAT, MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_SUCCESS);
+    MPI_Info_free(&info);
+    for (int call = 0; call < 3; ++call) {
+      const std::vector<float> gradient = dct::test::gradient<float>(n, call);
+      if (on_host)
+        overwrite(send, gradient);
+      else
+        to_device(gpu, device_send.data(), gradient);
+      DCT_Status status{};
+      ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+      ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
+      int algorithms[2] = {status.algorithm, -status.algorithm};
+      MPI_Allreduce(MPI_IN_PLACE, algorithms, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      EXPECT_EQ(algorithms[0], -algorithms[1]) << "call " << call << ": ranks chose differently";
+      std::vector<float> result = on_host ? recv : from_device(gpu, device_recv.data(), n);
+      std::vector<float> first(result);
+      MPI_Bcast(first.data(), static_cast<int>(n * sizeof(float)), MPI_BYTE, 0, MPI_COMM_WORLD);
+      EXPECT_TRUE(all_ranks(same_bits(result, first))) << "call " << call << ": sums differ";
+    }
+    DCT_Request_free(&request);
+  }
+}
+
+// The drop-in call's states are made on each rank alone, so each call agrees on whether the
+// buffers are device memory: a mix fails alike on every rank, buffers untouched.
+TEST(DeviceBuffers, DropInCallsAgreeOnTheBuffersMemory) {
+  if (size() < 2) GTEST_SKIP() << "needs a rank on each side";
+  const std::vector<Backend *> found = gpus();
+  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
+  Backend &gpu = *found[0];
+  constexpr std::size_t n = 4099;
+  std::vector<float> send(n, 1.0f), recv(n, -7.0f);
+  BackendArray<float> device_send(gpu, n), device_recv(gpu, n);
+  to_device(gpu, device_send.data(), send);
+  to_device(gpu, device_recv.data(), recv);
+  const bool on_host = rank() == 0;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce(on_host ? send.data() : device_send.data(),
+                                    on_host ? recv.data() : device_recv.data(), n, MPI_FLOAT,
+                                    MPI_SUM, MPI_COMM_WORLD),
+                      DCT_ERR_MISMATCH);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("device memory"), std::string::npos)
+      << DCT_Get_last_error();
+  const std::vector<float> after = on_host ? recv : from_device(gpu, device_recv.data(), n);
+  EXPECT_TRUE(same_bits(after, std::vector<float>(n, -7.0f)));
+}
+
 #ifdef DCT_EMULATED_GPU
 /// dct_transport=nccl's stand-in: NCCL's grouped broadcasts as one MPI_Allgatherv in place on
 /// the "device" buffer (host memory in the emulation). Counts what it did.
@@ -412,6 +479,34 @@ TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
       EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
       EXPECT_LT(to_device, all * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
       EXPECT_GT(to_device, 0u) << "call " << call;
+    }
+  }
+}
+
+// The other sparse exchanges of a GPU request sum on the device too: what crosses to it is
+// what the sum is made of (split's reduced segments as they were gathered, recursive
+// doubling's final list), not the n-element result staged in host memory, which only dense
+// still copies over. Calls after the first, as above.
+TEST(DeviceBuffers, SparseExchangesSumOnTheDeviceNotThroughAHostResult) {
+  Backend &gpu = *gpus()[0];
+  constexpr std::size_t n = 100003;
+  constexpr std::size_t result_bytes = n * sizeof(float);
+  for (const char *algorithm : {"split", "hierarchical", "recursive_doubling", "dense"}) {
+    SCOPED_TRACE(algorithm);
+    Twins<float> twins(gpu, n, {{"dct_density", "0.01"}, {"dct_algorithm", algorithm}});
+    for (int call = 0; call < 4; ++call) {
+      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+      if (call == 0) continue;
+      const auto to_device = twins.crossed().second;
+      if (std::string(algorithm) == "dense") {
+        EXPECT_GE(to_device, result_bytes) << "call " << call;
+        continue;
+      }
+      // Every rank's entries in the sum at most, as (index, value) pairs, and a few scalars.
+      const auto all = static_cast<std::size_t>(twins.status().nnz_sent) * std::size_t(size());
+      EXPECT_LE(to_device, all * (sizeof(float) + sizeof(detail::WireIndex)) + 512)
+          << "call " << call;
+      EXPECT_LT(to_device, result_bytes / 10) << "call " << call;
     }
   }
 }

@@ -60,7 +60,7 @@ class AllgatherExchange final : public SparseExchange<T> {
     // only where someone reads it: another rank, or my own decode (own_list_usable()).
     if (in_.device_idx != nullptr)
       encode_on_device(*in_.device, format(in_.rank), in_.device_idx, in_.device_val,
-                       gathered_.data() + block_offset(in_.rank), device_bytes_);
+                       gathered_.data() + block_offset(in_.rank), device_.bytes);
     else if (in_.ranks > 1 || !own_list_usable())
       wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
                          gathered_.data() + block_offset(in_.rank));
@@ -77,13 +77,11 @@ class AllgatherExchange final : public SparseExchange<T> {
   // dct_transport=nccl: my block encoded in its place in the device buffer and every block
   // gathered there, device to device: nothing crosses to the host.
   void gather_on_device(std::size_t units) {
-    const std::size_t bytes = units * wire::kUnitBytes;
-    if (device_bytes_.size() < bytes)
-      device_bytes_ = BackendArray<std::byte>(*in_.device, bytes + bytes / 4);
+    device_.bytes.reserve_growing(*in_.device, units * wire::kUnitBytes);
     in_.device->encode_block(format(in_.rank), in_.device_idx, in_.device_val, 0,
-                             device_bytes_.data() + block_offset(in_.rank), nullptr);
+                             device_.bytes.data() + block_offset(in_.rank), nullptr);
     if (in_.ranks > 1)
-      in_.transport->allgatherv(device_bytes_.data(), units_.data(), offsets_.data(), nullptr);
+      in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(), nullptr);
     gathered_on_device_ = true;
   }
 
@@ -130,31 +128,28 @@ class AllgatherExchange final : public SparseExchange<T> {
     Backend &device = *in_.device;
     const std::size_t entries = std::accumulate(in_.kept, in_.kept + in_.ranks, std::size_t{0});
     own_direct_ = false;
-    // The blocks lie in one host range: gathered_, or the call's messages (in_.gathered).
-    const std::size_t bytes = gathered_on_device_
-                                  ? 0
-                                  : static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) +
-                                        block_bytes(in_.ranks - 1);
-    if (device_bytes_.size() < bytes)
-      device_bytes_ = BackendArray<std::byte>(device, bytes + bytes / 4);
-    if (device_idx_.size() < entries) {
-      device_idx_ = BackendArray<WireIndex>(device, entries + entries / 4);
-      device_val_ = BackendArray<T>(device, device_idx_.size());
-    }
-    if (bytes > 0) device.copy(device_bytes_.data(), block(0), bytes, nullptr);
+    // The blocks lie in one host range: gathered_, or the call's messages (in_.gathered). My
+    // own block crosses back with the others: one copy, where leaving it out would take two.
+    const std::byte *blocks =
+        gathered_on_device_
+            ? device_.bytes.data()
+            : device_.from_host(device, block(0),
+                                static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) +
+                                    block_bytes(in_.ranks - 1));
+    device_.reserve_entries(device, entries);
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::byte *on_device =
-          device_bytes_.data() + (gathered_on_device_ ? block_offset(r) : block(r) - block(0));
-      if (!device.decode_block(format(r), on_device, block_bytes(r), 0, device_idx_.data() + first,
-                               device_val_.data() + first, nullptr))
+          blocks + (gathered_on_device_ ? block_offset(r) : block(r) - block(0));
+      if (!device.decode_block(format(r), on_device, block_bytes(r), 0, device_.idx.data() + first,
+                               device_.val.data() + first, nullptr))
         this->peer_error(r, "indices out of range or out of order");
       else if (r != in_.rank)
         traffic_.nnz_received += in_.kept[r];
       first += static_cast<std::size_t>(in_.kept[r]);
     }
     this->finish();
-    sum(device, device_idx_.data(), device_val_.data());
+    sum(device, device_.idx.data(), device_.val.data());
   }
 
   // Every rank's list (decoded into idx/val in `backend`'s memory, in rank order; my own as it
@@ -187,10 +182,8 @@ class AllgatherExchange final : public SparseExchange<T> {
   std::vector<WireIndex> idx_;  // every rank's entries, decoded
   std::vector<T> val_;
   // in_.device only: the gathered blocks (and my own, encoded) in its memory, decoded there.
-  BackendArray<std::byte> device_bytes_;
-  bool gathered_on_device_ = false;  // this call's blocks came by in_.transport
-  BackendArray<WireIndex> device_idx_;
-  BackendArray<T> device_val_;
+  DeviceStaging<T> device_;
+  bool gathered_on_device_ = false;   // this call's blocks came by in_.transport
   std::vector<SparseList<T>> lists_;  // every rank's decoded list, for sum_lists
 };
 

@@ -81,13 +81,14 @@ struct SparseInput {
   T *result;             ///< n elements: the sum, on every rank
   /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
   Backend *host = nullptr;
-  /// allgather only, GPU requests staged through the host: `result` is the user's device
-  /// buffer and this its backend. Every rank's block goes to the device as it came (compressed
-  /// bytes), is decoded and validated there and summed in rank order as on the host: neither
-  /// the decoded lists nor the n-element result pass through host memory.
+  /// GPU requests staged through the host (every algorithm but dense): `result` is the user's
+  /// device buffer and this its backend. What the sum is made of goes to the device as it
+  /// came, compressed (allgather's blocks, split's reduced segments) or as the final sparse list
+  /// (recursive doubling), is decoded and validated there and summed as on the host: the
+  /// n-element result passes through host memory only where the sum itself travels dense.
   Backend *device = nullptr;
-  /// With `device`: this rank's entries in the device's memory (values as they travel), which
-  /// the exchange encodes there; `idx` and `val` are then not read (nullptr).
+  /// allgather, with `device`: this rank's entries in the device's memory (values as they
+  /// travel), which the exchange encodes there; `idx` and `val` are then not read (nullptr).
   const WireIndex *device_idx = nullptr;
   const T *device_val = nullptr;
   /// With device_idx: the blocks travel device to device over this transport (NCCL) instead
@@ -195,9 +196,43 @@ void encode_on_device(Backend &device, const wire::BlockFormat &format, const Wi
                       const T *val, std::byte *out, BackendArray<std::byte> &scratch) {
   const std::size_t bytes = format.units() * wire::kUnitBytes;
   if (bytes == 0) return;
-  if (scratch.size() < bytes) scratch = BackendArray<std::byte>(device, bytes + bytes / 4);
+  scratch.reserve_growing(device, bytes);
   device.encode_block(format, idx, val, 0, scratch.data(), nullptr);
   device.copy(out, scratch.data(), bytes, nullptr);
 }
+
+/// A GPU request's device buffers for what its sum is made of (SparseInput::device): blocks
+/// that came to the host, and the entries decoded from them. Grown as needed, kept from call
+/// to call like the exchanges' host buffers.
+template <typename T>
+struct DeviceStaging {
+  BackendArray<std::byte> bytes;
+  BackendArray<WireIndex> idx;
+  BackendArray<T> val;
+
+  /// Copies `size` bytes of host memory into `bytes`; returns where they lie on the device.
+  const std::byte *from_host(Backend &device, const std::byte *host, std::size_t size) {
+    bytes.reserve_growing(device, size);
+    if (size > 0) device.copy(bytes.data(), host, size, nullptr);
+    return bytes.data();
+  }
+  /// Room for `entries` decoded entries in idx and val.
+  void reserve_entries(Backend &device, std::size_t entries) {
+    idx.reserve_growing(device, entries);
+    val.reserve_growing(device, entries);
+  }
+  /// result[begin, end) = the sum of `list` (host memory), on the device: the list crosses,
+  /// not the range.
+  void sum_host_list(Backend &device, const SparseList<T> &list, T *result, std::size_t begin,
+                     std::size_t end) {
+    reserve_entries(device, list.size);
+    if (list.size > 0) {
+      device.copy(idx.data(), list.idx, list.size * sizeof(WireIndex), nullptr);
+      device.copy(val.data(), list.val, list.size * sizeof(T), nullptr);
+    }
+    const SparseList<T> on_device{idx.data(), val.data(), list.size};
+    device.sum_lists(&on_device, 1, result, begin, end, nullptr);
+  }
+};
 
 }  // namespace dct::detail

@@ -218,15 +218,23 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   }
 
   // The result is written only once the call succeeded: a rejected call leaves it as it was.
+  // A GPU request's sparse sum goes to the device as its list, summed there (not n elements).
   void write_result() {
     this->finish();
     if (dense_) {
-      if (in_.count > 0) std::memcpy(in_.result, sum_.data(), in_.count * sizeof(T));
-    } else {
-      const SparseList<T> sum{idx_.data(), val_.data(), idx_.size()};
-      in_.host->sum_lists(&sum, 1, in_.result, 0, in_.count, nullptr);
-      traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());
+      if (in_.count == 0) return;
+      if (in_.device != nullptr)
+        in_.device->copy(in_.result, sum_.data(), in_.count * sizeof(T), nullptr);
+      else
+        std::memcpy(in_.result, sum_.data(), in_.count * sizeof(T));
+      return;
     }
+    const SparseList<T> sum{idx_.data(), val_.data(), idx_.size()};
+    if (in_.device != nullptr)
+      device_.sum_host_list(*in_.device, sum, in_.result, 0, in_.count);
+    else
+      in_.host->sum_lists(&sum, 1, in_.result, 0, in_.count, nullptr);
+    traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());
   }
 
   int power_ = 1;
@@ -241,6 +249,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   std::int64_t my_size_ = 0;
   std::int64_t peer_size_ = 0;
   std::vector<std::byte> outgoing_, incoming_;
+  DeviceStaging<T> device_;  // in_.device only: the final sparse sum on the device
 };
 
 }  // namespace

@@ -261,35 +261,50 @@ void SplitExchange<T>::post_segments() {
 
 template <typename T>
 void SplitExchange<T>::decode_segments() {
+  // A GPU request's segments go to the device as they came (compressed, or dense where the
+  // segment's sum is) and are decoded and validated there, so that the n-element result
+  // never passes through host memory unless the whole sum travelled dense.
+  const bool on_device = in_.device != nullptr;
+  Backend &backend = on_device ? *in_.device : *in_.host;
+  const std::byte *segments =
+      on_device ? device_.from_host(backend, gathered_.data(), gathered_.size()) : gathered_.data();
   std::size_t total = 0;
   for (int r = 0; r < in_.ranks; ++r)
     if (segment_sparse(r)) total += static_cast<std::size_t>(owned_nnz_all_[r]);
-  wire::resize_growing(decoded_idx_, total);
-  wire::resize_growing(decoded_val_, total);
+  WireIndex *idx = nullptr;
+  T *val = nullptr;
+  if (on_device) {
+    device_.reserve_entries(backend, total);
+    idx = device_.idx.data();
+    val = device_.val.data();
+  } else {
+    wire::resize_growing(decoded_idx_, total);
+    wire::resize_growing(decoded_val_, total);
+    idx = decoded_idx_.data();
+    val = decoded_val_.data();
+  }
   std::size_t first = 0;
   for (int r = 0; r < in_.ranks; ++r) {
     if (!segment_sparse(r)) continue;
-    const std::size_t nnz =
-        peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
-    if (!wire::decode_block(segment_format(r, nnz), segment(r),
-                            std::size_t(gather_units_[r]) * wire::kUnitBytes, begin(r),
-                            decoded_idx_.data() + first, decoded_val_.data() + first))
+    const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);  // checked when posted
+    if (!backend.decode_block(segment_format(r, nnz), segments + segment_offset(r),
+                              segment_bytes(r), begin(r), idx + first, val + first, nullptr))
       this->peer_error(r, "a reduced segment with indices outside it, or out of order");
     first += nnz;
   }
   this->finish();
   first = 0;
   for (int r = 0; r < in_.ranks; ++r) {
-    T *out = in_.result + begin(r);
     if (!segment_sparse(r)) {
-      if (length(r) > 0) std::memcpy(out, segment(r), length(r) * sizeof(T));
+      if (length(r) > 0)
+        backend.copy(in_.result + begin(r), segments + segment_offset(r), length(r) * sizeof(T),
+                     nullptr);
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(length(r));
       continue;
     }
-    const std::size_t nnz =
-        peer::announced_entries(owned_nnz_all_[r], length(r), r, "nonzeros in a segment of");
-    const SparseList<T> sum{decoded_idx_.data() + first, decoded_val_.data() + first, nnz};
-    in_.host->sum_lists(&sum, 1, in_.result, begin(r), begin(r) + length(r), nullptr);
+    const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
+    const SparseList<T> sum{idx + first, val + first, nnz};
+    backend.sum_lists(&sum, 1, in_.result, begin(r), begin(r) + length(r), nullptr);
     if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
     first += nnz;
   }

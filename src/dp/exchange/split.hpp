@@ -126,8 +126,11 @@ class SplitExchange : public SparseExchange<T> {
   // rejected call leaves it as it was (every rank reads the same bytes and fails alike).
   void decode_segments();
 
-  const std::byte *segment(int r) const {
-    return gathered_.data() + std::size_t(gather_offsets_[r]) * wire::kUnitBytes;
+  std::size_t segment_offset(int r) const {
+    return std::size_t(gather_offsets_[r]) * wire::kUnitBytes;
+  }
+  std::size_t segment_bytes(int r) const {
+    return std::size_t(gather_units_[r]) * wire::kUnitBytes;
   }
 
   SplitLayout &layout_;
@@ -145,6 +148,7 @@ class SplitExchange : public SparseExchange<T> {
   std::vector<T> sparse_val_;
   std::vector<WireIndex> decoded_idx_;  // one peer's block, decoded and validated
   std::vector<T> decoded_val_;
+  DeviceStaging<T> device_;  // in_.device only: the reduced segments on the device, decoded
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;
