@@ -1,9 +1,10 @@
 // The NCCL transport of CUDA requests (core/device_transport.hpp): the allgather's blocks move
 // device to device as one NCCL group of broadcasts, rank r's block from rank r (NCCL has no
-// allgatherv; grouped broadcasts of unequal sizes are one), on a stream of the transport's own
-// that the call waits for. The communicator is made once per user communicator: rank 0's
-// ncclUniqueId broadcast over MPI, ncclCommInitRank on every rank, and the outcome agreed on so
-// that every rank keeps the communicator or none does (NCCL refuses two ranks on one GPU).
+// allgatherv; grouped broadcasts of unequal sizes are one), on the request's stream (or the
+// transport's own where the application set none), which the call waits for. The communicator is
+// made once per user communicator: rank 0's ncclUniqueId broadcast over MPI, ncclCommInitRank on
+// every rank, and the outcome agreed on so that every rank keeps the communicator or none does
+// (NCCL refuses two ranks on one GPU).
 //
 // Compiled by the C++ compiler against the toolkit's nccl.h and cuda_runtime.h (no kernels).
 // Not yet run on a GPU: the logic around it runs in tests/mpi (mpi.device_buffers.emulated)
@@ -47,7 +48,10 @@ class NcclTransport final : public DeviceTransport {
 
   const char *name() const override { return "nccl"; }
 
-  void allgatherv(std::byte *buffer, const int *units, const int *offsets, Stream) override {
+  // On the request's stream where the application set one (DCT_Request_set_stream), else on
+  // the transport's own.
+  void allgatherv(std::byte *buffer, const int *units, const int *offsets, Stream stream) override {
+    const cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
     int ranks = 0;
     check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
     check_nccl(ncclGroupStart(), "ncclGroupStart");
@@ -55,11 +59,10 @@ class NcclTransport final : public DeviceTransport {
       std::byte *block = buffer + std::size_t(offsets[r]) * wire::kUnitBytes;
       const std::size_t bytes = std::size_t(units[r]) * wire::kUnitBytes;
       if (bytes > 0)
-        check_nccl(ncclBroadcast(block, block, bytes, ncclUint8, r, comm_, stream_),
-                   "ncclBroadcast");
+        check_nccl(ncclBroadcast(block, block, bytes, ncclUint8, r, comm_, s), "ncclBroadcast");
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    check_cuda(cudaStreamSynchronize(stream_), "stream synchronize (NCCL)");
+    check_cuda(cudaStreamSynchronize(s), "stream synchronize (NCCL)");
   }
 
  private:

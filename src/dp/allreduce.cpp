@@ -118,8 +118,6 @@ class CompressedEngine final : public RequestEngine {
       previous_ = BackendArray<T>(*backend_, elements());
       backend_->fill_zero(previous_.data(), elements(), stream_);
     }
-    require(exact() || !staged_ || config.result_density >= 1.0, DCT_ERR_INFO,
-            "dct_result_density < 1 is not supported with device buffers yet");
     if (config.transport == Transport::nccl && !exact()) {
       require(kernels::device_transport_compiled(), DCT_ERR_NOT_COMPILED,
               "dct_transport=nccl: this build of dct does not include NCCL");
@@ -390,7 +388,7 @@ class CompressedEngine final : public RequestEngine {
     if (fused_kept_ > 0 && kept == fused_kept_) {
       if (encodes_on_device())
         encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.kept_values(),
-                         block, device_block_);
+                         block, device_block_, stream_);
       else
         wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
     }
@@ -413,10 +411,10 @@ class CompressedEngine final : public RequestEngine {
   }
 
   // Staged GPU requests: the sparse exchanges sum on the device, into the user's buffer, from
-  // what they received (exchange.hpp: SparseInput::device); dense writes the sum in host
-  // memory (result_host_), copied over when it completes.
+  // what they received (exchange.hpp: SparseInput::device); dense too where MPI reads device
+  // memory, else it writes the sum in host memory (result_host_), copied over at the end.
   bool sums_on_device(int algorithm) const {
-    return staged_ && algorithm != DCT_ALGORITHM_DENSE;
+    return staged_ && (algorithm != DCT_ALGORITHM_DENSE || backend_->mpi_accepts_device_memory());
   }
   // ... and the allgather encodes this rank's block there too, unless the values that travel
   // are computed on the host (dct_values=sign's +-m). Then only compressed bytes cross between
@@ -442,6 +440,7 @@ class CompressedEngine final : public RequestEngine {
                          device_entries ? nullptr : compressor_.outgoing_values(),
                          nullptr};
     input.host = kernels::kokkos_backend();
+    input.stream = stream_;
     input.result = sums_on_device(algorithm) ? recv_ : host_result();
     if (sums_on_device(algorithm)) input.device = backend_;
     if (device_entries) {
@@ -463,6 +462,7 @@ class CompressedEngine final : public RequestEngine {
       input.result_budget = static_cast<std::size_t>(
           std::max(1.0, std::ceil(config_.result_density * double(elements()))));
       input.residual = compressor_.residual(stream_);
+      if (staged_) input.residual_device = backend_;
     }
     std::unique_ptr<SparseExchange<T>> &slot = exchanges_[algorithm];
     if (!slot) {

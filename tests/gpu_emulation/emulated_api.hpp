@@ -76,6 +76,13 @@ constexpr unsigned int kEmulatedGrid = 3, kEmulatedBlock = 4;
 
 /// Kernels launched so far (a whole-request test checks that its request ran on the "device").
 inline std::size_t launches = 0;
+/// Where a test sets it, the stream every launch, copy, fill and scan must name (the request's:
+/// DCT_Request_set_stream); those on another stream are counted.
+inline void *required_stream = nullptr;
+inline std::size_t off_stream = 0;
+inline void on_stream(void *stream) {
+  if (required_stream != nullptr && stream != required_stream) ++off_stream;
+}
 
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, unsigned int grid, unsigned int block, Args... args) {
@@ -98,7 +105,7 @@ void launch(Kernel kernel, unsigned int grid, unsigned int block, Args... args) 
 }  // namespace dct::detail::emulation
 
 #define DCT_GPU_LAUNCH(kernel, grid, block, stream, ...) \
-  (static_cast<void>(stream),                            \
+  (::dct::detail::emulation::on_stream(stream),          \
    ::dct::detail::emulation::launch(kernel, (grid), (block), __VA_ARGS__))
 
 inline void __syncthreads() {
@@ -192,14 +199,17 @@ inline error_t free_device(void *pointer) {
 /// Bytes copied from the device to the host and the other way (what a request moves across).
 inline std::size_t copied_to_host = 0, copied_to_device = 0;
 
-inline error_t copy_async(void *destination, const void *source, std::size_t bytes, stream_t) {
+inline error_t copy_async(void *destination, const void *source, std::size_t bytes,
+                          stream_t stream) {
+  on_stream(stream);
   const bool from = device_memory.contains(source), to = device_memory.contains(destination);
   if (from && !to) copied_to_host += bytes;
   if (to && !from) copied_to_device += bytes;
   std::memcpy(destination, source, bytes);
   return success;
 }
-inline error_t zero_async(void *destination, std::size_t bytes, stream_t) {
+inline error_t zero_async(void *destination, std::size_t bytes, stream_t stream) {
+  on_stream(stream);
   std::memset(destination, 0, bytes);
   return success;
 }
@@ -217,7 +227,8 @@ inline error_t is_device_pointer(const void *pointer, bool *device) {
 }
 template <typename Flag>
 error_t inclusive_sum_of(void *temporary, std::size_t &temporary_bytes, Flag flag, std::size_t n,
-                         unsigned int *out, stream_t) {
+                         unsigned int *out, stream_t stream) {
+  on_stream(stream);
   if (temporary == nullptr) {
     temporary_bytes = 64;  // something, as the libraries ask for
     return success;

@@ -213,19 +213,16 @@ TEST(DeviceBuffers, DensityOneIsMpiAllreduceBitForBit) {
   }
 }
 
-// The device-only refusals leave nothing behind: the same error on every rank, no request.
-TEST(DeviceBuffers, ResultDensityIsRefusedOnDeviceBuffers) {
-  const std::vector<Backend *> found = gpus();
-  if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
-  for (Backend *gpu : found) {
-    BackendArray<float> send(*gpu, 4096), recv(*gpu, 4096);
-    MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_result_density", "0.5"}});
-    DCT_Request request = DCT_REQUEST_NULL;
-    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), 4096, MPI_FLOAT, MPI_SUM,
-                                           MPI_COMM_WORLD, info, &request),
-                        DCT_ERR_INFO);
-    EXPECT_EQ(request, DCT_REQUEST_NULL);
-    MPI_Info_free(&info);
+// dct_result_density: split's and hierarchical's owners keep the largest sums of their share
+// and move the rest into their residual, which for a GPU request lives on the device (the
+// dropped sums go over as a list once the call succeeded): same sums, same residuals.
+TEST(DeviceBuffers, ResultDensityAgreesWithTheHost) {
+  for (const char *algorithm : {"split", "hierarchical", "auto"}) {
+    SCOPED_TRACE(algorithm);
+    const std::vector<std::pair<std::string, std::string>> keys = {
+        {"dct_density", "0.05"}, {"dct_result_density", "0.02"}, {"dct_algorithm", algorithm}};
+    expect_twins_agree<float>(keys, 8191, 5);
+    expect_twins_agree<double>(keys, 4099, 3);
   }
 }
 
@@ -436,16 +433,68 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
 
 // With a GPU-aware MPI the exact path hands the device buffers to MPI_Allreduce itself (here
 // "device" memory is host memory, so MPI can read it) instead of staging them.
-TEST(DeviceBuffers, DensityOneGivesDeviceBuffersToAGpuAwareMpi) {
+TEST(DeviceBuffers, DensityOneAndDenseGiveDeviceBuffersToAGpuAwareMpi) {
   detail::emulation::api::mpi_aware = true;
   {
     detail::emulation::GpuBackend aware;  // asks the MPI query once, on first use
     detail::testing::emulated_gpu = &aware;
     EXPECT_TRUE(aware.mpi_accepts_device_memory());
     expect_density_one_is_mpi_allreduce(aware);
+    // The dense exchange too: this rank's list crosses, MPI sums in the user's device buffer
+    // (the staged dense copies the n-element sum over: SparseExchangesSumOnTheDevice...).
+    constexpr std::size_t n = 100003;
+    Twins<float> twins(aware, n, {{"dct_density", "0.05"}, {"dct_algorithm", "dense"}});
+    for (int call = 0; call < 4; ++call) {
+      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+      if (call == 0) continue;  // samples its threshold on the host
+      ASSERT_EQ(twins.status().algorithm, DCT_ALGORITHM_DENSE);
+      const auto [to_host, to_device] = twins.crossed();
+      EXPECT_LT(to_host, n * sizeof(float) / 5) << "call " << call;
+      EXPECT_LT(to_device, n * sizeof(float) / 5) << "call " << call;
+    }
   }
   detail::emulation::api::mpi_aware = false;
   static_cast<void>(gpus());  // the staged emulation again, for the tests after this one
+}
+
+// The whole call runs on the request's stream (DCT_Request_set_stream): every kernel, copy,
+// fill and scan, the exchanges' included, for every algorithm, the result budget and momentum.
+TEST(DeviceBuffers, EveryDeviceOperationRunsOnTheRequestsStream) {
+  Backend &gpu = *gpus()[0];
+  constexpr std::size_t n = 8191;
+  static int stream_token;  // the emulation's streams are opaque pointers
+  void *const stream = &stream_token;
+  const std::vector<std::vector<std::pair<std::string, std::string>>> variants = {
+      {{"dct_algorithm", "allgather"}},
+      {{"dct_algorithm", "split"}},
+      {{"dct_algorithm", "hierarchical"}},
+      {{"dct_algorithm", "recursive_doubling"}},
+      {{"dct_algorithm", "dense"}},
+      {{"dct_algorithm", "split"}, {"dct_result_density", "0.02"}},
+      {{"dct_values", "sign"}, {"dct_momentum", "0.9"}}};
+  for (auto keys : variants) {
+    SCOPED_TRACE(keys.front().first + "=" + keys.front().second);
+    keys.emplace_back("dct_density", "0.05");
+    BackendArray<float> send(gpu, n), recv(gpu, n);
+    MPI_Info info = make_info(keys);
+    DCT_Request request = DCT_REQUEST_NULL;
+    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                           MPI_COMM_WORLD, info, &request),
+                        DCT_SUCCESS);
+    MPI_Info_free(&info);
+    ASSERT_ALL_RANKS_EQ(DCT_Request_set_stream(request, stream), DCT_SUCCESS);
+    for (int call = 0; call < 3; ++call) {
+      to_device(gpu, send.data(), gradient<float>(n, call));
+      detail::emulation::required_stream = stream;
+      detail::emulation::off_stream = 0;
+      const int started = DCT_Start(&request);
+      const int waited = started == DCT_SUCCESS ? DCT_Wait(&request, DCT_STATUS_IGNORE) : started;
+      detail::emulation::required_stream = nullptr;
+      ASSERT_ALL_RANKS_EQ(waited, DCT_SUCCESS);
+      EXPECT_EQ(detail::emulation::off_stream, 0u) << "call " << call;
+    }
+    DCT_Request_free(&request);
+  }
 }
 
 // The allgather of a GPU request moves compressed bytes only between host and device: its own

@@ -60,7 +60,7 @@ class AllgatherExchange final : public SparseExchange<T> {
     // only where someone reads it: another rank, or my own decode (own_list_usable()).
     if (in_.device_idx != nullptr)
       encode_on_device(*in_.device, format(in_.rank), in_.device_idx, in_.device_val,
-                       gathered_.data() + block_offset(in_.rank), device_.bytes);
+                       gathered_.data() + block_offset(in_.rank), device_.bytes, in_.stream);
     else if (in_.ranks > 1 || !own_list_usable())
       wire::encode_block(format(in_.rank), in_.idx, in_.val, 0,
                          gathered_.data() + block_offset(in_.rank));
@@ -79,9 +79,9 @@ class AllgatherExchange final : public SparseExchange<T> {
   void gather_on_device(std::size_t units) {
     device_.bytes.reserve_growing(*in_.device, units * wire::kUnitBytes);
     in_.device->encode_block(format(in_.rank), in_.device_idx, in_.device_val, 0,
-                             device_.bytes.data() + block_offset(in_.rank), nullptr);
+                             device_.bytes.data() + block_offset(in_.rank), in_.stream);
     if (in_.ranks > 1)
-      in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(), nullptr);
+      in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(), in_.stream);
     gathered_on_device_ = true;
   }
 
@@ -135,14 +135,15 @@ class AllgatherExchange final : public SparseExchange<T> {
             ? device_.bytes.data()
             : device_.from_host(device, block(0),
                                 static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) +
-                                    block_bytes(in_.ranks - 1));
+                                    block_bytes(in_.ranks - 1),
+                                in_.stream);
     device_.reserve_entries(device, entries);
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::byte *on_device =
           blocks + (gathered_on_device_ ? block_offset(r) : block(r) - block(0));
       if (!device.decode_block(format(r), on_device, block_bytes(r), 0, device_.idx.data() + first,
-                               device_.val.data() + first, nullptr))
+                               device_.val.data() + first, in_.stream))
         this->peer_error(r, "indices out of range or out of order");
       else if (r != in_.rank)
         traffic_.nnz_received += in_.kept[r];
@@ -164,7 +165,8 @@ class AllgatherExchange final : public SparseExchange<T> {
                                                 : SparseList<T>{idx + first, val + first, entries};
       first += entries;
     }
-    backend.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count, nullptr);
+    backend.sum_lists(lists_.data(), lists_.size(), in_.result, 0, in_.count,
+                      &backend == in_.device ? in_.stream : nullptr);
   }
 
   std::size_t block_bytes(int r) const { return std::size_t(units_[r]) * wire::kUnitBytes; }

@@ -2,6 +2,8 @@
 // (each rank reduces one block) followed by an allgather of the blocks: the bandwidth-optimal
 // allreduce (2 (P-1)/P n s bytes per rank), and identical result bits on every rank by
 // construction, which MPI_Iallreduce does not promise (SimGrid's does not deliver it).
+// A GPU request whose MPI reads device memory (SparseInput::device) runs it on the device:
+// this rank's list crosses, then MPI works on the user's buffer and a device block.
 #include <algorithm>
 #include <climits>
 
@@ -45,7 +47,10 @@ class DenseExchange final : public SparseExchange<T> {
   void post_reduce_scatter() {
     const std::size_t ranks = static_cast<std::size_t>(in_.ranks);
     const SparseList<T> mine{in_.idx, in_.val, static_cast<std::size_t>(in_.kept[in_.rank])};
-    in_.host->sum_lists(&mine, 1, in_.result, 0, in_.count, nullptr);
+    if (in_.device != nullptr)
+      device_.sum_host_list(*in_.device, mine, in_.result, 0, in_.count, in_.stream);
+    else
+      in_.host->sum_lists(&mine, 1, in_.result, 0, in_.count, nullptr);
     if (chunks_.empty()) {  // the same for every call of the request: built once
       std::size_t block_total = 0;
       for (std::size_t offset = 0; offset < in_.count; offset += INT_MAX) {
@@ -60,13 +65,21 @@ class DenseExchange final : public SparseExchange<T> {
         block_total += static_cast<std::size_t>(chunk.counts[static_cast<std::size_t>(in_.rank)]);
         chunks_.push_back(std::move(chunk));
       }
-      block_.resize(std::max<std::size_t>(block_total, 1));  // never null: wire::size_buffer
+      block_total_ = std::max<std::size_t>(block_total, 1);  // never null: wire::size_buffer
+    }
+    T *block = nullptr;
+    if (in_.device != nullptr) {
+      device_block_.reserve_growing(*in_.device, block_total_);
+      block = device_block_.data();
+    } else {
+      block_.resize(block_total_);
+      block = block_.data();
     }
     for (const Chunk &chunk : chunks_) {
       pending_.emplace_back();
       check_mpi(
-          MPI_Ireduce_scatter(in_.result + chunk.offset, block_.data() + chunk.mine,
-                              chunk.counts.data(), datatype_, MPI_SUM, in_.comm, &pending_.back()),
+          MPI_Ireduce_scatter(in_.result + chunk.offset, block + chunk.mine, chunk.counts.data(),
+                              datatype_, MPI_SUM, in_.comm, &pending_.back()),
           "MPI_Ireduce_scatter");
     }
     const MPI_Count ring =
@@ -77,9 +90,10 @@ class DenseExchange final : public SparseExchange<T> {
 
   void post_allgather() {
     const std::size_t me = static_cast<std::size_t>(in_.rank);
+    const T *block = in_.device != nullptr ? device_block_.data() : block_.data();
     for (const Chunk &chunk : chunks_) {
       pending_.emplace_back();
-      check_mpi(MPI_Iallgatherv(block_.data() + chunk.mine, chunk.counts[me], datatype_,
+      check_mpi(MPI_Iallgatherv(block + chunk.mine, chunk.counts[me], datatype_,
                                 in_.result + chunk.offset, chunk.counts.data(),
                                 chunk.displacements.data(), datatype_, in_.comm, &pending_.back()),
                 "MPI_Iallgatherv");
@@ -88,7 +102,10 @@ class DenseExchange final : public SparseExchange<T> {
 
   MPI_Datatype datatype_;
   std::vector<Chunk> chunks_;
+  std::size_t block_total_ = 0;
   std::vector<T> block_;
+  BackendArray<T> device_block_;  // in_.device: this rank's reduced blocks, on the device
+  DeviceStaging<T> device_;       // in_.device: this rank's list, on the device
 };
 
 }  // namespace

@@ -81,6 +81,9 @@ struct SparseInput {
   T *result;             ///< n elements: the sum, on every rank
   /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
   Backend *host = nullptr;
+  /// GPU requests: the request's stream (DCT_Request_set_stream), on which the exchange's
+  /// device kernels and copies run (backend.hpp: every call synchronizes it).
+  Stream stream = nullptr;
   /// GPU requests staged through the host (every algorithm but dense): `result` is the user's
   /// device buffer and this its backend. What the sum is made of goes to the device as it
   /// came, compressed (allgather's blocks, split's reduced segments) or as the final sparse list
@@ -99,6 +102,9 @@ struct SparseInput {
   /// added to its `residual` (n elements), so error feedback still conserves every input.
   std::size_t result_budget = 0;
   T *residual = nullptr;
+  /// With `residual`: the backend whose memory holds it (a GPU request's residual lives on the
+  /// device); nullptr: host memory.
+  Backend *residual_device = nullptr;
   /// split only: recompute the segment boundaries first (decided by all ranks together).
   bool rebalance = false;
   /// allgather only: every rank's block, already gathered with the call's headers
@@ -193,12 +199,13 @@ std::unique_ptr<SparseExchange<T>> make_hierarchical_exchange(const Hierarchy &h
 /// bytes cross to the host. `scratch` is the device buffer it is encoded in (grown as needed).
 template <typename T>
 void encode_on_device(Backend &device, const wire::BlockFormat &format, const WireIndex *idx,
-                      const T *val, std::byte *out, BackendArray<std::byte> &scratch) {
+                      const T *val, std::byte *out, BackendArray<std::byte> &scratch,
+                      Stream stream) {
   const std::size_t bytes = format.units() * wire::kUnitBytes;
   if (bytes == 0) return;
   scratch.reserve_growing(device, bytes);
-  device.encode_block(format, idx, val, 0, scratch.data(), nullptr);
-  device.copy(out, scratch.data(), bytes, nullptr);
+  device.encode_block(format, idx, val, 0, scratch.data(), stream);
+  device.copy(out, scratch.data(), bytes, stream);
 }
 
 /// A GPU request's device buffers for what its sum is made of (SparseInput::device): blocks
@@ -211,9 +218,10 @@ struct DeviceStaging {
   BackendArray<T> val;
 
   /// Copies `size` bytes of host memory into `bytes`; returns where they lie on the device.
-  const std::byte *from_host(Backend &device, const std::byte *host, std::size_t size) {
+  const std::byte *from_host(Backend &device, const std::byte *host, std::size_t size,
+                             Stream stream) {
     bytes.reserve_growing(device, size);
-    if (size > 0) device.copy(bytes.data(), host, size, nullptr);
+    if (size > 0) device.copy(bytes.data(), host, size, stream);
     return bytes.data();
   }
   /// Room for `entries` decoded entries in idx and val.
@@ -221,17 +229,21 @@ struct DeviceStaging {
     idx.reserve_growing(device, entries);
     val.reserve_growing(device, entries);
   }
+  /// Copies `list` (host memory) into idx and val; returns it there.
+  SparseList<T> from_host(Backend &device, const SparseList<T> &list, Stream stream) {
+    reserve_entries(device, list.size);
+    if (list.size > 0) {
+      device.copy(idx.data(), list.idx, list.size * sizeof(WireIndex), stream);
+      device.copy(val.data(), list.val, list.size * sizeof(T), stream);
+    }
+    return {idx.data(), val.data(), list.size};
+  }
   /// result[begin, end) = the sum of `list` (host memory), on the device: the list crosses,
   /// not the range.
   void sum_host_list(Backend &device, const SparseList<T> &list, T *result, std::size_t begin,
-                     std::size_t end) {
-    reserve_entries(device, list.size);
-    if (list.size > 0) {
-      device.copy(idx.data(), list.idx, list.size * sizeof(WireIndex), nullptr);
-      device.copy(val.data(), list.val, list.size * sizeof(T), nullptr);
-    }
-    const SparseList<T> on_device{idx.data(), val.data(), list.size};
-    device.sum_lists(&on_device, 1, result, begin, end, nullptr);
+                     std::size_t end, Stream stream) {
+    const SparseList<T> on_device = from_host(device, list, stream);
+    device.sum_lists(&on_device, 1, result, begin, end, stream);
   }
 };
 

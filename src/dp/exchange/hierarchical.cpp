@@ -88,6 +88,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
     in_.kept = group_kept_.data();
     in_.result_budget = 0;  // applied by the cross tier
     in_.residual = nullptr;
+    in_.residual_device = nullptr;
     step_ = 0;
     Split::prepare();
   }
@@ -160,6 +161,8 @@ class HierarchicalExchange final : public SplitExchange<T> {
                           double(all_.result_budget) * double(entries_in_segment) / double(total)))
                     : 0;
       cross.residual = all_.residual + this->begin(in_.rank);
+      cross.residual_device = all_.residual_device;
+      cross.stream = all_.stream;
     }
     // (split's begin(int) is a segment's first index: SparseExchange's begin starts a call)
     static_cast<SparseExchange<T> &>(cross_split_).begin(std::move(cross));

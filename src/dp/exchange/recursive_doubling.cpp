@@ -224,14 +224,14 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     if (dense_) {
       if (in_.count == 0) return;
       if (in_.device != nullptr)
-        in_.device->copy(in_.result, sum_.data(), in_.count * sizeof(T), nullptr);
+        in_.device->copy(in_.result, sum_.data(), in_.count * sizeof(T), in_.stream);
       else
         std::memcpy(in_.result, sum_.data(), in_.count * sizeof(T));
       return;
     }
     const SparseList<T> sum{idx_.data(), val_.data(), idx_.size()};
     if (in_.device != nullptr)
-      device_.sum_host_list(*in_.device, sum, in_.result, 0, in_.count);
+      device_.sum_host_list(*in_.device, sum, in_.result, 0, in_.count, in_.stream);
     else
       in_.host->sum_lists(&sum, 1, in_.result, 0, in_.count, nullptr);
     traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());

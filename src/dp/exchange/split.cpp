@@ -4,8 +4,16 @@ namespace dct::detail {
 
 template <typename T>
 void SplitExchange<T>::commit_dropped_sums() {
-  for (std::size_t j = 0; j < dropped_idx_.size(); ++j)
-    in_.residual[dropped_idx_[j]] += dropped_val_[j];
+  if (in_.residual_device != nullptr && !dropped_idx_.empty()) {
+    const SparseList<T> dropped = device_.from_host(
+        *in_.residual_device, {dropped_idx_.data(), dropped_val_.data(), dropped_idx_.size()},
+        in_.stream);
+    in_.residual_device->scatter_add(dropped.idx, dropped.val, dropped.size, in_.residual,
+                                     in_.stream);
+  } else {
+    for (std::size_t j = 0; j < dropped_idx_.size(); ++j)
+      in_.residual[dropped_idx_[j]] += dropped_val_[j];
+  }
   dropped_idx_.clear();
   dropped_val_.clear();
 }
@@ -266,8 +274,10 @@ void SplitExchange<T>::decode_segments() {
   // never passes through host memory unless the whole sum travelled dense.
   const bool on_device = in_.device != nullptr;
   Backend &backend = on_device ? *in_.device : *in_.host;
+  const Stream stream = on_device ? in_.stream : nullptr;
   const std::byte *segments =
-      on_device ? device_.from_host(backend, gathered_.data(), gathered_.size()) : gathered_.data();
+      on_device ? device_.from_host(backend, gathered_.data(), gathered_.size(), stream)
+                : gathered_.data();
   std::size_t total = 0;
   for (int r = 0; r < in_.ranks; ++r)
     if (segment_sparse(r)) total += static_cast<std::size_t>(owned_nnz_all_[r]);
@@ -288,7 +298,7 @@ void SplitExchange<T>::decode_segments() {
     if (!segment_sparse(r)) continue;
     const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);  // checked when posted
     if (!backend.decode_block(segment_format(r, nnz), segments + segment_offset(r),
-                              segment_bytes(r), begin(r), idx + first, val + first, nullptr))
+                              segment_bytes(r), begin(r), idx + first, val + first, stream))
       this->peer_error(r, "a reduced segment with indices outside it, or out of order");
     first += nnz;
   }
@@ -298,13 +308,13 @@ void SplitExchange<T>::decode_segments() {
     if (!segment_sparse(r)) {
       if (length(r) > 0)
         backend.copy(in_.result + begin(r), segments + segment_offset(r), length(r) * sizeof(T),
-                     nullptr);
+                     stream);
       if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(length(r));
       continue;
     }
     const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);
     const SparseList<T> sum{idx + first, val + first, nnz};
-    backend.sum_lists(&sum, 1, in_.result, begin(r), begin(r) + length(r), nullptr);
+    backend.sum_lists(&sum, 1, in_.result, begin(r), begin(r) + length(r), stream);
     if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(nnz);
     first += nnz;
   }
