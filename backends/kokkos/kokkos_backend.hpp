@@ -25,6 +25,7 @@
 
 #include "core/compute_backend.hpp"
 #include "core/error.hpp"
+#include "core/sign_values.hpp"
 #include "core/wire.hpp"
 #include "filter.hpp"
 #include "lists.hpp"
@@ -189,11 +190,15 @@ class KokkosBackend final : public Backend {
     for_each_index(                                                                               \
         exec(), "dct_zero_at", m, KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });   \
   }                                                                                               \
-  /* The wire codec itself, on host memory (the library hands device buffers to the native */     \
-  /* backends, whose kernels code blocks on the device; Kokkos' device spaces never get one). */  \
+  /* The wire codec and the sign coding themselves, on host memory (the library hands device */   \
+  /* buffers to the native backends, which run them on the device; Kokkos' device spaces */       \
+  /* never get one). */                                                                           \
   void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,          \
                     std::uint64_t begin, std::byte *out, Stream) override {                       \
     wire::encode_block(format, idx, val, begin, out);                                             \
+  }                                                                                               \
+  void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream) override {     \
+    sign_values::quantise_on_host(val, m, wire, remainders);                                      \
   }                                                                                               \
   bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,   \
                     std::uint64_t begin, WireIndex *idx, T *val, Stream) override {               \

@@ -322,7 +322,8 @@ typedef struct DCT_Request_s *DCT_Request;
  *   Partial sums (split's second stage, `recursive_doubling`) travel in the tensor's type.
  *   `sign` (DCT-DP only; `DCT_ERR_INFO` on `DCT_Alltoallv_init`): the scaled sign of
  *   EF-SignSGD. Each rank's kept entries travel as +-m, m the mean magnitude of its finite
- *   kept values: one bit per entry and one m per block, about 2.5x more entries than fp16 for
+ *   kept values (summed in double in chunks of 1024 entries, the same bits on the host and
+ *   the GPU): one bit per entry and one m per block, about 2.5x more entries than fp16 for
  *   the same bytes; `acc - (+-m)` stays in the residual (conservation to one rounding per
  *   kept entry). A non-finite kept value makes m NaN or Inf, so that the sum is non-finite on
  *   every rank as with the other codings. Best with `dct_momentum` (docs/performance.md).

@@ -194,6 +194,11 @@ class Backend {
   /** wire's), format.units() units into `out`, the same bytes (host backends: that function). */  \
   virtual void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,   \
                             std::uint64_t begin, std::byte *out, Stream stream) = 0;               \
+  /** dct_values=sign (core/sign_values.hpp): the m kept values `val` as they travel, +-w, */      \
+  /** into `wire`, and what stays in the residual into `remainders`; the magnitude summed in */    \
+  /** its fixed order, so the same bits on every backend. */                                       \
+  virtual void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders,                 \
+                              Stream stream) = 0;                                                  \
   /** wire::decode_block in this backend's memory: the same validation and verdict on the */       \
   /** `in_bytes` bytes at `in` (false leaves idx/val unspecified). */                              \
   virtual bool decode_block(const wire::BlockFormat &format, const std::byte *in,                  \
@@ -283,7 +288,7 @@ class BackendArray {
     swap(bigger);
   }
 
-  /// Makes room for at least `size` elements of `backend`'s device memory, contents lost:
+  /// Makes room for at least `size` elements of `backend`'s memory (not pinned), contents lost:
   /// a quarter more than asked when it must grow, so that sizes creeping up from call to call
   /// reallocate rarely (as wire::reserve_growing does for vectors).
   void reserve_growing(Backend &backend, std::size_t size) {

@@ -387,7 +387,7 @@ class CompressedEngine final : public RequestEngine {
                                         fused_kept_ > 0 ? format.units() * wire::kUnitBytes : 0);
     if (fused_kept_ > 0 && kept == fused_kept_) {
       if (encodes_on_device())
-        encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.kept_values(),
+        encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.wire_values(),
                          block, device_block_, stream_);
       else
         wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
@@ -416,14 +416,13 @@ class CompressedEngine final : public RequestEngine {
   bool sums_on_device(int algorithm) const {
     return staged_ && (algorithm != DCT_ALGORITHM_DENSE || backend_->mpi_accepts_device_memory());
   }
-  // ... and the allgather encodes this rank's block there too, unless the values that travel
-  // are computed on the host (dct_values=sign's +-m). Then only compressed bytes cross between
-  // host and device.
+  // ... and the allgather encodes this rank's block there too, every value coding: then only
+  // compressed bytes cross between host and device.
   bool encodes_on_device() const {
 #ifdef DCT_TESTING
     if (testing::tamper_allreduce_indices != nullptr) return false;  // tampers with host copies
 #endif
-    return staged_ && config_.values != ValueCoding::sign;
+    return staged_;
   }
 
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
@@ -445,7 +444,7 @@ class CompressedEngine final : public RequestEngine {
     if (sums_on_device(algorithm)) input.device = backend_;
     if (device_entries) {
       input.device_idx = compressor_.kept_indices();
-      input.device_val = compressor_.kept_values();
+      input.device_val = compressor_.wire_values();
       input.transport = transport_;
     }
     input.values = config_.values;

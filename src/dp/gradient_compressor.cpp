@@ -114,7 +114,15 @@ void GradientCompressor<T>::commit() {
 
 template <typename T>
 const T *GradientCompressor<T>::outgoing_values() const {
-  return config_.values == ValueCoding::sign ? sign_values_.data() : host_values();
+  if (config_.values != ValueCoding::sign) return host_values();
+  if (!staged_) return sign_values_.data();
+  if (!signs_on_host_ && kept_ > 0) {
+    if (sign_values_host_.size() < kept_)
+      sign_values_host_ = BackendArray<T>(*backend_, sign_values_.size(), true);
+    backend_->copy(sign_values_host_.data(), sign_values_.data(), kept_ * sizeof(T), stream_);
+    signs_on_host_ = true;
+  }
+  return sign_values_host_.data();
 }
 
 template <typename T>
@@ -262,43 +270,15 @@ void GradientCompressor<T>::copy_entries_to_host() const {
   on_host_ = true;
 }
 
-// dct_values=sign: the kept entries travel as +-m, m the mean magnitude of the finite kept
-// values (EF-SignSGD's scaled sign, the m that minimises the block's squared error), and
-// acc - (+-m) goes back into the residual for error feedback to send later. val_ keeps acc
-// (undo restores it); the exchange reads sign_values_. A non-finite kept value makes m
-// non-finite (NaN before Inf), so the sum is non-finite on every rank as with the other
-// codings, and that entry leaves the residual as sent.
+// dct_values=sign (core/sign_values.hpp), on the backend: +-w into sign_values_, what stays home
+// (acc - (+-m), the entries' pending writes) into remainders_; val_ keeps acc (undo restores
+// it). The exchanges read sign_values_, or its host copy.
 template <typename T>
 void GradientCompressor<T>::quantise_signs() {
   if (config_.values != ValueCoding::sign || kept_ == 0) return;
-  const T *val = host_values();
-  double sum = 0;
-  std::size_t finite = 0;
-  bool nan = false, inf = false;
-  for (std::size_t i = 0; i < kept_; ++i) {
-    if (std::isfinite(val[i])) {
-      sum += std::fabs(double(val[i]));
-      ++finite;
-    } else {
-      nan = nan || std::isnan(val[i]);
-      inf = inf || std::isinf(val[i]);
-    }
-  }
-  const T mean = finite > 0 ? static_cast<T>(sum / double(finite)) : T(0);
-  const T wire = nan   ? std::numeric_limits<T>::quiet_NaN()
-                 : inf ? std::numeric_limits<T>::infinity()
-                       : mean;
-  if (sign_values_.size() < kept_) {
-    sign_values_.resize(kept_ + kept_ / 4);
-    sign_error_.resize(sign_values_.size());
-  }
-  for (std::size_t i = 0; i < kept_; ++i) {
-    sign_values_[i] = std::signbit(val[i]) ? -wire : wire;
-    const T sent = std::signbit(val[i]) ? -mean : mean;
-    sign_error_[i] = std::isfinite(val[i]) ? val[i] - sent : T(0);
-  }
-  // What stays home is the sign's error: the entries' pending writes.
-  backend_->copy(remainders_.data(), sign_error_.data(), kept_ * sizeof(T), stream_);
+  sign_values_.reserve_growing(*backend_, kept_);
+  backend_->quantise_signs(val_.data(), kept_, sign_values_.data(), remainders_.data(), stream_);
+  signs_on_host_ = false;
 }
 
 // Room for `entries` candidates (and a margin), or kept entries. Called when the list holds

@@ -56,8 +56,13 @@ class GradientCompressor {
   /// The kept entries' indices in the backend's memory (the momentum mask uses them).
   const WireIndex *kept_indices() const { return idx_.data(); }
   /// The kept entries' values in the backend's memory: as they travel, except with
-  /// dct_values=sign (there acc; the +-m that travel are outgoing_values()).
+  /// dct_values=sign (there acc; the +-m that travel are wire_values()).
   const T *kept_values() const { return val_.data(); }
+  /// The kept entries' values as they travel, in the backend's memory (what an exchange that
+  /// encodes on the device reads).
+  const T *wire_values() const {
+    return config_.values == ValueCoding::sign ? sign_values_.data() : val_.data();
+  }
   /// The kept entries as the exchanges read them, in host memory: indices, and the values
   /// that travel (dct_values=sign: +-m). GPU backends copy them to the host on first use in a
   /// call (an exchange that encodes on the device never asks).
@@ -120,7 +125,11 @@ class GradientCompressor {
   T next_floor_ = T(0);       // adaptive: the floor for the next call, once this one completes
   double call_tau_ = 0;       // this call's threshold (adaptive: the k-th largest |acc|)
   bool reestimated_ = false;  // this call selected tau over the tensor
-  std::vector<T> sign_values_, sign_error_;  // dct_values=sign: what travels, what stays
+  // dct_values=sign: what travels, in the backend's memory (its error goes to remainders_),
+  // and its pinned host copy (staged_), made on first use in a call.
+  BackendArray<T> sign_values_;
+  mutable BackendArray<T> sign_values_host_;
+  mutable bool signs_on_host_ = false;
   BackendArray<WireIndex> candidate_idx_;    // the selection pass's entries (idx, acc)
   BackendArray<T> candidate_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory: (idx, wire value)

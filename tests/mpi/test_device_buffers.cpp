@@ -500,12 +500,13 @@ TEST(DeviceBuffers, EveryDeviceOperationRunsOnTheRequestsStream) {
 // The allgather of a GPU request moves compressed bytes only between host and device: its own
 // block to the host, every rank's block to the device (decoded and summed there), plus a few
 // scalars; not the kept entries as (index, value) pairs (8 bytes each for float), as it did
-// before the device codec. Calls after the first (which samples its threshold on the host).
+// before the device codec; every value coding, sign included. Calls after the first (which
+// samples its threshold on the host).
 TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
   Backend &gpu = *gpus()[0];
   constexpr std::size_t n = 100003;
   constexpr std::size_t kScalars = 512;  // counts, thresholds and flags read back per call
-  for (const char *values : {"native", "fp16", "bf16"}) {
+  for (const char *values : {"native", "fp16", "bf16", "sign"}) {
     SCOPED_TRACE(values);
     Twins<float> twins(
         gpu, n, {{"dct_density", "0.01"}, {"dct_algorithm", "allgather"}, {"dct_values", values}});
@@ -519,7 +520,8 @@ TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
       const detail::ValueCoding coding =
           std::string(values) == "native" ? detail::ValueCoding::native
           : std::string(values) == "fp16" ? detail::ValueCoding::fp16
-                                          : detail::ValueCoding::bf16;
+          : std::string(values) == "bf16" ? detail::ValueCoding::bf16
+                                          : detail::ValueCoding::sign;
       const std::size_t own_block =
           detail::wire::block_format<float>(kept, n, coding).units() * detail::wire::kUnitBytes;
       const auto [to_host, to_device] = twins.crossed();

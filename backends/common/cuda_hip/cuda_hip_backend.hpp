@@ -27,6 +27,7 @@
 #include "core/elias_fano.hpp"
 #include "core/error.hpp"
 #include "core/float16.hpp"
+#include "core/sign_values.hpp"
 #include "core/wire.hpp"
 
 #ifndef DCT_GPU_NAMESPACE
@@ -289,6 +290,33 @@ __global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out)
   for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
 }
 
+// --- dct_values=sign (core/sign_values.hpp) -------------------------------------------------
+// The magnitude's sum in its fixed order: one thread per chunk, then one thread over the
+// chunks' sums (k / 1024 of them), then every entry against the magnitude.
+template <typename T>
+__global__ void sign_chunks_kernel(const T *val, std::size_t m, std::size_t chunks,
+                                   sign_values::Partial *partials) {
+  for (std::size_t c = first_index(); c < chunks; c += index_stride())
+    partials[c] = sign_values::chunk(val, m, c);
+}
+
+template <typename T>
+__global__ void sign_magnitude_kernel(const sign_values::Partial *partials, std::size_t chunks,
+                                      sign_values::Magnitude<T> *magnitude) {
+  sign_values::Partial total;
+  for (std::size_t c = 0; c < chunks; ++c) sign_values::add(total, partials[c]);
+  *magnitude = sign_values::magnitude<T>(total);
+}
+
+template <typename T>
+__global__ void sign_entries_kernel(const T *val, std::size_t m,
+                                    const sign_values::Magnitude<T> *magnitude, T *wire,
+                                    T *remainders) {
+  const sign_values::Magnitude<T> of_all = *magnitude;
+  for (std::size_t j = first_index(); j < m; j += index_stride())
+    sign_values::quantise(val[j], of_all, wire[j], remainders[j]);
+}
+
 // --- The sparse block codec ----------------------------------------------------------------
 #include "common/cuda_hip/block_codec.hpp"
 
@@ -391,6 +419,10 @@ class GpuBackend final : public Backend {
   void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
       override {                                                                                   \
     scatter_add_impl(idx, val, m, out, stream);                                                    \
+  }                                                                                                \
+  void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream stream)          \
+      override {                                                                                   \
+    quantise_signs_impl(val, m, wire, remainders, stream);                                         \
   }                                                                                                \
   void fill_zero(T *out, std::size_t n, Stream stream) override {                                  \
     fill_zero_impl(out, n, stream);                                                                \
@@ -633,6 +665,26 @@ class GpuBackend final : public Backend {
     check(api::copy_async(&rejected, failed, sizeof rejected, s), "decode_block (copy)");
     check(api::stream_synchronize(s), "decode_block");
     return rejected == 0 && found == b.entries;
+  }
+
+  template <typename T>
+  void quantise_signs_impl(const T *val, std::size_t m, T *wire, T *remainders, Stream stream) {
+    if (m == 0) return;
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const std::size_t chunks = (m + sign_values::kChunk - 1) / sign_values::kChunk;
+    const std::size_t magnitude_bytes = aligned(sizeof(sign_values::Magnitude<T>));
+    char *scratch = workspace(magnitude_bytes + chunks * sizeof(sign_values::Partial));
+    auto *magnitude = reinterpret_cast<sign_values::Magnitude<T> *>(scratch);
+    auto *partials = reinterpret_cast<sign_values::Partial *>(scratch + magnitude_bytes);
+    DCT_GPU_LAUNCH(sign_chunks_kernel<T>, grid_for(chunks), kBlock, s, val, m, chunks, partials);
+    check_launch("quantise_signs (chunks)");
+    DCT_GPU_LAUNCH(sign_magnitude_kernel<T>, 1, 1, s, partials, chunks, magnitude);
+    check_launch("quantise_signs (magnitude)");
+    DCT_GPU_LAUNCH(sign_entries_kernel<T>, grid_for(m), kBlock, s, val, m, magnitude, wire,
+                   remainders);
+    check_launch("quantise_signs (entries)");
+    check(api::stream_synchronize(s), "quantise_signs");
   }
 
   template <typename T>
