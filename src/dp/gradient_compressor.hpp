@@ -130,7 +130,7 @@ class GradientCompressor {
   BackendArray<T> sign_values_;
   mutable BackendArray<T> sign_values_host_;
   mutable bool signs_on_host_ = false;
-  BackendArray<WireIndex> candidate_idx_;    // the selection pass's entries (idx, acc)
+  BackendArray<WireIndex> candidate_idx_;  // the selection pass's entries (idx, acc)
   BackendArray<T> candidate_val_;
   BackendArray<WireIndex> idx_;  // kept entries, in the backend's memory: (idx, wire value)
   BackendArray<T> val_;
