@@ -94,12 +94,12 @@ class BlockThreads {
     for (std::thread &thread : threads_) thread.join();
   }
   /// Runs body(t) for t = 0 .. count-1 (count <= kEmulatedBlock) at once, one thread each,
-  /// and returns once every one returned.
+  /// and returns once every one returned. One launch at a time, as the emulation's globals
+  /// (blockDim, block_barrier) already require.
   template <typename Body>
   void run(unsigned int count, const Body &body) {
-    std::lock_guard<std::mutex> one_launch_at_a_time(launch_mutex_);
     std::unique_lock<std::mutex> lock(mutex_);
-    body_ = [&body](unsigned int t) { body(t); };
+    body_ = std::cref(body);
     count_ = count;
     running_ = count;
     ++generation_;
@@ -124,7 +124,7 @@ class BlockThreads {
     }
   }
 
-  std::mutex launch_mutex_, mutex_;
+  std::mutex mutex_;
   std::condition_variable start_, done_;
   std::function<void(unsigned int)> body_;
   unsigned int count_ = 0, running_ = 0;
