@@ -132,6 +132,25 @@ class KokkosBackend final : public Backend {
   /// not ask about (the library's device path is the native backends').
   bool mpi_accepts_device_memory() const override { return kHostAccessible<Exec>; }
 
+  void lower_bounds(const WireIndex *idx, std::size_t m, const std::uint64_t *keys,
+                    std::size_t count, std::uint64_t *host_out, Stream) override {
+    if constexpr (kHostAccessible<Exec>) {
+      for (std::size_t j = 0; j < count; ++j) host_out[j] = count_below(idx, m, keys[j]);
+    } else {
+      using Host = Kokkos::DefaultHostExecutionSpace;
+      if (count == 0) return;
+      const Exec &exec = this->exec();
+      const Kokkos::View<std::uint64_t *, Memory> bounds(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::bounds"), count);
+      Kokkos::deep_copy(exec, bounds, Buffer<const std::uint64_t, Host>(keys, count));
+      Kokkos::parallel_for(
+          "dct_lower_bounds", range(exec, count),
+          KOKKOS_LAMBDA(const std::int64_t j) { bounds(j) = count_below(idx, m, bounds(j)); });
+      Kokkos::deep_copy(exec, Buffer<std::uint64_t, Host>(host_out, count), bounds);
+      fence(exec);
+    }
+  }
+
 #define DCT_KOKKOS_KERNELS(T)                                                                     \
   T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream)       \
       override {                                                                                  \

@@ -45,6 +45,21 @@ DCT_HOST_DEVICE inline bool keep_entry(T acc, T tau) {
   return !(std::fabs(acc) < tau) && acc != T(0);
 }
 
+/// How many of the m increasing indices `idx` lie below `key`: std::lower_bound's position, in
+/// the one binary search every backend's Backend::lower_bounds runs.
+DCT_HOST_DEVICE inline std::size_t count_below(const WireIndex *idx, std::size_t m,
+                                               std::uint64_t key) {
+  std::size_t low = 0, high = m;
+  while (low < high) {
+    const std::size_t middle = low + (high - low) / 2;
+    if (idx[middle] < key)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low;
+}
+
 /// `limit` of a selection that keeps every entry at the threshold (Backend::select).
 inline constexpr std::size_t kEveryTie = ~std::size_t(0);
 
@@ -140,6 +155,12 @@ class Backend {
 
   /// Whether MPI can read and write this backend's memory directly (GPU-aware MPI).
   virtual bool mpi_accepts_device_memory() const = 0;
+
+  /// count_below(idx, m, keys[j]) for the `count` keys (host memory) into `host_out` (host
+  /// memory): where split cuts a rank's sorted indices at its segment boundaries and counts
+  /// them per histogram bucket, when the indices lie in this backend's memory.
+  virtual void lower_bounds(const WireIndex *idx, std::size_t m, const std::uint64_t *keys,
+                            std::size_t count, std::uint64_t *host_out, Stream stream) = 0;
 
 #define DCT_BACKEND_KERNELS(T)                                                                     \
   /** k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix selection. NaN */      \

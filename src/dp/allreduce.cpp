@@ -386,7 +386,7 @@ class CompressedEngine final : public RequestEngine {
     std::byte *block = message_.prepare(ranks, context_->rank(), kWords,
                                         fused_kept_ > 0 ? format.units() * wire::kUnitBytes : 0);
     if (fused_kept_ > 0 && kept == fused_kept_) {
-      if (encodes_on_device())
+      if (encodes_on_device(DCT_ALGORITHM_ALLGATHER))
         encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.wire_values(),
                          block, device_block_, stream_);
       else
@@ -416,9 +416,13 @@ class CompressedEngine final : public RequestEngine {
   bool sums_on_device(int algorithm) const {
     return staged_ && (algorithm != DCT_ALGORITHM_DENSE || backend_->mpi_accepts_device_memory());
   }
-  // ... and the allgather encodes this rank's block there too, every value coding: then only
-  // compressed bytes cross between host and device.
-  bool encodes_on_device() const {
+  // ... and the allgather, split and hierarchical encode this rank's blocks there too, every
+  // value coding: then only compressed bytes cross between host and device. Recursive
+  // doubling still merges host copies of the entries.
+  bool encodes_on_device(int algorithm) const {
+    if (algorithm != DCT_ALGORITHM_ALLGATHER && algorithm != DCT_ALGORITHM_SPLIT &&
+        algorithm != DCT_ALGORITHM_HIERARCHICAL)
+      return false;
 #ifdef DCT_TESTING
     if (testing::tamper_allreduce_indices != nullptr) return false;  // tampers with host copies
 #endif
@@ -428,8 +432,7 @@ class CompressedEngine final : public RequestEngine {
   // Starts this call's exchange on the request's (reused) exchange object for `algorithm`.
   SparseExchange<T> *begin_exchange(DCT_Algorithm algorithm) {
     status_.algorithm = algorithm;
-    const bool device_entries =
-        algorithm == DCT_ALGORITHM_ALLGATHER && sums_on_device(algorithm) && encodes_on_device();
+    const bool device_entries = sums_on_device(algorithm) && encodes_on_device(algorithm);
     SparseInput<T> input{comm(),
                          context_->rank(),
                          context_->size(),
@@ -445,7 +448,7 @@ class CompressedEngine final : public RequestEngine {
     if (device_entries) {
       input.device_idx = compressor_.kept_indices();
       input.device_val = compressor_.wire_values();
-      input.transport = transport_;
+      if (algorithm == DCT_ALGORITHM_ALLGATHER) input.transport = transport_;
     }
     input.values = config_.values;
     input.rebalance = rebalance_;

@@ -218,5 +218,28 @@ TYPED_TEST(Emulated, SampleScatterAddAndFillZero) {
   for (T v : out) EXPECT_EQ(v, T(0));
 }
 
+// split's cuts of a rank's sorted indices, one thread per key: std::lower_bound's positions,
+// with more keys than one block has threads.
+TEST(EmulatedLowerBounds, AreStdLowerBound) {
+  emulation::GpuBackend backend;
+  std::mt19937 engine(11);
+  std::vector<WireIndex> idx(5000);
+  std::uint64_t next = 0;
+  for (WireIndex &i : idx) {
+    i = static_cast<WireIndex>(next);
+    next += 1 + engine() % 3;
+  }
+  std::vector<std::uint64_t> keys = {0, next, next + 7};
+  for (int j = 0; j < 40; ++j) keys.push_back(engine() % (next + 1));
+  std::vector<std::uint64_t> bounds(keys.size());
+  for (std::size_t m : {std::size_t(0), std::size_t(1), idx.size()}) {
+    backend.lower_bounds(idx.data(), m, keys.data(), keys.size(), bounds.data(), nullptr);
+    for (std::size_t j = 0; j < keys.size(); ++j)
+      EXPECT_EQ(bounds[j], std::uint64_t(std::lower_bound(idx.begin(), idx.begin() + m, keys[j]) -
+                                         idx.begin()))
+          << "m=" << m << " key=" << keys[j];
+  }
+}
+
 }  // namespace
 }  // namespace dct::detail

@@ -497,39 +497,48 @@ TEST(DeviceBuffers, EveryDeviceOperationRunsOnTheRequestsStream) {
   }
 }
 
-// The allgather of a GPU request moves compressed bytes only between host and device: its own
-// block to the host, every rank's block to the device (decoded and summed there), plus a few
-// scalars; not the kept entries as (index, value) pairs (8 bytes each for float), as it did
-// before the device codec; every value coding, sign included. Calls after the first (which
-// samples its threshold on the host).
+// The allgather, split and hierarchical exchanges of a GPU request move compressed bytes only
+// between host and device: this rank's blocks to the host (split: one per owner, cut at the
+// segment boundaries on the device), what the sum is made of to the device (decoded and summed
+// there), plus a few scalars; not the kept entries as (index, value) pairs (8 bytes each for
+// float), as they did before the device codec; every value coding, sign included. Calls after
+// the first (which samples its threshold on the host).
 TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
   Backend &gpu = *gpus()[0];
   constexpr std::size_t n = 100003;
   constexpr std::size_t kScalars = 512;  // counts, thresholds and flags read back per call
-  for (const char *values : {"native", "fp16", "bf16", "sign"}) {
-    SCOPED_TRACE(values);
-    Twins<float> twins(
-        gpu, n, {{"dct_density", "0.01"}, {"dct_algorithm", "allgather"}, {"dct_values", values}});
-    for (int call = 0; call < 6; ++call) {
-      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
-      if (call == 0) continue;
-      const DCT_Status &status = twins.status();
-      ASSERT_EQ(status.algorithm, DCT_ALGORITHM_ALLGATHER);
-      const auto kept = static_cast<std::size_t>(status.nnz_sent);
-      const auto all = kept + static_cast<std::size_t>(status.nnz_received);
-      const detail::ValueCoding coding =
-          std::string(values) == "native" ? detail::ValueCoding::native
-          : std::string(values) == "fp16" ? detail::ValueCoding::fp16
-          : std::string(values) == "bf16" ? detail::ValueCoding::bf16
-                                          : detail::ValueCoding::sign;
-      const std::size_t own_block =
-          detail::wire::block_format<float>(kept, n, coding).units() * detail::wire::kUnitBytes;
-      const auto [to_host, to_device] = twins.crossed();
-      EXPECT_GE(to_host, own_block) << "call " << call;
-      EXPECT_LE(to_host, own_block + kScalars) << "call " << call;
-      EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
-      EXPECT_LT(to_device, all * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
-      EXPECT_GT(to_device, 0u) << "call " << call;
+  for (const char *algorithm : {"allgather", "split", "hierarchical"}) {
+    for (const char *values : {"native", "fp16", "bf16", "sign"}) {
+      SCOPED_TRACE(std::string(algorithm) + ", " + values);
+      Twins<float> twins(
+          gpu, n, {{"dct_density", "0.01"}, {"dct_algorithm", algorithm}, {"dct_values", values}});
+      for (int call = 0; call < 6; ++call) {
+        ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+        if (call == 0) continue;
+        const DCT_Status &status = twins.status();
+        const auto kept = static_cast<std::size_t>(status.nnz_sent);
+        const auto all = kept + static_cast<std::size_t>(status.nnz_received);
+        const detail::ValueCoding coding =
+            std::string(values) == "native" ? detail::ValueCoding::native
+            : std::string(values) == "fp16" ? detail::ValueCoding::fp16
+            : std::string(values) == "bf16" ? detail::ValueCoding::bf16
+                                            : detail::ValueCoding::sign;
+        const std::size_t own_block =
+            detail::wire::block_format<float>(kept, n, coding).units() * detail::wire::kUnitBytes;
+        const auto [to_host, to_device] = twins.crossed();
+        EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
+        EXPECT_LT(to_device, all * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
+        EXPECT_GT(to_device, 0u) << "call " << call;
+        EXPECT_GE(to_host, own_block) << "call " << call;
+        if (std::string(algorithm) == "allgather") {
+          ASSERT_EQ(status.algorithm, DCT_ALGORITHM_ALLGATHER);
+          EXPECT_LE(to_host, own_block + kScalars) << "call " << call;
+        } else if (!status.tau_reestimated) {
+          // One block per owner (each rounded up to a unit) and the P + 1 cuts found on the
+          // device (8 bytes each); a re-balancing call also reads its histogram back.
+          EXPECT_LE(to_host, own_block + kScalars + 16 * std::size_t(size())) << "call " << call;
+        }
+      }
     }
   }
 }

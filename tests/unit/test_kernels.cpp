@@ -156,6 +156,32 @@ TYPED_TEST(Kernels, ScatterAddAndFillZero) {
   EXPECT_EQ(this->download(out, 8), (std::vector<T>{0, 3, 0, 0, -4, 0, 0, 3}));
 }
 
+// split cuts a rank's sorted indices at the segment boundaries and counts them per histogram
+// bucket with lower_bounds, where the indices lie: std::lower_bound's positions for keys before,
+// on, between and after the indices, past 2^32, and over no index at all.
+TYPED_TEST(Kernels, LowerBoundsAreStdLowerBound) {
+  std::mt19937_64 engine(5);
+  for (std::size_t m : {0u, 1u, 7u, 1000u, 100003u}) {
+    std::vector<WireIndex> idx(m);
+    std::uint64_t next = 3;
+    for (WireIndex &i : idx) {
+      i = static_cast<WireIndex>(next);
+      next += 1 + engine() % 4;
+    }
+    std::vector<std::uint64_t> keys = {0, 1, 3, 4, next - 1, next, std::uint64_t(1) << 40};
+    for (int j = 0; j < 300; ++j) keys.push_back(engine() % (next + 2));
+    std::sort(keys.begin(), keys.end());
+    const auto on_backend = this->upload(idx);
+    std::vector<std::uint64_t> bounds(keys.size(), ~std::uint64_t(0));
+    this->backend_->lower_bounds(on_backend.data(), m, keys.data(), keys.size(), bounds.data(),
+                                 nullptr);
+    for (std::size_t j = 0; j < keys.size(); ++j)
+      ASSERT_EQ(bounds[j],
+                std::uint64_t(std::lower_bound(idx.begin(), idx.end(), keys[j]) - idx.begin()))
+          << "m=" << m << " key=" << keys[j];
+  }
+}
+
 TEST(Backends, CompiledAnswersThroughItsOutputAndReturnsACode) {
   int compiled = -1;
   EXPECT_EQ(DCT_Backend_compiled(DCT_BACKEND_KOKKOS, &compiled), DCT_SUCCESS);

@@ -285,6 +285,12 @@ __global__ void momentum_unroll_kernel(T *result, T *previous, T momentum, std::
   }
 }
 
+__global__ void lower_bounds_kernel(const WireIndex *idx, std::size_t m, const std::uint64_t *keys,
+                                    std::size_t count, std::uint64_t *out) {
+  for (std::size_t j = first_index(); j < count; j += index_stride())
+    out[j] = count_below(idx, m, keys[j]);
+}
+
 template <typename T>
 __global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out) {
   for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
@@ -387,6 +393,23 @@ class GpuBackend final : public Backend {
   bool mpi_accepts_device_memory() const override {
     std::call_once(mpi_once_, [this] { mpi_aware_ = api::mpi_accepts_device_memory(); });
     return mpi_aware_;
+  }
+
+  void lower_bounds(const WireIndex *idx, std::size_t m, const std::uint64_t *keys,
+                    std::size_t count, std::uint64_t *host_out, Stream stream) override {
+    if (count == 0) return;
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const std::size_t bytes = count * sizeof(std::uint64_t);
+    char *scratch = workspace(2 * aligned(bytes));
+    auto *device_keys = reinterpret_cast<std::uint64_t *>(scratch);
+    auto *bounds = reinterpret_cast<std::uint64_t *>(scratch + aligned(bytes));
+    check(api::copy_async(device_keys, keys, bytes, s), "lower_bounds (keys)");
+    DCT_GPU_LAUNCH(lower_bounds_kernel, grid_for(count), kBlock, s, idx, m, device_keys, count,
+                   bounds);
+    check_launch("lower_bounds");
+    check(api::copy_async(host_out, bounds, bytes, s), "lower_bounds (copy)");
+    check(api::stream_synchronize(s), "lower_bounds");
   }
 
 #define DCT_GPU_KERNELS(T)                                                                         \

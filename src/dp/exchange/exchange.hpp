@@ -90,12 +90,14 @@ struct SparseInput {
   /// (recursive doubling), is decoded and validated there and summed as on the host: the
   /// n-element result passes through host memory only where the sum itself travels dense.
   Backend *device = nullptr;
-  /// allgather, with `device`: this rank's entries in the device's memory (values as they
-  /// travel), which the exchange encodes there; `idx` and `val` are then not read (nullptr).
+  /// allgather, split and hierarchical, with `device`: this rank's entries in the device's
+  /// memory (values as they travel), which the exchange cuts and encodes there; `idx` and
+  /// `val` are then not read (nullptr).
   const WireIndex *device_idx = nullptr;
   const T *device_val = nullptr;
-  /// With device_idx: the blocks travel device to device over this transport (NCCL) instead
-  /// of through host memory and MPI. The call is then a blocking one (device_transport.hpp).
+  /// allgather, with device_idx: the blocks travel device to device over this transport (NCCL)
+  /// instead of through host memory and MPI. The call is then a blocking one
+  /// (device_transport.hpp).
   DeviceTransport *transport = nullptr;
   ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
   /// split only: entries the sum may keep over all owners (0: all). What an owner drops is

@@ -60,10 +60,16 @@ void SplitExchange<T>::post_histogram() {
   buckets_ = std::min<std::size_t>(
       std::max<std::size_t>(n, 1),
       std::min<std::size_t>(1 << 20, std::max<std::size_t>(256, 32 * ranks())));
-  histogram_.assign(buckets_, 0);
-  const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
-  for (std::size_t j = 0; j < mine; ++j)
-    histogram_[static_cast<std::uint64_t>(in_.idx[j]) * buckets_ / n] += 1;
+  // Bucket b holds the indices from ceil(b n / buckets) on: its count is the difference of
+  // two lower bounds in the sorted entries, found where they lie (on the device for a GPU
+  // request, whose entries then never cross to the host as pairs).
+  bucket_starts_.resize(buckets_ + 1);
+  for (std::size_t b = 0; b <= buckets_; ++b)
+    bucket_starts_[b] = (static_cast<std::uint64_t>(b) * n + buckets_ - 1) / buckets_;
+  const std::vector<std::uint64_t> &bounds = entries_below(bucket_starts_);
+  histogram_.resize(buckets_);
+  for (std::size_t b = 0; b < buckets_; ++b)
+    histogram_[b] = static_cast<std::int64_t>(bounds[b + 1] - bounds[b]);
   pending_.emplace_back();
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, histogram_.data(), wire::mpi_units(buckets_), MPI_INT64_T,
                            MPI_SUM, balance_comm(), &pending_.back()),
@@ -97,12 +103,10 @@ void SplitExchange<T>::balance_boundaries() {
 template <typename T>
 void SplitExchange<T>::post_counts() {
   const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
-  first_.resize(ranks() + 1);
   send_counts_.resize(ranks());
   recv_counts_.assign(ranks(), 0);
-  for (std::size_t r = 0; r <= ranks(); ++r)
-    first_[r] = static_cast<std::size_t>(
-        std::lower_bound(in_.idx, in_.idx + mine, layout_.boundaries[r]) - in_.idx);
+  const std::vector<std::uint64_t> &bounds = entries_below(layout_.boundaries);
+  first_.assign(bounds.begin(), bounds.end());
   first_[ranks()] = mine;
   for (std::size_t r = 0; r < ranks(); ++r)
     send_counts_[r] = static_cast<std::int64_t>(first_[r + 1] - first_[r]);
@@ -134,10 +138,7 @@ void SplitExchange<T>::post_entries() {
   wire::mpi_units(recv_total);
   wire::size_buffer(outgoing_, send_total);
   wire::size_buffer(incoming_, recv_total);
-  for (int r = 0; r < in_.ranks; ++r)
-    wire::encode_block(entry_format(send_counts_[r], r), in_.idx + first_[r], in_.val + first_[r],
-                       begin(r),
-                       outgoing_.data() + std::size_t(send_offsets_[r]) * wire::kUnitBytes);
+  encode_entries(send_total);
   pending_.emplace_back();
   check_mpi(MPI_Ialltoallv(outgoing_.data(), send_units_.data(), send_offsets_.data(), MPI_UINT64_T,
                            incoming_.data(), recv_units_.data(), recv_offsets_.data(), MPI_UINT64_T,
@@ -146,6 +147,38 @@ void SplitExchange<T>::post_entries() {
   const std::size_t me = static_cast<std::size_t>(in_.rank);
   count_traffic(static_cast<MPI_Count>((send_total - std::size_t(send_units_[me])) * 8),
                 static_cast<MPI_Count>((recv_total - std::size_t(recv_units_[me])) * 8));
+}
+
+template <typename T>
+const std::vector<std::uint64_t> &SplitExchange<T>::entries_below(
+    const std::vector<std::uint64_t> &keys) {
+  const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
+  bounds_.resize(keys.size());
+  if (in_.device_idx != nullptr)
+    in_.device->lower_bounds(in_.device_idx, mine, keys.data(), keys.size(), bounds_.data(),
+                             in_.stream);
+  else
+    in_.host->lower_bounds(in_.idx, mine, keys.data(), keys.size(), bounds_.data(), nullptr);
+  return bounds_;
+}
+
+template <typename T>
+void SplitExchange<T>::encode_entries(std::size_t units) {
+  const auto offset = [&](int r) { return std::size_t(send_offsets_[r]) * wire::kUnitBytes; };
+  if (in_.device_idx == nullptr) {
+    for (int r = 0; r < in_.ranks; ++r)
+      wire::encode_block(entry_format(send_counts_[r], r), in_.idx + first_[r], in_.val + first_[r],
+                         begin(r), outgoing_.data() + offset(r));
+    return;
+  }
+  // Every owner's block is encoded on the device side by side, then all cross in one copy.
+  const std::size_t bytes = units * wire::kUnitBytes;
+  device_.bytes.reserve_growing(*in_.device, bytes);
+  for (int r = 0; r < in_.ranks; ++r)
+    in_.device->encode_block(entry_format(send_counts_[r], r), in_.device_idx + first_[r],
+                             in_.device_val + first_[r], begin(r), device_.bytes.data() + offset(r),
+                             in_.stream);
+  in_.device->copy(outgoing_.data(), device_.bytes.data(), bytes, in_.stream);
 }
 
 template <typename T>

@@ -94,6 +94,13 @@ class SplitExchange : public SparseExchange<T> {
 
   void post_entries();
 
+  /// For each key, how many of my entries lie below it (on the device when they are there).
+  const std::vector<std::uint64_t> &entries_below(const std::vector<std::uint64_t> &keys);
+
+  /// My entries for every owner into outgoing_ (`units` units), encoded where they lie: only
+  /// the blocks of a GPU request cross to the host.
+  void encode_entries(std::size_t units);
+
   // Sums the entries of my segment in rank order, so the result bits do not depend on timing.
   void reduce_owned_segment();
 
@@ -138,6 +145,7 @@ class SplitExchange : public SparseExchange<T> {
   bool commit_on_success_ = true;
   std::size_t buckets_ = 0;
   std::vector<std::int64_t> histogram_;
+  std::vector<std::uint64_t> bucket_starts_, bounds_;
   std::vector<std::size_t> first_;  // my entries for rank r: [first_[r], first_[r+1])
   std::vector<std::int64_t> send_counts_, recv_counts_;
   std::vector<int> send_units_, send_offsets_, recv_units_, recv_offsets_;
@@ -148,7 +156,9 @@ class SplitExchange : public SparseExchange<T> {
   std::vector<T> sparse_val_;
   std::vector<WireIndex> decoded_idx_;  // one peer's block, decoded and validated
   std::vector<T> decoded_val_;
-  DeviceStaging<T> device_;  // in_.device only: the reduced segments on the device, decoded
+  // in_.device only: my blocks for the owners as they are encoded, then the reduced segments
+  // that came back, and their entries decoded
+  DeviceStaging<T> device_;
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;
