@@ -29,6 +29,7 @@ set(DCT_DP_SOURCES
   src/dp/exchange/hierarchical.cpp
   src/dp/exchange/recursive_doubling.cpp
   src/dp/exchange/split.cpp
+  src/dp/exchange/split_owner_on_device.cpp
   src/dp/gradient_compressor.cpp
   src/dp/threshold.cpp)
 set(DCT_DP_HOOKED_SOURCES src/dp/allreduce.cpp)

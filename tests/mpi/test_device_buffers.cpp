@@ -127,6 +127,10 @@ class Twins {
   std::pair<std::size_t, std::size_t> crossed() const {
     return crossed_;
   }
+  /// The host request's last sum.
+  const std::vector<T> &host_sum() const {
+    return recv_;
+  }
 
  private:
   Backend &gpu_;
@@ -231,44 +235,51 @@ void repeat_first_index(detail::WireIndex *idx, std::size_t entries) {
   if (rank() == 0 && entries >= 2) idx[1] = idx[0];
 }
 
-// A peer's damaged block is rejected where the blocks are decoded, on the device, by every rank
-// alike, and the failed call leaves the user's device buffer and the residual as they were.
+void expect_peer_error_leaves_buffers(Backend &gpu, const char *algorithm) {
+  constexpr std::size_t n = 4096;
+  constexpr float kSentinel = 42.0f;
+  BackendArray<float> send(gpu, n), recv(gpu, n);
+  to_device(gpu, send.data(), gradient<float>(n, 0));
+  MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_algorithm", algorithm}});
+  DCT_Request request = DCT_REQUEST_NULL;
+  ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, info, &request),
+                      DCT_SUCCESS);
+  MPI_Info_free(&info);
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
+  ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
+
+  const std::vector<float> before = residual_of<float>(request, n);
+  const std::vector<float> g = gradient<float>(n, 1);
+  to_device(gpu, send.data(), g);
+  to_device(gpu, recv.data(), std::vector<float>(n, kSentinel));
+  detail::testing::tamper_allreduce_indices = repeat_first_index;
+  ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
+  const int code = DCT_Wait(&request, DCT_STATUS_IGNORE);
+  detail::testing::tamper_allreduce_indices = nullptr;
+  ASSERT_ALL_RANKS_EQ(code, DCT_ERR_PEER);
+  EXPECT_TRUE(
+      all_ranks(same_bits(from_device(gpu, recv.data(), n), std::vector<float>(n, kSentinel))));
+  std::vector<float> acc(n);  // this call's contribution back in the residual: exactly acc
+  for (std::size_t i = 0; i < n; ++i) acc[i] = g[i] + before[i];
+  EXPECT_TRUE(all_ranks(same_bits(residual_of<float>(request, n), acc)));
+  ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);  // intact messages work again
+  EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
+  DCT_Request_free(&request);
+}
+
+// A peer's damaged block is rejected where the blocks are decoded, on the device (the
+// allgather's blocks, or split's entries at their owner), by every rank alike, and the failed
+// call leaves the user's device buffer and the residual as they were.
 TEST(DeviceBuffers, PeerErrorLeavesTheDeviceBufferAndTheResidual) {
   if (size() < 2) GTEST_SKIP() << "needs a peer";
   const std::vector<Backend *> found = gpus();
   if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
-  constexpr std::size_t n = 4096;
-  constexpr float kSentinel = 42.0f;
-  for (Backend *gpu : found) {
-    BackendArray<float> send(*gpu, n), recv(*gpu, n);
-    to_device(*gpu, send.data(), gradient<float>(n, 0));
-    MPI_Info info = make_info({{"dct_density", "0.01"}, {"dct_algorithm", "allgather"}});
-    DCT_Request request = DCT_REQUEST_NULL;
-    ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
-                                           MPI_COMM_WORLD, info, &request),
-                        DCT_SUCCESS);
-    MPI_Info_free(&info);
-    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);
-    ASSERT_ALL_RANKS_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS);
-
-    const std::vector<float> before = residual_of<float>(request, n);
-    const std::vector<float> g = gradient<float>(n, 1);
-    to_device(*gpu, send.data(), g);
-    to_device(*gpu, recv.data(), std::vector<float>(n, kSentinel));
-    detail::testing::tamper_allreduce_indices = repeat_first_index;
-    ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
-    const int code = DCT_Wait(&request, DCT_STATUS_IGNORE);
-    detail::testing::tamper_allreduce_indices = nullptr;
-    ASSERT_ALL_RANKS_EQ(code, DCT_ERR_PEER);
-    EXPECT_TRUE(
-        all_ranks(same_bits(from_device(*gpu, recv.data(), n), std::vector<float>(n, kSentinel))));
-    std::vector<float> acc(n);  // this call's contribution back in the residual: exactly acc
-    for (std::size_t i = 0; i < n; ++i) acc[i] = g[i] + before[i];
-    EXPECT_TRUE(all_ranks(same_bits(residual_of<float>(request, n), acc)));
-    ASSERT_ALL_RANKS_EQ(DCT_Start(&request), DCT_SUCCESS);  // intact messages work again
-    EXPECT_EQ(DCT_Wait(&request, DCT_STATUS_IGNORE), DCT_SUCCESS) << DCT_Get_last_error();
-    DCT_Request_free(&request);
-  }
+  for (Backend *gpu : found)
+    for (const char *algorithm : {"allgather", "split"}) {
+      SCOPED_TRACE(std::string(DCT_Backend_name(gpu->kind())) + ", " + algorithm);
+      expect_peer_error_leaves_buffers(*gpu, algorithm);
+    }
 }
 
 // dct_transport=nccl where it cannot run: refused at init, alike on every rank, no request.
@@ -497,12 +508,21 @@ TEST(DeviceBuffers, EveryDeviceOperationRunsOnTheRequestsStream) {
   }
 }
 
+std::size_t nonzeros(const std::vector<float> &sum) {
+  return static_cast<std::size_t>(
+      std::count_if(sum.begin(), sum.end(), [](float v) { return v != 0.0f; }));
+}
+std::size_t native_block_bytes(std::size_t entries, std::size_t n) {
+  return detail::wire::block_format<float>(entries, n, detail::ValueCoding::native).units() *
+         detail::wire::kUnitBytes;
+}
+
 // The allgather, split and hierarchical exchanges of a GPU request move compressed bytes only
 // between host and device: this rank's blocks to the host (split: one per owner, cut at the
-// segment boundaries on the device), what the sum is made of to the device (decoded and summed
-// there), plus a few scalars; not the kept entries as (index, value) pairs (8 bytes each for
-// float), as they did before the device codec; every value coding, sign included. Calls after
-// the first (which samples its threshold on the host).
+// segment boundaries on the device, and the owner's encoded segment), what the sum is made of
+// to the device (decoded and summed there), plus a few scalars; not the kept entries as (index,
+// value) pairs (8 bytes each for float), as they did before the device codec; every value coding,
+// sign included. Calls after the first (which samples its threshold on the host).
 TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
   Backend &gpu = *gpus()[0];
   constexpr std::size_t n = 100003;
@@ -525,9 +545,19 @@ TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
                                             : detail::ValueCoding::sign;
         const std::size_t own_block =
             detail::wire::block_format<float>(kept, n, coding).units() * detail::wire::kUnitBytes;
+        // Split's owner sums on the device and sends its segment back encoded: at most the block
+        // of the sum's nonzeros (hierarchical's group owners sum on the host).
+        const std::size_t segment =
+            status.algorithm == DCT_ALGORITHM_SPLIT
+                ? native_block_bytes(nonzeros(twins.host_sum()), n) + detail::wire::kUnitBytes
+                : 0;
         const auto [to_host, to_device] = twins.crossed();
-        EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
-        EXPECT_LT(to_device, all * (sizeof(float) + sizeof(detail::WireIndex))) << "call " << call;
+        EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex)) + segment)
+            << "call " << call;
+        // ... and its owner receives the blocks of its segment there first.
+        EXPECT_LT(to_device, segment > 0 ? 2 * native_block_bytes(all, n) + kScalars
+                                         : all * (sizeof(float) + sizeof(detail::WireIndex)))
+            << "call " << call;
         EXPECT_GT(to_device, 0u) << "call " << call;
         EXPECT_GE(to_host, own_block) << "call " << call;
         if (std::string(algorithm) == "allgather") {
@@ -536,7 +566,8 @@ TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
         } else if (!status.tau_reestimated) {
           // One block per owner (each rounded up to a unit) and the P + 1 cuts found on the
           // device (8 bytes each); a re-balancing call also reads its histogram back.
-          EXPECT_LE(to_host, own_block + kScalars + 16 * std::size_t(size())) << "call " << call;
+          EXPECT_LE(to_host, own_block + segment + kScalars + 16 * std::size_t(size()))
+              << "call " << call;
         }
       }
     }
@@ -562,9 +593,11 @@ TEST(DeviceBuffers, SparseExchangesSumOnTheDeviceNotThroughAHostResult) {
         EXPECT_GE(to_device, result_bytes) << "call " << call;
         continue;
       }
-      // Every rank's entries in the sum at most, as (index, value) pairs, and a few scalars.
+      // Every rank's entries at most twice as native blocks (split's owners receive them, then
+      // every rank the reduced segments; recursive doubling's final list as pairs), each
+      // rounded up to a unit, and a few scalars.
       const auto all = static_cast<std::size_t>(twins.status().nnz_sent) * std::size_t(size());
-      EXPECT_LE(to_device, all * (sizeof(float) + sizeof(detail::WireIndex)) + 512)
+      EXPECT_LE(to_device, 2 * native_block_bytes(all, n) + 16 * std::size_t(size()) + 512)
           << "call " << call;
       EXPECT_LT(to_device, result_bytes / 10) << "call " << call;
     }

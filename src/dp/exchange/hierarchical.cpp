@@ -94,6 +94,8 @@ class HierarchicalExchange final : public SplitExchange<T> {
   }
 
   MPI_Comm balance_comm() const override { return all_.comm; }
+  // The group's sums feed the cross tier, which runs on the host.
+  bool owner_on_device() const override { return false; }
 
   bool combine_owned() override {
     switch (step_++) {

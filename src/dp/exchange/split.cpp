@@ -4,7 +4,11 @@ namespace dct::detail {
 
 template <typename T>
 void SplitExchange<T>::commit_dropped_sums() {
-  if (in_.residual_device != nullptr && !dropped_idx_.empty()) {
+  if (owner_.dropped > 0) {  // dropped by an owner on the device: indices relative to its segment
+    in_.residual_device->scatter_add(owner_.dropped_idx.data(), owner_.dropped_val.data(),
+                                     owner_.dropped, in_.residual + begin(in_.rank), in_.stream);
+    owner_.dropped = 0;
+  } else if (in_.residual_device != nullptr && !dropped_idx_.empty()) {
     const SparseList<T> dropped = device_.from_host(
         *in_.residual_device, {dropped_idx_.data(), dropped_val_.data(), dropped_idx_.size()},
         in_.stream);
@@ -32,7 +36,10 @@ bool SplitExchange<T>::run_stage(int stage) {
       post_entries();
       return true;
     case 3:
-      reduce_owned_segment();
+      if (owner_on_device())
+        reduce_owned_segment_on_device();
+      else
+        reduce_owned_segment();
       return true;
     case 4:
       if (!combine_owned()) this->repeat_stage();
@@ -194,7 +201,7 @@ void SplitExchange<T>::reduce_owned_segment() {
     if (!wire::decode_block(entry_format(recv_counts_[r], in_.rank), block,
                             std::size_t(recv_units_[r]) * wire::kUnitBytes, first,
                             decoded_idx_.data(), decoded_val_.data())) {
-      this->peer_error(r, "entries outside the segment it owes this rank, or out of order");
+      this->peer_error(r, kBadEntries);
       continue;
     }
     for (std::size_t j = 0; j < entries; ++j) owned_[decoded_idx_[j] - first] += decoded_val_[j];
@@ -206,17 +213,20 @@ void SplitExchange<T>::reduce_owned_segment() {
 template <typename T>
 void SplitExchange<T>::announce_owned_segment() {
   const std::uint64_t first = begin(in_.rank);
-  std::size_t nonzeros = 0;
-  for (T v : owned_) nonzeros += v != T(0);
   dropped_idx_.clear();
   dropped_val_.clear();
+  owner_.dropped = 0;
   if (this->failed()) {
     // A rejected block: announce kRejected instead of a count, so that every rank stops at
     // post_segments together and none writes its result or moves sums into a residual.
     owned_nnz_ = kRejected;
     wire::size_buffer(segment_, 0);
+  } else if (owner_on_device()) {
+    owned_nnz_ = static_cast<std::int64_t>(encode_owned_segment_on_device());
   } else {
-    if (in_.result_budget > 0) nonzeros = drop_small_sums(first, nonzeros);
+    std::size_t nonzeros = 0;
+    for (T v : owned_) nonzeros += v != T(0);
+    nonzeros = drop_small_sums(first, nonzeros);
     owned_nnz_ = static_cast<std::int64_t>(nonzeros);
     encode_owned_segment(first, nonzeros);
   }
@@ -249,12 +259,17 @@ void SplitExchange<T>::encode_owned_segment(std::uint64_t first, std::size_t non
 }
 
 template <typename T>
-std::size_t SplitExchange<T>::drop_small_sums(std::uint64_t first, std::size_t nonzeros) {
+std::size_t SplitExchange<T>::owner_budget() const {
   std::int64_t total = 0;
   for (int r = 0; r < in_.ranks; ++r) total += in_.kept[r];
-  if (total == 0 || owned_.empty()) return nonzeros;
+  if (in_.result_budget == 0 || total == 0) return std::numeric_limits<std::size_t>::max();
   const double share = double(in_.result_budget) * double(received_entries_) / double(total);
-  const std::size_t budget = static_cast<std::size_t>(std::ceil(share));
+  return static_cast<std::size_t>(std::ceil(share));
+}
+
+template <typename T>
+std::size_t SplitExchange<T>::drop_small_sums(std::uint64_t first, std::size_t nonzeros) {
+  const std::size_t budget = owner_budget();
   if (nonzeros <= budget) return nonzeros;
   const T tau = budget == 0
                     ? std::numeric_limits<T>::infinity()

@@ -10,8 +10,13 @@
 // the sum, against a lower bound of 2k (s+4) (P-1)/P when the ranks' indices coincide (less
 // with 16-bit values or bitmaps: see wire::BlockFormat).
 //
+// A GPU request's owner sums its segment on the device (split_owner_on_device.cpp): the blocks
+// MPI delivered cross to the device compressed, are decoded, validated and summed there, and
+// only the encoded segment comes back to be gathered.
+//
 // Private header of src/dp/exchange/: the class, which hierarchical.cpp derives from; its
-// stages are defined in split.cpp (instantiated there for float and double).
+// stages are defined in split.cpp and split_owner_on_device.cpp (instantiated there for float
+// and double).
 #pragma once
 
 #include <algorithm>
@@ -45,6 +50,9 @@ class SplitExchange : public SparseExchange<T> {
   /// The communicator whose ranks' entries balance the segments (the exchange's own by
   /// default; the hierarchical exchange's groups need one layout across all groups).
   virtual MPI_Comm balance_comm() const { return in_.comm; }
+  /// Whether the owner sums its segment on the device: GPU requests, unless the owner's sum
+  /// feeds host work (the hierarchical exchange's cross tier).
+  virtual bool owner_on_device() const { return in_.device != nullptr; }
 
   std::uint64_t begin(int r) const { return layout_.boundaries[static_cast<std::size_t>(r)]; }
   std::size_t length(int r) const { return static_cast<std::size_t>(end(r) - begin(r)); }
@@ -64,6 +72,8 @@ class SplitExchange : public SparseExchange<T> {
 
  protected:
   static constexpr std::int64_t kRejected = -1;  // announced by an owner that rejected a block
+  static constexpr const char *kBadEntries =
+      "entries outside the segment it owes this rank, or out of order";
   /// This rank's segment, summed (dense), and the entries of all ranks it received.
   std::vector<T> owned_;
   std::int64_t received_entries_ = 0;
@@ -103,10 +113,20 @@ class SplitExchange : public SparseExchange<T> {
 
   // Sums the entries of my segment in rank order, so the result bits do not depend on timing.
   void reduce_owned_segment();
+  void reduce_owned_segment_on_device();
 
   void announce_owned_segment();
 
   void encode_owned_segment(std::uint64_t first, std::size_t nonzeros);
+  // The device's twin of the host's count, drop_small_sums and encode_owned_segment: my
+  // segment's nonzero sums compacted (indices relative to the segment), the budget applied,
+  // the segment encoded into segment_. Returns the nonzeros announced.
+  std::size_t encode_owned_segment_on_device();
+  void drop_small_sums_on_device(std::size_t &nonzeros, const WireIndex *&idx, const T *&val);
+
+  /// My share of the result budget (dct_result_density), in proportion to the entries I
+  /// received; no limit without a budget.
+  std::size_t owner_budget() const;
 
   // Ok-Topk's second selection: the owner keeps its share of the result budget, in proportion
   // to the entries it received, and moves the smaller sums into its own residual once the call
@@ -156,9 +176,20 @@ class SplitExchange : public SparseExchange<T> {
   std::vector<T> sparse_val_;
   std::vector<WireIndex> decoded_idx_;  // one peer's block, decoded and validated
   std::vector<T> decoded_val_;
-  // in_.device only: my blocks for the owners as they are encoded, then the reduced segments
-  // that came back, and their entries decoded
+  // in_.device only: my blocks for the owners as they are encoded; the blocks I received as
+  // owner (owner_on_device()), then the reduced segments that came back, and the entries
+  // decoded from them
   DeviceStaging<T> device_;
+  // owner_on_device(): my segment summed; its nonzero sums, those kept under the budget and
+  // those dropped (until commit_dropped_sums); a dense scratch copy; the encoded segment.
+  struct DeviceOwner {
+    BackendArray<T> sum, scratch;
+    BackendArray<WireIndex> idx, kept_idx, dropped_idx;
+    BackendArray<T> val, kept_val, dropped_val;
+    BackendArray<std::byte> segment;
+    std::size_t dropped = 0;
+  } owner_;
+  std::vector<SparseList<T>> lists_;  // the received blocks, decoded on the device
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;
