@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define DCT_HOST_DEVICE __host__ __device__
@@ -55,6 +56,15 @@ DCT_HOST_DEVICE inline To bit_copy(const From &from) {
   std::memcpy(&to, &from, sizeof to);
 #endif
   return to;
+}
+
+/// The sign bit of a float or double, NaN and zero included (std::signbit, which device code
+/// cannot count on).
+template <typename T>
+DCT_HOST_DEVICE inline bool sign_bit(T value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "sign_bit: float or double");
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  return (bit_copy<Bits>(value) >> (8 * sizeof(T) - 1)) != 0;
 }
 
 DCT_HOST_DEVICE inline std::uint32_t bits_of(float value) {

@@ -81,7 +81,7 @@ DCT_HOST_DEVICE inline Magnitude<T> magnitude(const Partial &total) {
 /// Entry v's value on the wire and what stays in the residual.
 template <typename T>
 DCT_HOST_DEVICE inline void quantise(T v, const Magnitude<T> &m, T &wire, T &remainder) {
-  const bool negative = (f16::bit_copy<Bits<T>>(v) >> (8 * sizeof(T) - 1)) != 0;
+  const bool negative = f16::sign_bit(v);
   wire = negative ? -m.wire : m.wire;
   remainder = v - v == T(0) ? v - (negative ? -m.mean : m.mean) : T(0);
 }

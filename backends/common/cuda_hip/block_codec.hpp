@@ -53,13 +53,6 @@ inline BlockBits block_bits(const wire::BlockFormat &format) {
   return b;
 }
 
-/// The sign bit of `value` (std::signbit without relying on device overloads).
-template <typename T>
-__host__ __device__ inline bool negative(T value) {
-  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  return (f16::bit_copy<Bits>(value) >> (8 * sizeof(T) - 1)) != 0;
-}
-
 /// ORs the `width` (<= 64) low bits of `value` into the stream at `bit`.
 __device__ inline void or_bits(unsigned int *words, std::size_t bit, std::uint64_t value,
                                unsigned width) {
@@ -100,8 +93,8 @@ __global__ void encode_entries(BlockBits b, const WireIndex *idx, const T *val, 
     if (b.coding == ValueCoding::native) {
       reinterpret_cast<T *>(words)[j] = val[j];
     } else if (b.coding == ValueCoding::sign) {
-      if (j == 0) reinterpret_cast<T *>(words)[0] = negative(val[0]) ? -val[0] : val[0];
-      if (negative(val[j])) or_bits(words, 8 * sizeof(T) + j, 1, 1);
+      if (j == 0) reinterpret_cast<T *>(words)[0] = f16::sign_bit(val[0]) ? -val[0] : val[0];
+      if (f16::sign_bit(val[j])) or_bits(words, 8 * sizeof(T) + j, 1, 1);
     } else {
       or_bits(words, 16 * j, encode_value16(val[j], b.coding), 16);
     }
@@ -172,7 +165,7 @@ __global__ void decode_entries(BlockBits b, const unsigned int *words, std::uint
       val[j] = reinterpret_cast<const T *>(words)[j];
     } else if (b.coding == ValueCoding::sign) {
       const T magnitude = reinterpret_cast<const T *>(words)[0];
-      if (j == 0 && negative(magnitude)) reject(failed);
+      if (j == 0 && f16::sign_bit(magnitude)) reject(failed);
       val[j] = get_bits(words, b.words, 8 * sizeof(T) + j, 1) ? -magnitude : magnitude;
     } else {
       val[j] = decode_value16<T>(static_cast<std::uint16_t>(get_bits(words, b.words, 16 * j, 16)),
