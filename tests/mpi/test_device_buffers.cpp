@@ -269,14 +269,15 @@ void expect_peer_error_leaves_buffers(Backend &gpu, const char *algorithm) {
 }
 
 // A peer's damaged block is rejected where the blocks are decoded, on the device (the
-// allgather's blocks, or split's entries at their owner), by every rank alike, and the failed
-// call leaves the user's device buffer and the residual as they were.
+// allgather's blocks, or split's and hierarchical's entries at their owner; a group that
+// rejected one tells the cross tier), by every rank alike, and the failed call leaves the
+// user's device buffer and the residual as they were.
 TEST(DeviceBuffers, PeerErrorLeavesTheDeviceBufferAndTheResidual) {
   if (size() < 2) GTEST_SKIP() << "needs a peer";
   const std::vector<Backend *> found = gpus();
   if (found.empty()) GTEST_SKIP() << "no GPU backend compiled in with a device on this node";
   for (Backend *gpu : found)
-    for (const char *algorithm : {"allgather", "split"}) {
+    for (const char *algorithm : {"allgather", "split", "hierarchical"}) {
       SCOPED_TRACE(std::string(DCT_Backend_name(gpu->kind())) + ", " + algorithm);
       expect_peer_error_leaves_buffers(*gpu, algorithm);
     }
@@ -546,15 +547,18 @@ TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
         const std::size_t own_block =
             detail::wire::block_format<float>(kept, n, coding).units() * detail::wire::kUnitBytes;
         // Split's owner sums on the device and sends its segment back encoded: at most the block
-        // of the sum's nonzeros (hierarchical's group owners sum on the host).
-        const std::size_t segment =
-            status.algorithm == DCT_ALGORITHM_SPLIT
-                ? native_block_bytes(nonzeros(twins.host_sum()), n) + detail::wire::kUnitBytes
-                : 0;
+        // of the sum's nonzeros. Hierarchical's owners send three such blocks: the group's sums
+        // of the super-segment to the cross tier, the cross tier's segment, and the super-segment
+        // summed over all ranks.
+        const std::size_t sum_block =
+            native_block_bytes(nonzeros(twins.host_sum()), n) + detail::wire::kUnitBytes;
+        const std::size_t segment = status.algorithm == DCT_ALGORITHM_SPLIT          ? sum_block
+                                    : status.algorithm == DCT_ALGORITHM_HIERARCHICAL ? 3 * sum_block
+                                                                                     : 0;
         const auto [to_host, to_device] = twins.crossed();
         EXPECT_LT(to_host, kept * (sizeof(float) + sizeof(detail::WireIndex)) + segment)
             << "call " << call;
-        // ... and its owner receives the blocks of its segment there first.
+        // ... and its owners receive the blocks of their segments there first.
         EXPECT_LT(to_device, segment > 0 ? 2 * native_block_bytes(all, n) + kScalars
                                          : all * (sizeof(float) + sizeof(detail::WireIndex)))
             << "call " << call;

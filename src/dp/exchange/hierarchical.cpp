@@ -13,6 +13,12 @@
 // when the ranks' indices are independent, nothing more when they coincide.
 // dct_result_density is applied by the cross tier's owners: each super-segment keeps the share
 // of the budget that all ranks' entries in it make of all entries.
+//
+// A GPU request's tiers all sum on the device (split_owner_on_device.cpp): the group's sums
+// are compacted there and are the cross tier's device entries, whose result lands there too,
+// so only compressed blocks and segments cross between host and device.
+#include <utility>
+
 #include "core/cost_model.hpp"
 #include "dp/exchange/split.hpp"
 
@@ -62,6 +68,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
   using Split = SplitExchange<T>;
   using Split::in_;
   using Split::owned_;
+  using Split::owner_;
   using Split::pending_;
   using Split::traffic_;
 
@@ -90,12 +97,17 @@ class HierarchicalExchange final : public SplitExchange<T> {
     in_.residual = nullptr;
     in_.residual_device = nullptr;
     step_ = 0;
+    cross_summed_ = false;
     Split::prepare();
   }
 
   MPI_Comm balance_comm() const override { return all_.comm; }
-  // The group's sums feed the cross tier, which runs on the host.
-  bool owner_on_device() const override { return false; }
+  // After the cross tier, my super-segment holds the sum over all ranks: as many nonzeros as
+  // the cross tier's owners announced (the result budget's drops already zeroed).
+  std::size_t owned_nonzeros_at_most() const override {
+    return cross_summed_ ? static_cast<std::size_t>(cross_split_.traffic().result_nnz)
+                         : Split::owned_nonzeros_at_most();
+  }
 
   bool combine_owned() override {
     switch (step_++) {
@@ -112,15 +124,23 @@ class HierarchicalExchange final : public SplitExchange<T> {
 
   // The group's sum of my super-segment, as entries for the cross tier, and how many entries
   // of all ranks in my group it holds (for the result budget's shares).
+  // A GPU request's are compacted on the device (owner_.idx, owner_.val), where the cross tier
+  // reads them.
   void announce_group_sums() {
-    partial_idx_.clear();
-    partial_val_.clear();
-    for (std::size_t i = 0; i < owned_.size(); ++i) {
-      if (owned_[i] == T(0)) continue;
-      partial_idx_.push_back(static_cast<WireIndex>(i));
-      partial_val_.push_back(owned_[i]);
+    std::size_t sums = 0;
+    if (this->owner_on_device()) {
+      sums = this->compact_owned_sums_on_device();
+    } else {
+      partial_idx_.clear();
+      partial_val_.clear();
+      for (std::size_t i = 0; i < owned_.size(); ++i) {
+        if (owned_[i] == T(0)) continue;
+        partial_idx_.push_back(static_cast<WireIndex>(i));
+        partial_val_.push_back(owned_[i]);
+      }
+      sums = partial_idx_.size();
     }
-    announcement_[0] = this->failed() ? Split::kRejected : std::int64_t(partial_idx_.size());
+    announcement_[0] = this->failed() ? Split::kRejected : std::int64_t(sums);
     announcement_[1] = this->received_entries_;
     announced_.assign(2 * static_cast<std::size_t>(cross_ranks_), 0);
     pending_.emplace_back();
@@ -135,7 +155,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
   // Every rank of the cross tier reads the same announcements, so all of them run it or all
   // skip it (a rejection, which each then announces to its group). Returns whether it runs.
   bool start_cross_tier() {
-    const std::size_t length = owned_.size();
+    const std::size_t length = this->length(in_.rank);
     cross_kept_.assign(static_cast<std::size_t>(cross_ranks_), 0);
     std::int64_t entries_in_segment = 0;
     for (int h = 0; h < cross_ranks_; ++h) {
@@ -149,11 +169,22 @@ class HierarchicalExchange final : public SplitExchange<T> {
       cross_kept_[std::size_t(h)] = sums;
       entries_in_segment += entries;
     }
-    wire::resize_growing(cross_result_, length);
-    SparseInput<T> cross{
-        hierarchy_.cross,   cross_rank_,         cross_ranks_,        length,
-        cross_kept_.data(), partial_idx_.data(), partial_val_.data(), cross_result_.data()};
+    SparseInput<T> cross{hierarchy_.cross,   cross_rank_, cross_ranks_, length,
+                         cross_kept_.data(), nullptr,     nullptr,      nullptr};
     cross.host = all_.host;
+    cross.stream = all_.stream;
+    if (this->owner_on_device()) {
+      cross.device = all_.device;
+      cross.device_idx = owner_.idx.data();
+      cross.device_val = owner_.val.data();
+      cross_device_result_.reserve_growing(*all_.device, length);
+      cross.result = cross_device_result_.data();
+    } else {
+      cross.idx = partial_idx_.data();
+      cross.val = partial_val_.data();
+      wire::resize_growing(cross_result_, length);
+      cross.result = cross_result_.data();
+    }
     cross.rebalance = this->rebalancing();
     if (all_.result_budget > 0) {
       std::int64_t total = 0;
@@ -164,7 +195,6 @@ class HierarchicalExchange final : public SplitExchange<T> {
                     : 0;
       cross.residual = all_.residual + this->begin(in_.rank);
       cross.residual_device = all_.residual_device;
-      cross.stream = all_.stream;
     }
     // (split's begin(int) is a segment's first index: SparseExchange's begin starts a call)
     static_cast<SparseExchange<T> &>(cross_split_).begin(std::move(cross));
@@ -186,7 +216,11 @@ class HierarchicalExchange final : public SplitExchange<T> {
       }
       return;
     }
-    owned_.swap(cross_result_);
+    if (this->owner_on_device())
+      std::swap(owner_.sum, cross_device_result_);
+    else
+      owned_.swap(cross_result_);
+    cross_summed_ = true;
   }
 
   // The cross tier's owners dropped sums for the result budget; they enter the residual only
@@ -199,12 +233,14 @@ class HierarchicalExchange final : public SplitExchange<T> {
   int position_ = 0;    // in the group
   int cross_rank_ = 0, cross_ranks_ = 1;
   int step_ = 0;
+  bool cross_summed_ = false;  // this call's cross tier ran: my super-segment holds the sum
   std::vector<std::int64_t> group_kept_, cross_kept_;
   std::int64_t announcement_[2] = {};  // group sums (or kRejected), entries they hold
   std::vector<std::int64_t> announced_;
   std::vector<WireIndex> partial_idx_;  // the group's sums, relative to the super-segment
   std::vector<T> partial_val_;
   std::vector<T> cross_result_;
+  BackendArray<T> cross_device_result_;  // owner_on_device(): the cross tier's result
 };
 
 }  // namespace

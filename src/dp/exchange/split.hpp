@@ -50,9 +50,9 @@ class SplitExchange : public SparseExchange<T> {
   /// The communicator whose ranks' entries balance the segments (the exchange's own by
   /// default; the hierarchical exchange's groups need one layout across all groups).
   virtual MPI_Comm balance_comm() const { return in_.comm; }
-  /// Whether the owner sums its segment on the device: GPU requests, unless the owner's sum
-  /// feeds host work (the hierarchical exchange's cross tier).
-  virtual bool owner_on_device() const { return in_.device != nullptr; }
+  /// Whether the owner sums its segment on the device (split_owner_on_device.cpp): GPU
+  /// requests, the hierarchical exchange's group and cross tiers included.
+  bool owner_on_device() const { return in_.device != nullptr; }
 
   std::uint64_t begin(int r) const { return layout_.boundaries[static_cast<std::size_t>(r)]; }
   std::size_t length(int r) const { return static_cast<std::size_t>(end(r) - begin(r)); }
@@ -77,6 +77,25 @@ class SplitExchange : public SparseExchange<T> {
   /// This rank's segment, summed (dense), and the entries of all ranks it received.
   std::vector<T> owned_;
   std::int64_t received_entries_ = 0;
+
+  // owner_on_device(): my segment summed; its nonzero sums, those kept under the budget and
+  // those dropped (until commit_dropped_sums); a dense scratch copy; the encoded segment.
+  struct DeviceOwner {
+    BackendArray<T> sum, scratch;
+    BackendArray<WireIndex> idx, kept_idx, dropped_idx;
+    BackendArray<T> val, kept_val, dropped_val;
+    BackendArray<std::byte> segment;
+    std::size_t dropped = 0;
+  } owner_;
+
+  /// owner_on_device(): owner_.sum's nonzeros compacted into owner_.idx and owner_.val, in
+  /// index order, relative to my segment (the host's `v != 0`, NaN included); returns how many.
+  std::size_t compact_owned_sums_on_device();
+  /// At least the nonzeros owner_.sum can hold (room for compact_owned_sums_on_device): one per
+  /// entry summed into it. The hierarchical exchange's cross tier replaces the sum.
+  virtual std::size_t owned_nonzeros_at_most() const {
+    return static_cast<std::size_t>(received_entries_);
+  }
 
   void prepare() override {
     // Every rank has the same layout, so every rank takes the same decision here.
@@ -180,15 +199,6 @@ class SplitExchange : public SparseExchange<T> {
   // owner (owner_on_device()), then the reduced segments that came back, and the entries
   // decoded from them
   DeviceStaging<T> device_;
-  // owner_on_device(): my segment summed; its nonzero sums, those kept under the budget and
-  // those dropped (until commit_dropped_sums); a dense scratch copy; the encoded segment.
-  struct DeviceOwner {
-    BackendArray<T> sum, scratch;
-    BackendArray<WireIndex> idx, kept_idx, dropped_idx;
-    BackendArray<T> val, kept_val, dropped_val;
-    BackendArray<std::byte> segment;
-    std::size_t dropped = 0;
-  } owner_;
   std::vector<SparseList<T>> lists_;  // the received blocks, decoded on the device
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;

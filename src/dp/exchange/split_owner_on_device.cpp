@@ -42,20 +42,26 @@ void SplitExchange<T>::reduce_owned_segment_on_device() {
 }
 
 template <typename T>
+std::size_t SplitExchange<T>::compact_owned_sums_on_device() {
+  Backend &device = *in_.device;
+  const std::size_t length = this->length(in_.rank);
+  // At threshold 0 the keep rule selects exactly the nonzeros, NaN included, as the host's
+  // count does.
+  const std::size_t capacity = owned_nonzeros_at_most();
+  owner_.idx.reserve_growing(device, capacity);
+  owner_.val.reserve_growing(device, capacity);
+  if (length == 0) return 0;
+  return device
+      .select(nullptr, owner_.sum.data(), length, T(0), kEveryTie, owner_.idx.data(),
+              owner_.val.data(), capacity, SparseList<T>{}, in_.stream)
+      .count;
+}
+
+template <typename T>
 std::size_t SplitExchange<T>::encode_owned_segment_on_device() {
   Backend &device = *in_.device;
   const std::size_t length = this->length(in_.rank);
-  // Every nonzero sum came from a received entry, so that many fit; at threshold 0 the keep
-  // rule selects exactly the nonzeros, NaN included, as the host's count does.
-  const std::size_t capacity = static_cast<std::size_t>(received_entries_);
-  owner_.idx.reserve_growing(device, capacity);
-  owner_.val.reserve_growing(device, capacity);
-  std::size_t nonzeros = 0;
-  if (length > 0)
-    nonzeros = device
-                   .select(nullptr, owner_.sum.data(), length, T(0), kEveryTie, owner_.idx.data(),
-                           owner_.val.data(), capacity, SparseList<T>{}, in_.stream)
-                   .count;
+  std::size_t nonzeros = compact_owned_sums_on_device();
   const WireIndex *idx = owner_.idx.data();
   const T *val = owner_.val.data();
   drop_small_sums_on_device(nonzeros, idx, val);
@@ -105,6 +111,8 @@ void SplitExchange<T>::drop_small_sums_on_device(std::size_t &nonzeros, const Wi
   nonzeros = kept;
 }
 
+template std::size_t SplitExchange<float>::compact_owned_sums_on_device();
+template std::size_t SplitExchange<double>::compact_owned_sums_on_device();
 template void SplitExchange<float>::reduce_owned_segment_on_device();
 template void SplitExchange<double>::reduce_owned_segment_on_device();
 template std::size_t SplitExchange<float>::encode_owned_segment_on_device();
