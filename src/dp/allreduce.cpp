@@ -149,13 +149,16 @@ class CompressedEngine final : public RequestEngine {
     // type and configuration were agreed on at init (c_api.cpp), the densities may differ.
     // Drop-in states, made by each rank alone, never take it. The same message tells whether
     // any rank's buffers are staged device memory, which every rank's cost model must charge
-    // alike (decide_algorithm) where ranks mix host and device buffers.
-    std::int64_t agreed[3] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept()),
-                              staged_ ? 1 : 0};
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT64_T, MPI_MAX, own_comm_),
+    // alike (decide_algorithm) where ranks mix host and device buffers, and whether every
+    // rank's blocks can be gathered in device memory (a GPU-aware MPI on every rank).
+    std::int64_t agreed[4] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept()),
+                              staged_ ? 1 : 0,
+                              staged_ && backend_->mpi_accepts_device_memory() ? 0 : 1};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 4, MPI_INT64_T, MPI_MAX, own_comm_),
               "MPI_Allreduce");
     agreed_kept_ = agreed[0] == -agreed[1] ? predicted_kept() : 0;
     any_staged_ = agreed[2] != 0;
+    all_blocks_on_device_ = agreed[3] == 0;
     // The device transport, where every rank's request wants it (device_transport.hpp); its
     // blocks travel on their own, not with the headers.
     if (config_.transport != Transport::mpi && kernels::device_transport_compiled())
@@ -383,10 +386,16 @@ class CompressedEngine final : public RequestEngine {
                                             hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)
       fused_kept_ = 0;
     const wire::BlockFormat format = wire::block_format<T>(fused_kept_, elements(), config_.values);
+    // Every rank's MPI reads device memory: the blocks are gathered there, beside the headers.
+    const bool on_device = all_blocks_on_device_ && encodes_on_device(DCT_ALGORITHM_ALLGATHER);
     std::byte *block = message_.prepare(ranks, context_->rank(), kWords,
-                                        fused_kept_ > 0 ? format.units() * wire::kUnitBytes : 0);
+                                        fused_kept_ > 0 ? format.units() * wire::kUnitBytes : 0,
+                                        on_device ? backend_ : nullptr);
     if (fused_kept_ > 0 && kept == fused_kept_) {
-      if (encodes_on_device(DCT_ALGORITHM_ALLGATHER))
+      if (on_device)
+        backend_->encode_block(format, compressor_.kept_indices(), compressor_.wire_values(), 0,
+                               block, stream_);
+      else if (encodes_on_device(DCT_ALGORITHM_ALLGATHER))
         encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.wire_values(),
                          block, device_block_, stream_);
       else
@@ -458,6 +467,7 @@ class CompressedEngine final : public RequestEngine {
                     [&](std::int64_t kept) { return std::size_t(kept) == fused_kept_; })) {
       input.gathered = message_.block(0);
       input.gathered_stride = message_.stride_bytes();
+      input.gathered_on_device = message_.blocks_on_device();
     }
     const bool splits = algorithm == DCT_ALGORITHM_SPLIT || algorithm == DCT_ALGORITHM_HIERARCHICAL;
     if (splits && config_.result_density < 1.0) {
@@ -503,8 +513,9 @@ class CompressedEngine final : public RequestEngine {
   MPI_Comm own_comm_ = MPI_COMM_NULL;  // set by connect()
   bool owns_comm_ = false;
   Backend *backend_;
-  bool staged_;                               // a GPU backend: the exchanges work on host copies
-  bool any_staged_ = false;                   // staged_ on some rank (agreed in connect)
+  bool staged_;                        // a GPU backend: the exchanges work on host copies
+  bool any_staged_ = false;            // staged_ on some rank (agreed in connect)
+  bool all_blocks_on_device_ = false;  // every rank staged_, its MPI GPU-aware (agreed in connect)
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
   mutable std::vector<T> velocity_host_;      // velocity() of a staged request
   BackendArray<T> previous_;                  // dct_momentum_result=gradient: the last update

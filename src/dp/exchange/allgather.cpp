@@ -55,6 +55,7 @@ class AllgatherExchange final : public SparseExchange<T> {
     gathered_on_device_ = false;
     if (in_.transport != nullptr) return gather_on_device(total);
     if (in_.gathered != nullptr) return;  // came with the headers, my own block encoded
+    if (this->messages_on_device()) return gather_on_device(total);
     wire::size_buffer(gathered_, total);
     // My block is encoded in its place in the gathered buffer (MPI_IN_PLACE: no copy), and
     // only where someone reads it: another rank, or my own decode (own_list_usable()).
@@ -74,15 +75,22 @@ class AllgatherExchange final : public SparseExchange<T> {
     }
   }
 
-  // dct_transport=nccl: my block encoded in its place in the device buffer and every block
-  // gathered there, device to device: nothing crosses to the host.
+  // dct_transport=nccl, or a GPU-aware MPI: my block encoded in its place in the device
+  // buffer and every block gathered there, device to device: nothing crosses to the host.
   void gather_on_device(std::size_t units) {
     device_.bytes.reserve_growing(*in_.device, units * wire::kUnitBytes);
     in_.device->encode_block(format(in_.rank), in_.device_idx, in_.device_val, 0,
                              device_.bytes.data() + block_offset(in_.rank), in_.stream);
-    if (in_.ranks > 1)
-      in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(), in_.stream);
     gathered_on_device_ = true;
+    if (in_.ranks == 1) return;
+    if (in_.transport != nullptr)
+      return in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(),
+                                       in_.stream);
+    pending_.emplace_back();
+    check_mpi(
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, device_.bytes.data(), units_.data(),
+                        offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
+        "MPI_Iallgatherv");
   }
 
   // My own entries go into the sum as they are where decoding them would give them back bit
@@ -128,11 +136,13 @@ class AllgatherExchange final : public SparseExchange<T> {
     Backend &device = *in_.device;
     const std::size_t entries = std::accumulate(in_.kept, in_.kept + in_.ranks, std::size_t{0});
     own_direct_ = false;
-    // The blocks lie in one host range: gathered_, or the call's messages (in_.gathered). My
-    // own block crosses back with the others: one copy, where leaving it out would take two.
+    // Gathered on the device (by the transport, a GPU-aware MPI, or with the headers), or in
+    // one host range: gathered_, or the call's messages (in_.gathered). My own block crosses
+    // back with the others: one copy, where leaving it out would take two.
     const std::byte *blocks =
-        gathered_on_device_
-            ? device_.bytes.data()
+        gathered_on_device_ ? device_.bytes.data()
+        : in_.gathered_on_device
+            ? in_.gathered
             : device_.from_host(device, block(0),
                                 static_cast<std::size_t>(block(in_.ranks - 1) - block(0)) +
                                     block_bytes(in_.ranks - 1),

@@ -114,6 +114,8 @@ struct SparseInput {
   /// gathers them itself.
   const std::byte *gathered = nullptr;
   std::size_t gathered_stride = 0;
+  /// With `gathered`: the blocks lie in `device`'s memory (every rank's MPI reads it).
+  bool gathered_on_device = false;
 };
 
 /// Traffic of one exchange, as this rank sees it (DCT_Status fields).
@@ -151,6 +153,13 @@ class SparseExchange : public Schedule {
   void finish() const;
   /// Whether a peer's message was rejected in this call.
   bool failed() const { return !peer_error_.empty(); }
+  /// A GPU request whose entries lie on the device and whose MPI reads device memory (a
+  /// GPU-aware MPI): its messages of compressed bytes are posted from and into device buffers,
+  /// so that nothing but counts and boundaries crosses between host and device. Each rank
+  /// decides alone: its peers' MPI calls are the same whatever memory they pass.
+  bool messages_on_device() const {
+    return in_.device_idx != nullptr && in_.device->mpi_accepts_device_memory();
+  }
 
   SparseInput<T> in_;
   ExchangeTraffic traffic_;

@@ -143,12 +143,18 @@ void SplitExchange<T>::post_entries() {
   }
   wire::mpi_units(send_total);
   wire::mpi_units(recv_total);
-  wire::size_buffer(outgoing_, send_total);
-  wire::size_buffer(incoming_, recv_total);
-  encode_entries(send_total);
+  std::byte *outgoing = encode_entries(send_total);
+  std::byte *incoming = nullptr;
+  if (this->messages_on_device()) {  // into the device, where my segment's owner decodes them
+    device_messages_.reserve_growing(*in_.device, recv_total * wire::kUnitBytes);
+    incoming = device_messages_.data();
+  } else {
+    wire::size_buffer(incoming_, recv_total);
+    incoming = incoming_.data();
+  }
   pending_.emplace_back();
-  check_mpi(MPI_Ialltoallv(outgoing_.data(), send_units_.data(), send_offsets_.data(), MPI_UINT64_T,
-                           incoming_.data(), recv_units_.data(), recv_offsets_.data(), MPI_UINT64_T,
+  check_mpi(MPI_Ialltoallv(outgoing, send_units_.data(), send_offsets_.data(), MPI_UINT64_T,
+                           incoming, recv_units_.data(), recv_offsets_.data(), MPI_UINT64_T,
                            in_.comm, &pending_.back()),
             "MPI_Ialltoallv");
   const std::size_t me = static_cast<std::size_t>(in_.rank);
@@ -170,22 +176,27 @@ const std::vector<std::uint64_t> &SplitExchange<T>::entries_below(
 }
 
 template <typename T>
-void SplitExchange<T>::encode_entries(std::size_t units) {
+std::byte *SplitExchange<T>::encode_entries(std::size_t units) {
   const auto offset = [&](int r) { return std::size_t(send_offsets_[r]) * wire::kUnitBytes; };
+  const std::size_t bytes = units * wire::kUnitBytes;
   if (in_.device_idx == nullptr) {
+    wire::size_buffer(outgoing_, units);
     for (int r = 0; r < in_.ranks; ++r)
       wire::encode_block(entry_format(send_counts_[r], r), in_.idx + first_[r], in_.val + first_[r],
                          begin(r), outgoing_.data() + offset(r));
-    return;
+    return outgoing_.data();
   }
-  // Every owner's block is encoded on the device side by side, then all cross in one copy.
-  const std::size_t bytes = units * wire::kUnitBytes;
+  // Every owner's block is encoded on the device side by side, then all cross in one copy
+  // (none where MPI reads them there).
   device_.bytes.reserve_growing(*in_.device, bytes);
   for (int r = 0; r < in_.ranks; ++r)
     in_.device->encode_block(entry_format(send_counts_[r], r), in_.device_idx + first_[r],
                              in_.device_val + first_[r], begin(r), device_.bytes.data() + offset(r),
                              in_.stream);
+  if (this->messages_on_device()) return device_.bytes.data();
+  wire::size_buffer(outgoing_, units);
   in_.device->copy(outgoing_.data(), device_.bytes.data(), bytes, in_.stream);
+  return outgoing_.data();
 }
 
 template <typename T>
@@ -305,11 +316,21 @@ void SplitExchange<T>::post_segments() {
     traffic_.result_nnz += owned_nnz_all_[r];
   }
   wire::mpi_units(total);
-  wire::size_buffer(gathered_, total);
+  // Where MPI reads device memory my segment is sent from there and every segment gathered
+  // there, in the buffer my owner's blocks came in (summed by now).
+  const bool on_device = this->messages_on_device();
+  std::byte *gathered = nullptr;
+  if (on_device) {
+    device_messages_.reserve_growing(*in_.device, total * wire::kUnitBytes);
+    gathered = device_messages_.data();
+  } else {
+    wire::size_buffer(gathered_, total);
+    gathered = gathered_.data();
+  }
   pending_.emplace_back();
-  check_mpi(MPI_Iallgatherv(segment_.data(), gather_units_[in_.rank], MPI_UINT64_T,
-                            gathered_.data(), gather_units_.data(), gather_offsets_.data(),
-                            MPI_UINT64_T, in_.comm, &pending_.back()),
+  check_mpi(MPI_Iallgatherv(on_device ? owner_.segment.data() : segment_.data(),
+                            gather_units_[in_.rank], MPI_UINT64_T, gathered, gather_units_.data(),
+                            gather_offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
             "MPI_Iallgatherv");
   const MPI_Count mine = gather_units_[in_.rank];
   count_traffic(others(mine * 8), (static_cast<MPI_Count>(total) - mine) * 8);
@@ -324,8 +345,9 @@ void SplitExchange<T>::decode_segments() {
   Backend &backend = on_device ? *in_.device : *in_.host;
   const Stream stream = on_device ? in_.stream : nullptr;
   const std::byte *segments =
-      on_device ? device_.from_host(backend, gathered_.data(), gathered_.size(), stream)
-                : gathered_.data();
+      this->messages_on_device() ? device_messages_.data()
+      : on_device ? device_.from_host(backend, gathered_.data(), gathered_.size(), stream)
+                  : gathered_.data();
   std::size_t total = 0;
   for (int r = 0; r < in_.ranks; ++r)
     if (segment_sparse(r)) total += static_cast<std::size_t>(owned_nnz_all_[r]);

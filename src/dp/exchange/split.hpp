@@ -126,9 +126,10 @@ class SplitExchange : public SparseExchange<T> {
   /// For each key, how many of my entries lie below it (on the device when they are there).
   const std::vector<std::uint64_t> &entries_below(const std::vector<std::uint64_t> &keys);
 
-  /// My entries for every owner into outgoing_ (`units` units), encoded where they lie: only
-  /// the blocks of a GPU request cross to the host.
-  void encode_entries(std::size_t units);
+  /// My entries for every owner (`units` units), encoded where they lie: only the blocks of a
+  /// GPU request cross to the host, into outgoing_, and none where MPI reads them on the device
+  /// (messages_on_device()). Returns where they are.
+  std::byte *encode_entries(std::size_t units);
 
   // Sums the entries of my segment in rank order, so the result bits do not depend on timing.
   void reduce_owned_segment();
@@ -141,6 +142,9 @@ class SplitExchange : public SparseExchange<T> {
   // segment's nonzero sums compacted (indices relative to the segment), the budget applied,
   // the segment encoded into segment_. Returns the nonzeros announced.
   std::size_t encode_owned_segment_on_device();
+  // messages_on_device(): the segment (sparse or dense, as announced) into owner_.segment,
+  // which MPI sends from there.
+  void encode_segment_for_device_messages(std::size_t nonzeros, const WireIndex *idx, const T *val);
   void drop_small_sums_on_device(std::size_t &nonzeros, const WireIndex *&idx, const T *&val);
 
   /// My share of the result budget (dct_result_density), in proportion to the entries I
@@ -200,6 +204,8 @@ class SplitExchange : public SparseExchange<T> {
   // decoded from them
   DeviceStaging<T> device_;
   std::vector<SparseList<T>> lists_;  // the received blocks, decoded on the device
+  // messages_on_device(): the blocks I receive as owner, then every reduced segment
+  BackendArray<std::byte> device_messages_;
   std::int64_t owned_nnz_ = 0;
   std::vector<std::int64_t> owned_nnz_all_;
   std::vector<std::byte> segment_, gathered_;
