@@ -425,12 +425,12 @@ class CompressedEngine final : public RequestEngine {
   bool sums_on_device(int algorithm) const {
     return staged_ && (algorithm != DCT_ALGORITHM_DENSE || backend_->mpi_accepts_device_memory());
   }
-  // ... and the allgather, split and hierarchical encode this rank's blocks there too, every
-  // value coding: then only compressed bytes cross between host and device. Recursive
-  // doubling still merges host copies of the entries.
+  // ... and every sparse exchange encodes this rank's blocks there too (recursive doubling
+  // also merges there), every value coding: then only compressed bytes cross between host and
+  // device, and none where MPI reads device memory.
   bool encodes_on_device(int algorithm) const {
     if (algorithm != DCT_ALGORITHM_ALLGATHER && algorithm != DCT_ALGORITHM_SPLIT &&
-        algorithm != DCT_ALGORITHM_HIERARCHICAL)
+        algorithm != DCT_ALGORITHM_HIERARCHICAL && algorithm != DCT_ALGORITHM_RECURSIVE_DOUBLING)
       return false;
 #ifdef DCT_TESTING
     if (testing::tamper_allreduce_indices != nullptr) return false;  // tampers with host copies

@@ -469,10 +469,10 @@ TEST(DeviceBuffers, DensityOneAndDenseGiveDeviceBuffersToAGpuAwareMpi) {
   static_cast<void>(gpus());  // the staged emulation again, for the tests after this one
 }
 
-// With a GPU-aware MPI the allgather, split and hierarchical exchanges hand MPI their device
-// buffers: the allgather's blocks (gathered with the headers under the adaptive control, on
-// their own under the fixed one), split's and hierarchical's blocks and reduced segments are
-// sent and received in device memory, so that after the first call only counts, cuts and
+// With a GPU-aware MPI the sparse exchanges hand MPI their device buffers: the allgather's
+// blocks (gathered with the headers under the adaptive control, on their own under the fixed
+// one), split's and hierarchical's blocks and reduced segments, recursive doubling's partial
+// sums are sent and received in device memory, so that after the first call only counts, cuts and
 // flags cross between host and device, and the sums stay the host twin's, bit for bit.
 TEST(DeviceBuffers, AGpuAwareMpiMovesNoBlockThroughTheHost) {
   detail::emulation::api::mpi_aware = true;
@@ -486,6 +486,7 @@ TEST(DeviceBuffers, AGpuAwareMpiMovesNoBlockThroughTheHost) {
         {{"dct_algorithm", "allgather"}, {"dct_tau_control", "fixed"}, {"dct_interval", "2"}},
         {{"dct_algorithm", "split"}},
         {{"dct_algorithm", "hierarchical"}},
+        {{"dct_algorithm", "recursive_doubling"}},
         {{"dct_algorithm", "split"}, {"dct_result_density", "0.005"}}};
     for (const auto &variant : variants)
       for (const char *values : {"native", "bf16", "sign"}) {
@@ -619,6 +620,41 @@ TEST(DeviceBuffers, OnlyCompressedBlocksCrossBetweenHostAndDevice) {
               << "call " << call;
         }
       }
+    }
+  }
+}
+
+// Recursive doubling keeps a GPU request's partial sum on the device: each round's message is
+// encoded there and the peer's decoded and merged there, so what crosses is the messages,
+// compressed: my own list's block in the first round, at most the sum's block in the others
+// (and in the folds of a rank count that is not a power of two), and nothing at 1 rank. At a
+// density whose sum turns dense (0.7: from 3 ranks on) the partial sums switch to dense on the
+// device as on the host, at the same step: the twins' bytes and bits agree.
+TEST(DeviceBuffers, RecursiveDoublingMergesOnTheDevice) {
+  Backend &gpu = *gpus()[0];
+  constexpr std::size_t n = 100003;
+  constexpr std::size_t kScalars = 512;
+  int power = 1, rounds = 0;
+  while (power * 2 <= size()) {
+    power *= 2;
+    ++rounds;
+  }
+  const std::size_t later_sends =
+      std::size_t(rounds) - (rounds > 0 ? 1 : 0) + (power != size() ? 2 : 0);
+  for (const char *density : {"0.01", "0.7"}) {
+    SCOPED_TRACE(density);
+    Twins<float> twins(gpu, n, {{"dct_density", density}, {"dct_algorithm", "recursive_doubling"}});
+    for (int call = 0; call < 5; ++call) {
+      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+      ASSERT_EQ(twins.status().algorithm, DCT_ALGORITHM_RECURSIVE_DOUBLING);
+      if (call == 0 || std::string(density) != "0.01") continue;
+      const auto kept = static_cast<std::size_t>(twins.status().nnz_sent);
+      const std::size_t sum_block = native_block_bytes(nonzeros(twins.host_sum()), n);
+      const auto [to_host, to_device] = twins.crossed();
+      EXPECT_LE(to_host,
+                (size() > 1 ? native_block_bytes(kept, n) : 0) + later_sends * sum_block + kScalars)
+          << "call " << call;
+      EXPECT_LE(to_device, (std::size_t(rounds) + 1) * sum_block + kScalars) << "call " << call;
     }
   }
 }

@@ -84,15 +84,16 @@ struct SparseInput {
   /// GPU requests: the request's stream (DCT_Request_set_stream), on which the exchange's
   /// device kernels and copies run (backend.hpp: every call synchronizes it).
   Stream stream = nullptr;
-  /// GPU requests staged through the host (every algorithm but dense): `result` is the user's
-  /// device buffer and this its backend. What the sum is made of goes to the device as it
-  /// came, compressed (allgather's blocks, split's reduced segments) or as the final sparse list
-  /// (recursive doubling), is decoded and validated there and summed as on the host: the
-  /// n-element result passes through host memory only where the sum itself travels dense.
+  /// GPU requests (every algorithm but dense, unless MPI reads device memory): `result` is the
+  /// user's device buffer and this its backend. What the sum is made of goes to the device as
+  /// it came, compressed (allgather's blocks, split's reduced segments, recursive doubling's
+  /// partial sums), is decoded and validated there and summed as on the host: the n-element
+  /// result passes through host memory only where the sum itself travels dense.
   Backend *device = nullptr;
-  /// allgather, split and hierarchical, with `device`: this rank's entries in the device's
-  /// memory (values as they travel), which the exchange cuts and encodes there; `idx` and
-  /// `val` are then not read (nullptr).
+  /// The sparse exchanges, with `device`: this rank's entries in the device's memory (values
+  /// as they travel), which the exchange cuts, encodes and merges there; `idx` and `val` are
+  /// then not read (nullptr). Without them (a test's tampering with host copies) the entries
+  /// are read from `idx` and `val`.
   const WireIndex *device_idx = nullptr;
   const T *device_val = nullptr;
   /// allgather, with device_idx: the blocks travel device to device over this transport (NCCL)

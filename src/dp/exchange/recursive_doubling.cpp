@@ -7,6 +7,15 @@
 // <= P); the even one of each pair hands its entries to the odd one, sits out the rounds and
 // receives the final sum. Every message is a size word (nonzeros, or -1 for dense) and then
 // the payload. Both partners add the same two operands, so every rank ends with the same bits.
+// A merge keeps the nonzero sums only: an index whose two values cancel leaves the list.
+//
+// A GPU request's partial sum stays on the device (Device below): its entries are encoded,
+// decoded, merged and summed there, and only the encoded messages cross, in host memory
+// (or none, where MPI reads device memory: messages_on_device()). Its merge sums both lists
+// into a dense buffer and selects the nonzeros (Backend primitives: two passes over n on the
+// device, where the host merges the two lists), with the same bits and list sizes as the host.
+// The two paths stay side by side in this file (absorb and absorb_on_device, encode and
+// encode_on_device), so that each step can be read against its twin.
 #include <algorithm>
 #include <cstring>
 
@@ -37,8 +46,17 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     while (power_ * 2 <= p) power_ *= 2;
     extra_ = p - power_;
     const std::size_t mine = static_cast<std::size_t>(in_.kept[in_.rank]);
-    wire::assign_growing(idx_, in_.idx, in_.idx + mine);
-    wire::assign_growing(val_, in_.val, in_.val + mine);
+    if (on_device()) {
+      Backend &device = *in_.device;
+      device_.list_idx.reserve_growing(device, mine);
+      device_.list_val.reserve_growing(device, mine);
+      device.copy(device_.list_idx.data(), in_.device_idx, mine * sizeof(WireIndex), in_.stream);
+      device.copy(device_.list_val.data(), in_.device_val, mine * sizeof(T), in_.stream);
+      device_.entries = mine;
+    } else {
+      wire::assign_growing(idx_, in_.idx, in_.idx + mine);
+      wire::assign_growing(val_, in_.val, in_.val + mine);
+    }
     // Steps: [fold-in], rounds, [fold-out]; each step is two stages (size, payload).
     if (in_.rank < 2 * extra_) {
       steps_.push_back(in_.rank % 2 == 0 ? Step{Role::send, in_.rank + 1}
@@ -82,17 +100,19 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     return true;
   }
 
-  bool dense() const { return dense_; }
+  // A GPU request whose entries lie on the device keeps its partial sum there.
+  bool on_device() const { return in_.device_idx != nullptr; }
+  std::size_t entries() const { return on_device() ? device_.entries : idx_.size(); }
   // Partial sums travel in full precision, as index lists or bitmaps of the whole tensor.
   wire::BlockFormat list_format(std::size_t entries) const {
     return wire::block_format<T>(entries, in_.count, ValueCoding::native);
   }
   std::size_t my_units() const {
-    return dense_ ? wire::dense_units<T>(in_.count) : list_format(idx_.size()).units();
+    return dense_ ? wire::dense_units<T>(in_.count) : list_format(entries()).units();
   }
 
   void post_sizes(const Step &s) {
-    my_size_ = dense_ ? kDense : static_cast<std::int64_t>(idx_.size());
+    my_size_ = dense_ ? kDense : static_cast<std::int64_t>(entries());
     if (receives(s)) {
       pending_.emplace_back();
       check_mpi(
@@ -116,33 +136,69 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       const std::size_t units = peer_size_ == kDense
                                     ? wire::dense_units<T>(in_.count)
                                     : list_format(static_cast<std::size_t>(peer_size_)).units();
-      wire::size_buffer(incoming_, units);
+      std::byte *incoming = nullptr;
+      if (this->messages_on_device()) {
+        device_.incoming.reserve_growing(*in_.device, units * wire::kUnitBytes);
+        incoming = device_.incoming.data();
+      } else {
+        wire::size_buffer(incoming_, units);
+        incoming = incoming_.data();
+      }
       pending_.emplace_back();
-      check_mpi(MPI_Irecv(incoming_.data(), wire::mpi_units(units), MPI_UINT64_T, s.peer,
-                          kPayloadTag, in_.comm, &pending_.back()),
+      check_mpi(MPI_Irecv(incoming, wire::mpi_units(units), MPI_UINT64_T, s.peer, kPayloadTag,
+                          in_.comm, &pending_.back()),
                 "MPI_Irecv");
       traffic_.bytes_received += static_cast<MPI_Count>(units * wire::kUnitBytes);
     }
     if (sends(s)) {
       const std::size_t units = my_units();
-      wire::size_buffer(outgoing_, units);
-      if (dense_) {
-        std::memset(outgoing_.data(), 0, outgoing_.size());
-        if (in_.count > 0) std::memcpy(outgoing_.data(), sum_.data(), in_.count * sizeof(T));
-      } else {
-        wire::encode_block(list_format(idx_.size()), idx_.data(), val_.data(), 0, outgoing_.data());
-      }
+      const std::byte *outgoing = on_device() ? encode_on_device(units) : encode(units);
       pending_.emplace_back();
-      check_mpi(MPI_Isend(outgoing_.data(), wire::mpi_units(units), MPI_UINT64_T, s.peer,
-                          kPayloadTag, in_.comm, &pending_.back()),
+      check_mpi(MPI_Isend(outgoing, wire::mpi_units(units), MPI_UINT64_T, s.peer, kPayloadTag,
+                          in_.comm, &pending_.back()),
                 "MPI_Isend");
       traffic_.bytes_sent += static_cast<MPI_Count>(units * wire::kUnitBytes);
     }
   }
 
+  // My partial sum as it travels (`units` units): the dense sum, its last unit padded with
+  // zeros, or the list's block.
+  const std::byte *encode(std::size_t units) {
+    wire::size_buffer(outgoing_, units);
+    if (dense_) {
+      std::memset(outgoing_.data(), 0, outgoing_.size());
+      if (in_.count > 0) std::memcpy(outgoing_.data(), sum_.data(), in_.count * sizeof(T));
+    } else {
+      wire::encode_block(list_format(idx_.size()), idx_.data(), val_.data(), 0, outgoing_.data());
+    }
+    return outgoing_.data();
+  }
+  // The same bytes, made on the device; copied to the host unless MPI reads them there.
+  const std::byte *encode_on_device(std::size_t units) {
+    Backend &device = *in_.device;
+    const std::size_t bytes = units * wire::kUnitBytes;
+    device_.outgoing.reserve_growing(device, bytes);
+    std::byte *out = device_.outgoing.data();
+    if (dense_) {
+      T *dense = reinterpret_cast<T *>(out);
+      if (in_.count > 0) device.copy(dense, device_.sum.data(), in_.count * sizeof(T), in_.stream);
+      if (bytes > in_.count * sizeof(T))
+        device.fill_zero(dense + in_.count, (bytes - in_.count * sizeof(T)) / sizeof(T),
+                         in_.stream);
+    } else if (bytes > 0) {
+      device.encode_block(list_format(device_.entries), device_.list_idx.data(),
+                          device_.list_val.data(), 0, out, in_.stream);
+    }
+    if (this->messages_on_device()) return out;
+    wire::size_buffer(outgoing_, units);
+    device.copy(outgoing_.data(), out, bytes, in_.stream);
+    return outgoing_.data();
+  }
+
   // Merges (or, for the last step of a folded-out rank, replaces with) what the peer sent.
   void absorb(const Step &s) {
     if (!receives(s)) return;
+    if (on_device()) return absorb_on_device(s);
     const std::byte *block = incoming_.data();
     if (peer_size_ == kDense) {
       traffic_.nnz_received += static_cast<MPI_Count>(in_.count);
@@ -209,18 +265,106 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
         merged_idx_.push_back(idx[b]);
         merged_val_.push_back(val[b++]);
       } else {
-        merged_idx_.push_back(idx[b]);
-        merged_val_.push_back(val_[a++] + val[b++]);
+        const T sum = val_[a++] + val[b++];
+        if (sum == T(0)) continue;  // cancelled (NaN stays)
+        merged_idx_.push_back(idx[b - 1]);
+        merged_val_.push_back(sum);
       }
     }
     idx_.swap(merged_idx_);
     val_.swap(merged_val_);
   }
 
+  // absorb()'s twin for a partial sum on the device, step for step: the same sums, in the same
+  // order (mine + theirs), and the same list sizes.
+  void absorb_on_device(const Step &s) {
+    Backend &device = *in_.device;
+    const std::size_t bytes = peer_size_ == kDense
+                                  ? wire::dense_units<T>(in_.count) * wire::kUnitBytes
+                                  : list_format(std::size_t(peer_size_)).units() * wire::kUnitBytes;
+    const std::byte *block =
+        this->messages_on_device()
+            ? device_.incoming.data()
+            : device_.staging.from_host(device, incoming_.data(), bytes, in_.stream);
+    if (peer_size_ == kDense) {
+      traffic_.nnz_received += static_cast<MPI_Count>(in_.count);
+      const T *theirs = reinterpret_cast<const T *>(block);
+      device_.sum.reserve_growing(device, in_.count);
+      T *sum = device_.sum.data();
+      if (s.role == Role::receive_replace || !dense_) {
+        const bool mine = s.role != Role::receive_replace && !dense_;
+        if (in_.count > 0) device.copy(sum, theirs, in_.count * sizeof(T), in_.stream);
+        if (mine)
+          device.scatter_add(device_.list_idx.data(), device_.list_val.data(), device_.entries, sum,
+                             in_.stream);
+        device_.entries = 0;
+        dense_ = true;
+        return;
+      }
+      // sum + theirs, elementwise (1 * x is x exactly: the host's sum_[i] += theirs[i]).
+      device.momentum_update(theirs, sum, T(1), sum, in_.count, in_.stream);
+      return;
+    }
+    const std::size_t entries = static_cast<std::size_t>(peer_size_);
+    device_.staging.reserve_entries(device, entries);
+    WireIndex *idx = device_.staging.idx.data();
+    T *val = device_.staging.val.data();
+    if (!device.decode_block(list_format(entries), block, bytes, 0, idx, val, in_.stream)) {
+      this->peer_error(s.peer, "indices out of range or out of order");
+      return;
+    }
+    traffic_.nnz_received += static_cast<MPI_Count>(entries);
+    if (s.role == Role::receive_replace) {
+      device_.list_idx.reserve_growing(device, entries);
+      device_.list_val.reserve_growing(device, entries);
+      device.copy(device_.list_idx.data(), idx, entries * sizeof(WireIndex), in_.stream);
+      device.copy(device_.list_val.data(), val, entries * sizeof(T), in_.stream);
+      device_.entries = entries;
+      dense_ = false;
+      return;
+    }
+    if (dense_) {
+      device.scatter_add(idx, val, entries, device_.sum.data(), in_.stream);
+      return;
+    }
+    // Both lists summed in a dense buffer (+0, mine, theirs), then its nonzeros selected: the
+    // host's merge. Where they are too many for a list, that buffer is the dense sum.
+    const SparseList<T> lists[2] = {
+        {device_.list_idx.data(), device_.list_val.data(), device_.entries}, {idx, val, entries}};
+    const std::size_t capacity = device_.entries + entries;
+    device_.sum.reserve_growing(device, in_.count);
+    device.sum_lists(lists, 2, device_.sum.data(), 0, in_.count, in_.stream);
+    device_.list_idx.reserve_growing(device, capacity);  // my list is in the sum now
+    device_.list_val.reserve_growing(device, capacity);
+    device_.entries = in_.count == 0
+                          ? 0
+                          : device
+                                .select(nullptr, device_.sum.data(), in_.count, T(0), kEveryTie,
+                                        device_.list_idx.data(), device_.list_val.data(), capacity,
+                                        SparseList<T>{}, in_.stream)
+                                .count;
+    if (!wire::sparse_is_smaller<T>(device_.entries, in_.count)) {
+      device_.entries = 0;
+      dense_ = true;
+    }
+  }
+
   // The result is written only once the call succeeded: a rejected call leaves it as it was.
   // A GPU request's sparse sum goes to the device as its list, summed there (not n elements).
   void write_result() {
     this->finish();
+    if (on_device()) {
+      Backend &device = *in_.device;
+      if (dense_) {
+        if (in_.count > 0)
+          device.copy(in_.result, device_.sum.data(), in_.count * sizeof(T), in_.stream);
+        return;
+      }
+      const SparseList<T> sum{device_.list_idx.data(), device_.list_val.data(), device_.entries};
+      device.sum_lists(&sum, 1, in_.result, 0, in_.count, in_.stream);
+      traffic_.result_nnz = static_cast<MPI_Count>(device_.entries);
+      return;
+    }
     if (dense_) {
       if (in_.count == 0) return;
       if (in_.device != nullptr)
@@ -231,7 +375,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     }
     const SparseList<T> sum{idx_.data(), val_.data(), idx_.size()};
     if (in_.device != nullptr)
-      device_.sum_host_list(*in_.device, sum, in_.result, 0, in_.count, in_.stream);
+      device_.staging.sum_host_list(*in_.device, sum, in_.result, 0, in_.count, in_.stream);
     else
       in_.host->sum_lists(&sum, 1, in_.result, 0, in_.count, nullptr);
     traffic_.result_nnz = static_cast<MPI_Count>(idx_.size());
@@ -249,7 +393,17 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   std::int64_t my_size_ = 0;
   std::int64_t peer_size_ = 0;
   std::vector<std::byte> outgoing_, incoming_;
-  DeviceStaging<T> device_;  // in_.device only: the final sparse sum on the device
+  // in_.device only: on_device(), the partial sum (a list, or dense in `sum`, which is also
+  // the merges' buffer), the messages encoded and received there, and the peer's decoded
+  // list; else the final sparse sum, copied over from the host.
+  struct Device {
+    BackendArray<WireIndex> list_idx;
+    BackendArray<T> list_val;
+    std::size_t entries = 0;
+    BackendArray<T> sum;
+    BackendArray<std::byte> outgoing, incoming;  // incoming: messages_on_device() only
+    DeviceStaging<T> staging;
+  } device_;
 };
 
 }  // namespace
