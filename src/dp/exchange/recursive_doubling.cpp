@@ -14,8 +14,8 @@
 // (or none, where MPI reads device memory: messages_on_device()). Its merge sums both lists
 // into a dense buffer and selects the nonzeros (Backend primitives: two passes over n on the
 // device, where the host merges the two lists), with the same bits and list sizes as the host.
-// The two paths stay side by side in this file (absorb and absorb_on_device, encode and
-// encode_on_device), so that each step can be read against its twin.
+// The two paths stay side by side in this file (absorb and absorb_on_device, encode_message
+// and encode_message_on_device), so that each step can be read against its twin.
 #include <algorithm>
 #include <cstring>
 
@@ -152,7 +152,8 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     }
     if (sends(s)) {
       const std::size_t units = my_units();
-      const std::byte *outgoing = on_device() ? encode_on_device(units) : encode(units);
+      const std::byte *outgoing =
+          on_device() ? encode_message_on_device(units) : encode_message(units);
       pending_.emplace_back();
       check_mpi(MPI_Isend(outgoing, wire::mpi_units(units), MPI_UINT64_T, s.peer, kPayloadTag,
                           in_.comm, &pending_.back()),
@@ -163,7 +164,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
 
   // My partial sum as it travels (`units` units): the dense sum, its last unit padded with
   // zeros, or the list's block.
-  const std::byte *encode(std::size_t units) {
+  const std::byte *encode_message(std::size_t units) {
     wire::size_buffer(outgoing_, units);
     if (dense_) {
       std::memset(outgoing_.data(), 0, outgoing_.size());
@@ -174,7 +175,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     return outgoing_.data();
   }
   // The same bytes, made on the device; copied to the host unless MPI reads them there.
-  const std::byte *encode_on_device(std::size_t units) {
+  const std::byte *encode_message_on_device(std::size_t units) {
     Backend &device = *in_.device;
     const std::size_t bytes = units * wire::kUnitBytes;
     device_.outgoing.reserve_growing(device, bytes);

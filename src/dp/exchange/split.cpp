@@ -114,6 +114,8 @@ void SplitExchange<T>::post_counts() {
   recv_counts_.assign(ranks(), 0);
   const std::vector<std::uint64_t> &bounds = entries_below(layout_.boundaries);
   first_.assign(bounds.begin(), bounds.end());
+  // Every entry goes to some owner, even one whose index is not below n (only a test's
+  // tampering makes one): the last owner then rejects it, as every rank learns.
   first_[ranks()] = mine;
   for (std::size_t r = 0; r < ranks(); ++r)
     send_counts_[r] = static_cast<std::int64_t>(first_[r + 1] - first_[r]);
