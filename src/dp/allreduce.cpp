@@ -332,6 +332,20 @@ class CompressedEngine final : public RequestEngine {
 #endif
     return compressor_.host_indices();
   }
+  // ... and in the device's memory, where the exchanges encode them (encodes_on_device): a
+  // test's damage reaches them there too, so that the device's encoders and decoders meet it.
+  const WireIndex *device_indices() {
+#ifdef DCT_TESTING
+    if (testing::tamper_allreduce_indices != nullptr) {
+      const std::size_t kept = compressor_.kept();
+      tampered_device_idx_.reserve_growing(*backend_, kept);
+      backend_->copy(tampered_device_idx_.data(), outgoing_idx(), kept * sizeof(WireIndex),
+                     stream_);
+      return tampered_device_idx_.data();
+    }
+#endif
+    return compressor_.kept_indices();
+  }
   T *host_result() {
     if (!staged_) return recv_;
     if (result_host_.size() < elements())
@@ -393,11 +407,11 @@ class CompressedEngine final : public RequestEngine {
                                         on_device ? backend_ : nullptr);
     if (fused_kept_ > 0 && kept == fused_kept_) {
       if (on_device)
-        backend_->encode_block(format, compressor_.kept_indices(), compressor_.wire_values(), 0,
-                               block, stream_);
+        backend_->encode_block(format, device_indices(), compressor_.wire_values(), 0, block,
+                               stream_);
       else if (encodes_on_device(DCT_ALGORITHM_ALLGATHER))
-        encode_on_device(*backend_, format, compressor_.kept_indices(), compressor_.wire_values(),
-                         block, device_block_, stream_);
+        encode_on_device(*backend_, format, device_indices(), compressor_.wire_values(), block,
+                         device_block_, stream_);
       else
         wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
     }
@@ -432,9 +446,6 @@ class CompressedEngine final : public RequestEngine {
     if (algorithm != DCT_ALGORITHM_ALLGATHER && algorithm != DCT_ALGORITHM_SPLIT &&
         algorithm != DCT_ALGORITHM_HIERARCHICAL && algorithm != DCT_ALGORITHM_RECURSIVE_DOUBLING)
       return false;
-#ifdef DCT_TESTING
-    if (testing::tamper_allreduce_indices != nullptr) return false;  // tampers with host copies
-#endif
     return staged_;
   }
 
@@ -455,7 +466,7 @@ class CompressedEngine final : public RequestEngine {
     input.result = sums_on_device(algorithm) ? recv_ : host_result();
     if (sums_on_device(algorithm)) input.device = backend_;
     if (device_entries) {
-      input.device_idx = compressor_.kept_indices();
+      input.device_idx = device_indices();
       input.device_val = compressor_.wire_values();
       if (algorithm == DCT_ALGORITHM_ALLGATHER) input.transport = transport_;
     }
@@ -522,7 +533,8 @@ class CompressedEngine final : public RequestEngine {
   mutable std::vector<T> previous_host_;      // last_update() of a staged request
   GradientCompressor<T> compressor_;          // residual, threshold and kept entries
 #ifdef DCT_TESTING
-  std::vector<WireIndex> tampered_idx_;  // testing::tamper_allreduce_indices only
+  std::vector<WireIndex> tampered_idx_;          // testing::tamper_allreduce_indices only
+  BackendArray<WireIndex> tampered_device_idx_;  // the same, on the device (staged_ only)
 #endif
   BackendArray<T> result_host_;           // the exchange's result (staged_ only)
   BackendArray<std::byte> device_block_;  // encodes_on_device(): the fused block, on the device
