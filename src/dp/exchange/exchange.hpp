@@ -220,6 +220,17 @@ void encode_on_device(Backend &device, const wire::BlockFormat &format, const Wi
   device.copy(out, scratch.data(), bytes, stream);
 }
 
+/// A dense block in `device`'s memory: the n values of `sum` into `out` (`bytes`, a whole
+/// number of units), the last unit's padding zeroed, as the host's dense blocks are.
+template <typename T>
+void copy_dense_block(Backend &device, const T *sum, std::size_t n, std::byte *out,
+                      std::size_t bytes, Stream stream) {
+  T *dense = reinterpret_cast<T *>(out);
+  if (n > 0) device.copy(dense, sum, n * sizeof(T), stream);
+  if (bytes > n * sizeof(T))
+    device.fill_zero(dense + n, (bytes - n * sizeof(T)) / sizeof(T), stream);
+}
+
 /// A GPU request's device buffers for what its sum is made of (SparseInput::device): blocks
 /// that came to the host, and the entries decoded from them. Grown as needed, kept from call
 /// to call like the exchanges' host buffers.

@@ -181,11 +181,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     device_.outgoing.reserve_growing(device, bytes);
     std::byte *out = device_.outgoing.data();
     if (dense_) {
-      T *dense = reinterpret_cast<T *>(out);
-      if (in_.count > 0) device.copy(dense, device_.sum.data(), in_.count * sizeof(T), in_.stream);
-      if (bytes > in_.count * sizeof(T))
-        device.fill_zero(dense + in_.count, (bytes - in_.count * sizeof(T)) / sizeof(T),
-                         in_.stream);
+      copy_dense_block(device, device_.sum.data(), in_.count, out, bytes, in_.stream);
     } else if (bytes > 0) {
       device.encode_block(list_format(device_.entries), device_.list_idx.data(),
                           device_.list_val.data(), 0, out, in_.stream);

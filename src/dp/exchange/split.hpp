@@ -140,11 +140,9 @@ class SplitExchange : public SparseExchange<T> {
   void encode_owned_segment(std::uint64_t first, std::size_t nonzeros);
   // The device's twin of the host's count, drop_small_sums and encode_owned_segment: my
   // segment's nonzero sums compacted (indices relative to the segment), the budget applied,
-  // the segment encoded into segment_. Returns the nonzeros announced.
+  // the segment encoded into owner_.segment (and segment_, unless MPI sends it from the
+  // device). Returns the nonzeros announced.
   std::size_t encode_owned_segment_on_device();
-  // messages_on_device(): the segment (sparse or dense, as announced) into owner_.segment,
-  // which MPI sends from there.
-  void encode_segment_for_device_messages(std::size_t nonzeros, const WireIndex *idx, const T *val);
   void drop_small_sums_on_device(std::size_t &nonzeros, const WireIndex *&idx, const T *&val);
 
   /// My share of the result budget (dct_result_density), in proportion to the entries I

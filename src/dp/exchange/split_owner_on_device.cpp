@@ -67,39 +67,23 @@ std::size_t SplitExchange<T>::encode_owned_segment_on_device() {
   const WireIndex *idx = owner_.idx.data();
   const T *val = owner_.val.data();
   drop_small_sums_on_device(nonzeros, idx, val);
-  if (this->messages_on_device()) {  // MPI sends owner_.segment itself
-    encode_segment_for_device_messages(nonzeros, idx, val);
-  } else if (wire::sparse_is_smaller<T>(nonzeros, length)) {
-    const wire::BlockFormat format = segment_format(in_.rank, nonzeros);
-    wire::size_buffer(segment_, format.units());
-    encode_on_device(device, format, idx, val, segment_.data(), owner_.segment, in_.stream);
-  } else {
-    wire::size_buffer(segment_, wire::dense_units<T>(length));
-    std::fill(segment_.begin(), segment_.end(), std::byte{0});
-    device.copy(segment_.data(), owner_.sum.data(), length * sizeof(T), in_.stream);
+  // The segment as it travels, made in owner_.segment: MPI sends it from there, or it crosses
+  // to the host once.
+  const bool sparse = wire::sparse_is_smaller<T>(nonzeros, length);
+  const std::size_t units =
+      sparse ? segment_format(in_.rank, nonzeros).units() : wire::dense_units<T>(length);
+  const std::size_t bytes = units * wire::kUnitBytes;
+  owner_.segment.reserve_growing(device, bytes);
+  if (!sparse)
+    copy_dense_block(device, owner_.sum.data(), length, owner_.segment.data(), bytes, in_.stream);
+  else if (bytes > 0)
+    device.encode_block(segment_format(in_.rank, nonzeros), idx, val, 0, owner_.segment.data(),
+                        in_.stream);
+  if (!this->messages_on_device()) {
+    wire::size_buffer(segment_, units);
+    device.copy(segment_.data(), owner_.segment.data(), bytes, in_.stream);
   }
   return nonzeros;
-}
-
-template <typename T>
-void SplitExchange<T>::encode_segment_for_device_messages(std::size_t nonzeros,
-                                                          const WireIndex *idx, const T *val) {
-  Backend &device = *in_.device;
-  const std::size_t length = this->length(in_.rank);
-  if (wire::sparse_is_smaller<T>(nonzeros, length)) {
-    const wire::BlockFormat format = segment_format(in_.rank, nonzeros);
-    if (format.units() == 0) return;
-    owner_.segment.reserve_growing(device, format.units() * wire::kUnitBytes);
-    device.encode_block(format, idx, val, 0, owner_.segment.data(), in_.stream);
-    return;
-  }
-  // Dense: the sum, its last unit padded with zeros as the host's copy is.
-  const std::size_t bytes = wire::dense_units<T>(length) * wire::kUnitBytes;
-  owner_.segment.reserve_growing(device, bytes);
-  T *dense = reinterpret_cast<T *>(owner_.segment.data());
-  if (length > 0) device.copy(dense, owner_.sum.data(), length * sizeof(T), in_.stream);
-  if (bytes > length * sizeof(T))
-    device.fill_zero(dense + length, (bytes - length * sizeof(T)) / sizeof(T), in_.stream);
 }
 
 template <typename T>
@@ -142,12 +126,6 @@ template void SplitExchange<float>::reduce_owned_segment_on_device();
 template void SplitExchange<double>::reduce_owned_segment_on_device();
 template std::size_t SplitExchange<float>::encode_owned_segment_on_device();
 template std::size_t SplitExchange<double>::encode_owned_segment_on_device();
-template void SplitExchange<float>::encode_segment_for_device_messages(std::size_t,
-                                                                       const WireIndex *,
-                                                                       const float *);
-template void SplitExchange<double>::encode_segment_for_device_messages(std::size_t,
-                                                                        const WireIndex *,
-                                                                        const double *);
 template void SplitExchange<float>::drop_small_sums_on_device(std::size_t &, const WireIndex *&,
                                                               const float *&);
 template void SplitExchange<double>::drop_small_sums_on_device(std::size_t &, const WireIndex *&,
