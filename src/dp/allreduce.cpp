@@ -192,9 +192,12 @@ class CompressedEngine final : public RequestEngine {
         post_header_exchange(comm);
       } catch (...) {
         compressor_.undo(stream_);
+        settle();
         throw;
       }
     }
+    // DCT_Start's promise (dct.h): the application's work on the stream and dct's kernels done.
+    backend_->synchronize(stream_);
     launch();
   }
 
@@ -272,6 +275,7 @@ class CompressedEngine final : public RequestEngine {
       if (keeps_last_update())
         backend_->momentum_unroll(recv_, previous_.data(), static_cast<T>(config_.momentum),
                                   elements(), stream_);
+      backend_->synchronize(stream_);  // recvbuf written when the completion call returns
     }
     return done;
   }
@@ -308,6 +312,16 @@ class CompressedEngine final : public RequestEngine {
     }
     exchange_ = nullptr;
     compressor_.undo(stream_);
+    settle();
+  }
+
+  // After an error, before it is reported: the residual put back on the device (undo only
+  // queues it). A failure here (a device already broken) must not hide the call's own error.
+  void settle() noexcept {
+    try {
+      backend_->synchronize(stream_);
+    } catch (...) {
+    }
   }
 
   // This call's entries (gradient_compressor.hpp), for its status.
@@ -364,7 +378,7 @@ class CompressedEngine final : public RequestEngine {
       recv = host_result();
       backend_->copy(recv, send_, bytes, stream_);
       send = MPI_IN_PLACE;
-    }
+    }  // else MPI reads the device, where start() waited for the momentum's send_
     allreduce_in_chunks(send, recv, count_, datatype_, sizeof(T), MPI_SUM, RequestEngine::comm());
     if (!direct) backend_->copy(recv_, recv, bytes, stream_);
     status_.algorithm = DCT_ALGORITHM_DENSE;
@@ -415,6 +429,7 @@ class CompressedEngine final : public RequestEngine {
       else
         wire::encode_block(format, outgoing_idx(), compressor_.outgoing_values(), 0, block);
     }
+    if (on_device) backend_->synchronize(stream_);  // MPI reads the block where it was encoded
     message_.post(header_, comm);
   }
 

@@ -7,10 +7,12 @@
 // number of threads small while still running several blocks and several threads per block.
 //
 // This checks the common code's logic (radix selection, scan compaction, capacity, sampling,
-// scatter-add), not the GPU: memory is host memory, and races that need real GPU timing are
-// not reproduced. "Device" memory is remembered, so that pointer attributes tell it from host
-// memory: the MPI suite's mpi.device_buffers.emulated hands it to the library
-// (testing::emulated_gpu) and runs whole requests on it. Test code only.
+// scatter-add), not the GPU: memory is host memory, and races inside a kernel that need real GPU
+// timing are not reproduced. Work on the device is queued and runs only when the host waits for
+// it (DeviceQueue), so a synchronization the library forgot shows as wrong bits. "Device" memory is
+// remembered, so that pointer attributes tell it from host memory: the MPI suite's
+// mpi.device_buffers.emulated hands it to the library (testing::emulated_gpu) and runs whole
+// requests on it. Test code only.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -147,18 +150,63 @@ inline void on_stream(void *stream) {
   if (required_stream != nullptr && stream != required_stream) ++off_stream;
 }
 
+/// The emulated device's queue: kernels, copies, fills and scans run when the host waits for
+/// them (stream_synchronize, or a free, which synchronizes as cudaFree does), not when they are
+/// issued, as on a GPU, where they run later than the call that queued them. So a host read of
+/// memory the device has not finished writing, or MPI handed a device buffer whose kernel has not
+/// run, sees the old contents and a bitwise test fails; an emulation that ran every operation at
+/// once would pass them. One queue for every stream, in issue order: one of the orders a GPU
+/// may run them in.
+class DeviceQueue {
+ public:
+  void push(std::function<void()> operation) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_.push_back(std::move(operation));
+  }
+  /// Whether nothing is queued: what a dct call leaves when it returns (dct.h's stream semantics).
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return queued_.empty();
+  }
+  /// Runs what is queued, in order, on the calling thread.
+  void drain() {
+    for (;;) {
+      std::function<void()> operation;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (queued_.empty()) return;
+        operation = std::move(queued_.front());
+        queued_.pop_front();
+      }
+      operation();
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::function<void()>> queued_;
+};
+inline DeviceQueue device_queue;
+
+/// The host's waits so far for work the device still had queued (stream_synchronize with
+/// something to run; waiting on an idle stream costs no round trip): a whole-request test
+/// bounds how often a call makes the host wait for the device.
+inline std::size_t waits = 0;
+
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, unsigned int grid, unsigned int block, Args... args) {
-  gridDim.x = std::min(grid, kEmulatedGrid);
-  blockDim.x = std::min(block, kEmulatedBlock);
-  block_barrier.reset(blockDim.x);
   ++launches;
-  for (unsigned int b = 0; b < gridDim.x; ++b)
-    block_threads().run(blockDim.x, [&](unsigned int t) {
-      blockIdx.x = b;
-      threadIdx.x = t;
-      kernel(args...);
-    });
+  device_queue.push([=] {
+    gridDim.x = std::min(grid, kEmulatedGrid);
+    blockDim.x = std::min(block, kEmulatedBlock);
+    block_barrier.reset(blockDim.x);
+    for (unsigned int b = 0; b < gridDim.x; ++b)
+      block_threads().run(blockDim.x, [&](unsigned int t) {
+        blockIdx.x = b;
+        threadIdx.x = t;
+        kernel(args...);
+      });
+  });
 }
 
 }  // namespace dct::detail::emulation
@@ -211,6 +259,9 @@ class DeviceMemory {
   std::map<std::uintptr_t, std::size_t> blocks_;
 };
 inline DeviceMemory device_memory;
+/// The emulated pinned host allocations (malloc_host): copies to and from them are queued, where
+/// those to and from other (pageable) host memory make the host wait, as CUDA's and HIP's do.
+inline DeviceMemory pinned_memory;
 
 /// What mpi_accepts_device_memory() answers (a GPU-aware MPI or not); tests set it.
 inline bool mpi_aware = false;
@@ -238,22 +289,38 @@ inline error_t device_count(int *count) {
   *count = 1;
   return success;
 }
-inline error_t malloc_host(void **pointer, std::size_t bytes) {
+/// What the host does when it waits for the device: runs what is queued.
+inline void wait_for_device() {
+  if (!device_queue.idle()) ++waits;
+  device_queue.drain();
+}
+inline error_t allocate(void **pointer, std::size_t bytes) {
   *pointer = std::malloc(std::max<std::size_t>(bytes, 1));
   return *pointer ? success : out_of_memory;
 }
-inline error_t free_host(void *pointer) {
+inline void release(void *pointer) {  // cudaFreeHost and cudaFree wait for the device
+  wait_for_device();
   std::free(pointer);
+}
+inline error_t malloc_host(void **pointer, std::size_t bytes) {
+  const error_t error = allocate(pointer, bytes);
+  if (error == success) pinned_memory.add(*pointer, bytes);
+  return error;
+}
+inline error_t free_host(void *pointer) {
+  pinned_memory.remove(pointer);
+  release(pointer);
   return success;
 }
 inline error_t malloc_device(void **pointer, std::size_t bytes) {
-  const error_t error = malloc_host(pointer, bytes);
+  const error_t error = allocate(pointer, bytes);
   if (error == success) device_memory.add(*pointer, bytes);
   return error;
 }
 inline error_t free_device(void *pointer) {
   device_memory.remove(pointer);
-  return free_host(pointer);
+  release(pointer);
+  return success;
 }
 /// Bytes copied from the device to the host and the other way (what a request moves across).
 inline std::size_t copied_to_host = 0, copied_to_device = 0;
@@ -264,12 +331,21 @@ inline error_t copy_async(void *destination, const void *source, std::size_t byt
   const bool from = device_memory.contains(source), to = device_memory.contains(destination);
   if (from && !to) copied_to_host += bytes;
   if (to && !from) copied_to_device += bytes;
-  std::memcpy(destination, source, bytes);
+  // cudaMemcpyAsync between the device and pageable host memory: to the host it returns once
+  // the copy is done, from the host once the source is staged, after what the stream holds.
+  const bool pageable =
+      (!from && !pinned_memory.contains(source)) || (!to && !pinned_memory.contains(destination));
+  if ((from || to) && pageable) {
+    wait_for_device();
+    std::memcpy(destination, source, bytes);
+  } else {
+    device_queue.push([=] { std::memcpy(destination, source, bytes); });
+  }
   return success;
 }
 inline error_t zero_async(void *destination, std::size_t bytes, stream_t stream) {
   on_stream(stream);
-  std::memset(destination, 0, bytes);
+  device_queue.push([=] { std::memset(destination, 0, bytes); });
   return success;
 }
 inline error_t stream_create(stream_t *stream) {
@@ -278,6 +354,7 @@ inline error_t stream_create(stream_t *stream) {
   return success;
 }
 inline error_t stream_synchronize(stream_t) {
+  wait_for_device();
   return success;
 }
 inline error_t is_device_pointer(const void *pointer, bool *device) {
@@ -292,8 +369,10 @@ error_t inclusive_sum_of(void *temporary, std::size_t &temporary_bytes, Flag fla
     temporary_bytes = 64;  // something, as the libraries ask for
     return success;
   }
-  unsigned int sum = 0;
-  for (std::size_t i = 0; i < n; ++i) out[i] = sum += flag(i);
+  device_queue.push([=] {
+    unsigned int sum = 0;
+    for (std::size_t i = 0; i < n; ++i) out[i] = sum += flag(i);
+  });
   return success;
 }
 inline bool mpi_accepts_device_memory() {

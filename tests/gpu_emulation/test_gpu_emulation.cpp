@@ -117,6 +117,7 @@ TYPED_TEST(Emulated, SelectMatchesReferenceWithCapacityAndLimit) {
       const Selected found =
           this->backend_.select(send.data(), residual.data(), n, tau, limit, idx.data(), val.data(),
                                 capacity, SparseList<T>{}, nullptr);
+      this->backend_.synchronize(nullptr);  // the entries and the residual are only queued
       EXPECT_EQ(found.count, expected.size());
       EXPECT_EQ(found.nonfinite, 2u);
       const std::size_t written = std::min(found.count, capacity);
@@ -155,6 +156,7 @@ TYPED_TEST(Emulated, TrimKeepsTheTopKWithTiesByIndex) {
     const Trimmed<T> trimmed =
         this->backend_.trim_candidates(idx.data(), val.data(), m, k, aim, coding, out_idx.data(),
                                        out_val.data(), remainders.data(), nullptr);
+    this->backend_.synchronize(nullptr);                      // the kept entries are only queued
     const auto expected = reference_selection(val, T(6), k);  // 42 sevens + 8 of the sixes
     EXPECT_EQ(trimmed.finite, m);
     EXPECT_EQ(trimmed.kth, T(6));
@@ -187,6 +189,7 @@ TYPED_TEST(Emulated, SelectDoesThePendingWritesFirst) {
   const Selected found = this->backend_.select(
       send.data(), residual.data(), n, T(1.2), kEveryTie, idx.data(), val.data(), n,
       SparseList<T>{pending_idx.data(), pending_val.data(), pending_idx.size()}, nullptr);
+  this->backend_.synchronize(nullptr);
   EXPECT_EQ(found.count, expected.count);
   EXPECT_EQ(idx, expected_idx);
   EXPECT_EQ(residual, written);
@@ -208,6 +211,7 @@ TYPED_TEST(Emulated, SampleScatterAddAndFillZero) {
   const std::vector<WireIndex> idx = {0, 3, 999};
   const std::vector<T> val = {T(1), T(-2), T(0.5)};
   this->backend_.scatter_add(idx.data(), val.data(), idx.size(), out.data(), nullptr);
+  this->backend_.synchronize(nullptr);  // queued only: a host read needs the wait
   for (std::size_t i = 0; i < n; ++i) {
     T expected = residual[i];
     for (std::size_t j = 0; j < idx.size(); ++j)
@@ -215,6 +219,7 @@ TYPED_TEST(Emulated, SampleScatterAddAndFillZero) {
     EXPECT_EQ(out[i], expected);
   }
   this->backend_.fill_zero(out.data(), n, nullptr);
+  this->backend_.synchronize(nullptr);
   for (T v : out) EXPECT_EQ(v, T(0));
 }
 

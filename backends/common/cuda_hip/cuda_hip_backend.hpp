@@ -205,19 +205,23 @@ struct TieFlag {
   }
 };
 
-/// Entry i is selected: the keep rule, and a tie only while its rank is below the budget
-/// (`tie_inclusive`: the scanned tie flags; nullptr: every tie).
+/// Entry i is selected: the keep rule, and a tie only while its rank is within the budget
+/// that `limit` leaves after the `*above` entries above tau (`tie_inclusive`: the scanned tie
+/// flags; nullptr: every tie). The budget is read on the device, where count_selected left
+/// `*above`, so that the host does not wait between the count and the scan.
 template <typename T>
 struct SelectFlag {
   const T *send;
   const T *residual;
   T tau;
   const unsigned int *tie_inclusive;
-  std::size_t budget;
+  const unsigned long long *above;
+  std::size_t limit;
   __host__ __device__ unsigned int operator()(std::size_t i) const {
     const T acc = accumulated(send, residual, i);
     if (!keep_entry(acc, tau)) return 0u;
     if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != tau) return 1u;
+    const std::size_t budget = limit > *above ? limit - static_cast<std::size_t>(*above) : 0;
     return static_cast<std::size_t>(tie_inclusive[i]) <= budget ? 1u : 0u;
   }
 };
@@ -340,7 +344,10 @@ class GpuBackend final : public Backend {
   GpuBackend &operator=(const GpuBackend &) = delete;
   /// The accessors never destroy their backend (the runtime may be gone at exit); a backend
   /// that is destroyed (tests/gpu_emulation) frees its scratch memory. Its stream stays.
-  ~GpuBackend() override { deallocate(workspace_); }
+  ~GpuBackend() override {
+    deallocate(workspace_);
+    deallocate_host(readback_);
+  }
 
   DCT_Backend kind() const override { return DCT_GPU_KIND; }
 
@@ -387,7 +394,12 @@ class GpuBackend final : public Backend {
     if (bytes == 0) return;
     const api::stream_t s = resolve(stream);
     check(api::copy_async(destination, source, bytes, s), "copy");
-    check(api::stream_synchronize(s), "copy (synchronize)");
+    if (!owns(destination) || !owns(source))  // host memory: readable or reusable on return
+      check(api::stream_synchronize(s), "copy (synchronize)");
+  }
+
+  void synchronize(Stream stream) override {
+    check(api::stream_synchronize(resolve(stream)), "synchronize");
   }
 
   bool mpi_accepts_device_memory() const override {
@@ -401,7 +413,7 @@ class GpuBackend final : public Backend {
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     const std::size_t bytes = count * sizeof(std::uint64_t);
-    char *scratch = workspace(2 * aligned(bytes));
+    char *scratch = workspace(2 * aligned(bytes), s);
     auto *device_keys = reinterpret_cast<std::uint64_t *>(scratch);
     auto *bounds = reinterpret_cast<std::uint64_t *>(scratch + aligned(bytes));
     check(api::copy_async(device_keys, keys, bytes, s), "lower_bounds (keys)");
@@ -475,9 +487,30 @@ class GpuBackend final : public Backend {
     return own_stream_;
   }
 
-  /// Device scratch memory of at least `bytes`, kept between calls (grow only). The caller
-  /// holds workspace_mutex_ until its kernels have finished.
-  char *workspace(std::size_t bytes) {
+  /// Device scratch memory of at least `bytes`, kept between calls (grow only), for kernels on
+  /// stream `s`. The caller holds workspace_mutex_ while it queues them. Kernels an earlier call
+  /// queued may still read it: on the same stream they run first; on another, wait for them
+  /// (freeing it to grow it waits for the whole device).
+  /// Pinned host memory of at least `bytes` for the scalars the host reads back (counts, a
+  /// threshold, a verdict). A copy from the device into pageable memory returns only once it is
+  /// done, so each would make the host wait for the device right there; into pinned memory it
+  /// is queued like a kernel, and the one wait at the end covers them all. The caller holds
+  /// workspace_mutex_.
+  char *readback(std::size_t bytes) {
+    if (bytes > readback_bytes_) {
+      deallocate_host(readback_);
+      readback_ = nullptr;
+      readback_bytes_ = 0;
+      readback_ = static_cast<char *>(allocate_host(bytes));
+      readback_bytes_ = bytes;
+    }
+    return readback_;
+  }
+
+  char *workspace(std::size_t bytes, api::stream_t s) {
+    if (workspace_stream_ != nullptr && workspace_stream_ != s)
+      check(api::stream_synchronize(workspace_stream_), "workspace (synchronize)");
+    workspace_stream_ = s;
     if (bytes > workspace_bytes_) {
       deallocate(workspace_);
       workspace_ = nullptr;
@@ -496,7 +529,7 @@ class GpuBackend final : public Backend {
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
-    char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)));
+    char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)), s);
     auto *histogram = reinterpret_cast<unsigned long long *>(scratch);
     auto *state = reinterpret_cast<SelectState<Bits> *>(scratch + histogram_bytes);
     DCT_GPU_LAUNCH(select_init<Bits>, 1, kBlock, s, state, k, histogram);
@@ -515,9 +548,10 @@ class GpuBackend final : public Backend {
       check_launch("kth_largest_abs (digit)");
       high = shift;
     }
-    Bits prefix = 0;
-    check(api::copy_async(&prefix, &state->prefix, sizeof prefix, s), "kth_largest_abs (copy)");
+    auto *host_prefix = reinterpret_cast<Bits *>(readback(sizeof(Bits)));
+    check(api::copy_async(host_prefix, &state->prefix, sizeof(Bits), s), "kth_largest_abs (copy)");
     check(api::stream_synchronize(s), "kth_largest_abs");
+    const Bits prefix = *host_prefix;
     T tau;
     std::memcpy(&tau, &prefix, sizeof tau);
     return tau != tau ? std::numeric_limits<T>::infinity() : tau;
@@ -530,7 +564,7 @@ class GpuBackend final : public Backend {
     require(n > 0, DCT_ERR_INTERNAL, "gather_abs_sample: samples of an empty tensor");
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
-    T *samples = reinterpret_cast<T *>(workspace(m * sizeof(T)));
+    T *samples = reinterpret_cast<T *>(workspace(m * sizeof(T), s));
     DCT_GPU_LAUNCH(gather_abs<T>, grid_for(m), kBlock, s, send, residual, n, m, seed, samples);
     check_launch("gather_abs_sample");
     check(api::copy_async(host_out, samples, m * sizeof(T), s), "gather_abs_sample (copy)");
@@ -553,7 +587,7 @@ class GpuBackend final : public Backend {
     require(n <= std::numeric_limits<unsigned int>::max(), DCT_ERR_INTERNAL,
             "select: more elements than DCT_MAX_COUNT");
     const TieFlag<T> tie{send, residual, tau};
-    SelectFlag<T> flag{send, residual, tau, nullptr, 0};
+    SelectFlag<T> flag{send, residual, tau, nullptr, nullptr, 0};
     std::size_t tie_scan = 0, keep_scan = 0;
     check(api::inclusive_sum_of(nullptr, tie_scan, tie, n, static_cast<unsigned int *>(nullptr), s),
           "select (scan size)");
@@ -563,7 +597,7 @@ class GpuBackend final : public Backend {
     const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
     const std::size_t array_bytes = aligned(n * sizeof(unsigned int));
     const std::size_t temporary_bytes = aligned(tie_scan > keep_scan ? tie_scan : keep_scan);
-    char *scratch = workspace(counts_bytes + 2 * array_bytes + temporary_bytes);
+    char *scratch = workspace(counts_bytes + 2 * array_bytes + temporary_bytes, s);
     auto *counts = reinterpret_cast<unsigned long long *>(scratch);
     auto *tie_inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes);
     auto *inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes + array_bytes);
@@ -571,21 +605,23 @@ class GpuBackend final : public Backend {
     check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "select (counts)");
     DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, counts);
     check_launch("select (count)");
-    unsigned long long host_counts[2] = {0, 0};
-    check(api::copy_async(host_counts, counts, sizeof host_counts, s), "select (copy)");
-    check(api::stream_synchronize(s), "select (count)");
+    auto *host_counts =
+        reinterpret_cast<unsigned long long *>(readback(3 * sizeof(unsigned long long)));
+    check(api::copy_async(host_counts, counts, 2 * sizeof(unsigned long long), s), "select (copy)");
     Positions<T> positions;
-    positions.selected.nonfinite = static_cast<std::size_t>(host_counts[1]);
-    if (limit != kEveryTie) {
+    if (limit != kEveryTie) {  // the tie budget is counts[0]'s business, on the device
       check(api::inclusive_sum_of(temporary, tie_scan, tie, n, tie_inclusive, s), "select (ties)");
-      const std::size_t above = static_cast<std::size_t>(host_counts[0]);
       flag.tie_inclusive = tie_inclusive;
-      flag.budget = limit > above ? limit - above : 0;
+      flag.above = counts;
+      flag.limit = limit;
     }
     check(api::inclusive_sum_of(temporary, keep_scan, flag, n, inclusive, s), "select (scan)");
-    unsigned int kept = 0;
-    check(api::copy_async(&kept, inclusive + (n - 1), sizeof kept, s), "select (copy)");
+    auto *host_kept = reinterpret_cast<unsigned int *>(host_counts + 2);
+    check(api::copy_async(host_kept, inclusive + (n - 1), sizeof(unsigned int), s),
+          "select (copy)");
     check(api::stream_synchronize(s), "select (scan)");
+    const unsigned int kept = *host_kept;
+    positions.selected.nonfinite = static_cast<std::size_t>(host_counts[1]);
     positions.inclusive = inclusive;
     positions.flag = flag;
     positions.selected.count = kept;
@@ -605,10 +641,11 @@ class GpuBackend final : public Backend {
       check_launch("select (pending writes)");
     }
     const Positions<T> positions = select_positions(send, residual, n, tau, limit, s);
-    DCT_GPU_LAUNCH(select_compact<T>, grid_for(n), kBlock, s, send, residual, n, positions.flag,
-                   positions.inclusive, idx, val, capacity);
-    check_launch("select (compact)");
-    check(api::stream_synchronize(s), "select");
+    if (send != nullptr || capacity > 0) {  // else only counted: nothing to write
+      DCT_GPU_LAUNCH(select_compact<T>, grid_for(n), kBlock, s, send, residual, n, positions.flag,
+                     positions.inclusive, idx, val, capacity);
+      check_launch("select (compact)");
+    }
     return positions.selected;
   }
 
@@ -623,7 +660,6 @@ class GpuBackend final : public Backend {
     DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
                    positions.inclusive, coding, out_idx, out_val, remainders);
     check_launch("keep_top (compact)");
-    check(api::stream_synchronize(s), "keep_top");
     return positions.selected.count;
   }
 
@@ -638,7 +674,6 @@ class GpuBackend final : public Backend {
       DCT_GPU_LAUNCH(encode_entries<T>, grid_for(b.entries), kBlock, s, b, idx, val, begin, words);
       check_launch("encode_block");
     }
-    check(api::stream_synchronize(s), "encode_block");
   }
 
   // The verdict needs the device's: one flag and the count of set bits, read back at the end.
@@ -660,11 +695,12 @@ class GpuBackend final : public Backend {
             "decode_block (scan size)");
     const std::size_t flag_bytes = aligned(sizeof(unsigned int));
     const std::size_t array_bytes = aligned(chunks * sizeof(unsigned int));
-    char *scratch = workspace(flag_bytes + array_bytes + aligned(scan_bytes));
+    char *scratch = workspace(flag_bytes + array_bytes + aligned(scan_bytes), s);
     auto *failed = reinterpret_cast<unsigned int *>(scratch);
     auto *inclusive = reinterpret_cast<unsigned int *>(scratch + flag_bytes);
     check(api::zero_async(failed, sizeof(unsigned int), s), "decode_block (flag)");
-    unsigned int found = static_cast<unsigned int>(b.entries);
+    auto *host = reinterpret_cast<unsigned int *>(readback(2 * sizeof(unsigned int)));
+    host[1] = static_cast<unsigned int>(b.entries);  // found, where there is no bitmap to count
     if (chunks > 0) {
       check(api::inclusive_sum_of(scratch + flag_bytes + array_bytes, scan_bytes, ones, chunks,
                                   inclusive, s),
@@ -672,7 +708,7 @@ class GpuBackend final : public Backend {
       DCT_GPU_LAUNCH(decode_ones, grid_for(chunks), kBlock, s, ones, chunks, inclusive, begin, idx,
                      failed);
       check_launch("decode_block (indices)");
-      check(api::copy_async(&found, inclusive + (chunks - 1), sizeof found, s),
+      check(api::copy_async(host + 1, inclusive + (chunks - 1), sizeof(unsigned int), s),
             "decode_block (copy)");
     }
     DCT_GPU_LAUNCH(decode_entries<T>, grid_for(b.entries), kBlock, s, b, words, begin, idx, val,
@@ -684,10 +720,9 @@ class GpuBackend final : public Backend {
     }
     DCT_GPU_LAUNCH(check_padding, 1, 1, s, b, words, failed);
     check_launch("decode_block (padding)");
-    unsigned int rejected = 0;
-    check(api::copy_async(&rejected, failed, sizeof rejected, s), "decode_block (copy)");
+    check(api::copy_async(host, failed, sizeof(unsigned int), s), "decode_block (copy)");
     check(api::stream_synchronize(s), "decode_block");
-    return rejected == 0 && found == b.entries;
+    return host[0] == 0 && host[1] == b.entries;
   }
 
   template <typename T>
@@ -697,7 +732,7 @@ class GpuBackend final : public Backend {
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     const std::size_t chunks = (m + sign_values::kChunk - 1) / sign_values::kChunk;
     const std::size_t magnitude_bytes = aligned(sizeof(sign_values::Magnitude<T>));
-    char *scratch = workspace(magnitude_bytes + chunks * sizeof(sign_values::Partial));
+    char *scratch = workspace(magnitude_bytes + chunks * sizeof(sign_values::Partial), s);
     auto *magnitude = reinterpret_cast<sign_values::Magnitude<T> *>(scratch);
     auto *partials = reinterpret_cast<sign_values::Partial *>(scratch + magnitude_bytes);
     DCT_GPU_LAUNCH(sign_chunks_kernel<T>, grid_for(chunks), kBlock, s, val, m, chunks, partials);
@@ -707,7 +742,6 @@ class GpuBackend final : public Backend {
     DCT_GPU_LAUNCH(sign_entries_kernel<T>, grid_for(m), kBlock, s, val, m, magnitude, wire,
                    remainders);
     check_launch("quantise_signs (entries)");
-    check(api::stream_synchronize(s), "quantise_signs");
   }
 
   template <typename T>
@@ -716,7 +750,6 @@ class GpuBackend final : public Backend {
     const api::stream_t s = resolve(stream);
     DCT_GPU_LAUNCH(scatter_add_kernel<T>, grid_for(m), kBlock, s, idx, val, m, out);
     check_launch("scatter_add");
-    check(api::stream_synchronize(s), "scatter_add");
   }
 
   template <typename T>
@@ -724,7 +757,6 @@ class GpuBackend final : public Backend {
     if (n == 0) return;
     const api::stream_t s = resolve(stream);
     check(api::zero_async(out, n * sizeof(T), s), "fill_zero");  // all-zero bits: +0.0
-    check(api::stream_synchronize(s), "fill_zero");
   }
 
   template <typename T>
@@ -735,7 +767,6 @@ class GpuBackend final : public Backend {
     DCT_GPU_LAUNCH(momentum_update_kernel<T>, grid_for(n), kBlock, s, send, velocity, momentum, out,
                    n);
     check_launch("momentum_update");
-    check(api::stream_synchronize(s), "momentum_update");
   }
 
   template <typename T>
@@ -745,7 +776,6 @@ class GpuBackend final : public Backend {
     DCT_GPU_LAUNCH(momentum_unroll_kernel<T>, grid_for(n), kBlock, s, result, previous, momentum,
                    n);
     check_launch("momentum_unroll");
-    check(api::stream_synchronize(s), "momentum_unroll");
   }
 
   template <typename T>
@@ -754,7 +784,6 @@ class GpuBackend final : public Backend {
     const api::stream_t s = resolve(stream);
     DCT_GPU_LAUNCH(scatter_zero_kernel<T>, grid_for(m), kBlock, s, idx, m, out);
     check_launch("scatter_zero");
-    check(api::stream_synchronize(s), "scatter_zero");
   }
 
   mutable std::once_flag available_once_;
@@ -768,6 +797,9 @@ class GpuBackend final : public Backend {
   std::mutex workspace_mutex_;  // one scratch buffer: kernels of this backend run one at a time
   char *workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  api::stream_t workspace_stream_ = nullptr;  // the stream of the last kernels that used it
+  char *readback_ = nullptr;                  // pinned (readback)
+  std::size_t readback_bytes_ = 0;
 };
 
 }  // namespace

@@ -83,6 +83,7 @@ class AllgatherExchange final : public SparseExchange<T> {
                              device_.bytes.data() + block_offset(in_.rank), in_.stream);
     gathered_on_device_ = true;
     if (in_.ranks == 1) return;
+    this->device_ready_for_mpi();  // NCCL too: on its own stream where the request has none
     if (in_.transport != nullptr)
       return in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(),
                                        in_.stream);

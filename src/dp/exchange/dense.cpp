@@ -71,6 +71,7 @@ class DenseExchange final : public SparseExchange<T> {
     if (in_.device != nullptr) {
       device_block_.reserve_growing(*in_.device, block_total_);
       block = device_block_.data();
+      this->device_ready_for_mpi();  // the entries scattered into the result
     } else {
       block_.resize(block_total_);
       block = block_.data();

@@ -82,7 +82,8 @@ struct SparseInput {
   /// The backend whose kernels run on the exchange's host buffers (decode, scatter-add).
   Backend *host = nullptr;
   /// GPU requests: the request's stream (DCT_Request_set_stream), on which the exchange's
-  /// device kernels and copies run (backend.hpp: every call synchronizes it).
+  /// device kernels and copies run (compute_backend.hpp: those that only write device memory
+  /// are queued there, and the exchange waits for them before MPI touches device memory).
   Stream stream = nullptr;
   /// GPU requests (every algorithm but dense, unless MPI reads device memory): `result` is the
   /// user's device buffer and this its backend. What the sum is made of goes to the device as
@@ -161,6 +162,9 @@ class SparseExchange : public Schedule {
   bool messages_on_device() const {
     return in_.device_idx != nullptr && in_.device->mpi_accepts_device_memory();
   }
+  /// Before MPI reads or writes device memory: the kernels queued on the request's stream done
+  /// (those that only write device memory return before they ran: compute_backend.hpp).
+  void device_ready_for_mpi() const { in_.device->synchronize(in_.stream); }
 
   SparseInput<T> in_;
   ExchangeTraffic traffic_;

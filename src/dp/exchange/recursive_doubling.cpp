@@ -129,10 +129,16 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
   }
 
   void post_payloads(const Step &s) {
+    // A size we cannot bound would make us receive blindly: give up now.
+    if (receives(s) && peer_size_ != kDense)
+      peer::announced_entries(peer_size_, in_.count, s.peer, "entries for a tensor of");
+    const std::size_t my_units = sends(s) ? this->my_units() : 0;
+    const std::byte *outgoing = nullptr;
+    if (sends(s))
+      outgoing = on_device() ? encode_message_on_device(my_units) : encode_message(my_units);
+    // My message encoded, and the last round's merge done with the buffer the peer's comes into.
+    if (this->messages_on_device()) this->device_ready_for_mpi();
     if (receives(s)) {
-      // A size we cannot bound would make us receive blindly: give up now.
-      if (peer_size_ != kDense)
-        peer::announced_entries(peer_size_, in_.count, s.peer, "entries for a tensor of");
       const std::size_t units = peer_size_ == kDense
                                     ? wire::dense_units<T>(in_.count)
                                     : list_format(static_cast<std::size_t>(peer_size_)).units();
@@ -151,14 +157,11 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
       traffic_.bytes_received += static_cast<MPI_Count>(units * wire::kUnitBytes);
     }
     if (sends(s)) {
-      const std::size_t units = my_units();
-      const std::byte *outgoing =
-          on_device() ? encode_message_on_device(units) : encode_message(units);
       pending_.emplace_back();
-      check_mpi(MPI_Isend(outgoing, wire::mpi_units(units), MPI_UINT64_T, s.peer, kPayloadTag,
+      check_mpi(MPI_Isend(outgoing, wire::mpi_units(my_units), MPI_UINT64_T, s.peer, kPayloadTag,
                           in_.comm, &pending_.back()),
                 "MPI_Isend");
-      traffic_.bytes_sent += static_cast<MPI_Count>(units * wire::kUnitBytes);
+      traffic_.bytes_sent += static_cast<MPI_Count>(my_units * wire::kUnitBytes);
     }
   }
 

@@ -150,6 +150,7 @@ void SplitExchange<T>::post_entries() {
   if (this->messages_on_device()) {  // into the device, where my segment's owner decodes them
     device_messages_.reserve_growing(*in_.device, recv_total * wire::kUnitBytes);
     incoming = device_messages_.data();
+    this->device_ready_for_mpi();  // my blocks encoded
   } else {
     wire::size_buffer(incoming_, recv_total);
     incoming = incoming_.data();
@@ -325,6 +326,7 @@ void SplitExchange<T>::post_segments() {
   if (on_device) {
     device_messages_.reserve_growing(*in_.device, total * wire::kUnitBytes);
     gathered = device_messages_.data();
+    this->device_ready_for_mpi();  // my segment encoded, the owners' blocks decoded and summed
   } else {
     wire::size_buffer(gathered_, total);
     gathered = gathered_.data();
