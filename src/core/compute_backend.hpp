@@ -116,6 +116,18 @@ namespace wire {
 struct BlockFormat;  // wire.hpp
 }
 
+/// One block for Backend::decode_blocks: decode_block's arguments, and its verdict.
+template <typename T>
+struct BlockToDecode {
+  const wire::BlockFormat *format;
+  const std::byte *in;
+  std::size_t in_bytes;
+  std::uint64_t begin;
+  WireIndex *idx;
+  T *val;
+  bool valid = false;  ///< written by decode_blocks: decode_block's verdict
+};
+
 class Backend;
 /// Backend::rank_candidates composed of select (at tau = Inf it selects exactly NaN and +-Inf;
 /// with send == nullptr the list is only read) and kth_largest_abs.
@@ -239,6 +251,13 @@ class Backend {
   virtual bool decode_block(const wire::BlockFormat &format, const std::byte *in,                  \
                             std::size_t in_bytes, std::uint64_t begin, WireIndex *idx, T *val,     \
                             Stream stream) = 0;                                                    \
+  /** decode_block of each of `count` blocks (a host array), its verdict into its `valid`: */      \
+  /** what a rank does with every peer's block at once (on a GPU: one wait for all). */            \
+  virtual void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream stream) {         \
+    for (std::size_t b = 0; b < count; ++b)                                                        \
+      blocks[b].valid = decode_block(*blocks[b].format, blocks[b].in, blocks[b].in_bytes,          \
+                                     blocks[b].begin, blocks[b].idx, blocks[b].val, stream);       \
+  }                                                                                                \
   /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
   virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
                            Stream stream) = 0;                                                     \

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_hip/cuda_hip_backend.hpp"
@@ -193,6 +195,51 @@ TYPED_TEST(Emulated, SelectDoesThePendingWritesFirst) {
   EXPECT_EQ(found.count, expected.count);
   EXPECT_EQ(idx, expected_idx);
   EXPECT_EQ(residual, written);
+}
+
+// The GPU's trim_candidates reads the non-finite count and both thresholds back in one wait
+// (the selections past the non-finite start from the count on the device): the same ranks
+// and entries as Backend's composition of select, kth_largest_abs and keep_top, with NaN and
+// +-Inf among the candidates, ties, and ranks beyond the finite ones.
+TYPED_TEST(Emulated, TrimInOneWaitIsTheComposedTrim) {
+  using T = TypeParam;
+  const std::size_t m = 400;
+  std::vector<WireIndex> idx(m);
+  std::vector<T> val = this->random_values(m, 11);
+  for (std::size_t j = 0; j < m; ++j) idx[j] = static_cast<WireIndex>(2 * j + 3);
+  for (std::size_t j = 0; j < m; j += 13) val[j] = T(0.75);  // ties
+  val[5] = std::numeric_limits<T>::quiet_NaN();
+  val[6] = std::numeric_limits<T>::infinity();
+  val[7] = -std::numeric_limits<T>::infinity();
+  for (const auto &[k, aim] : {std::pair<std::size_t, std::size_t>{40, 120},
+                               {1, 1},
+                               {m - 3, m - 3},
+                               {m - 2, m},
+                               {m + 5, m + 9}}) {
+    SCOPED_TRACE(std::to_string(k) + ", " + std::to_string(aim));
+    std::vector<WireIndex> one_idx(m, 0), composed_idx(m, 0);
+    std::vector<T> one_val(m, T(0)), composed_val(m, T(0)), one_rest(m, T(0)),
+        composed_rest(m, T(0));
+    const Trimmed<T> one =
+        this->backend_.trim_candidates(idx.data(), val.data(), m, k, aim, ValueCoding::fp16,
+                                       one_idx.data(), one_val.data(), one_rest.data(), nullptr);
+    const Trimmed<T> composed = trim_by_ranks(
+        this->backend_, ranks_by_selections(this->backend_, val.data(), m, k, aim, nullptr),
+        idx.data(), val.data(), m, k, ValueCoding::fp16, composed_idx.data(), composed_val.data(),
+        composed_rest.data(), nullptr);
+    this->backend_.synchronize(nullptr);
+    EXPECT_EQ(one.finite, m - 3);
+    EXPECT_EQ(one.finite, composed.finite);
+    EXPECT_EQ(one.kth, composed.kth);
+    EXPECT_EQ(one.aimth, composed.aimth);
+    EXPECT_EQ(one.kept, composed.kept);
+    EXPECT_EQ(one_idx, composed_idx);
+    for (std::size_t j = 0; j < one.kept; ++j) {
+      EXPECT_TRUE(one_val[j] == composed_val[j] ||
+                  (one_val[j] != one_val[j] && composed_val[j] != composed_val[j]));
+      EXPECT_EQ(one_rest[j], composed_rest[j]);
+    }
+  }
 }
 
 TYPED_TEST(Emulated, SampleScatterAddAndFillZero) {

@@ -106,14 +106,16 @@ struct SelectState {
   unsigned long long remaining;  // rank of the answer among the keys that match prefix
 };
 
+/// The selection of the k-th largest key, or with `past` the (k + *past)-th: past the keys a
+/// count on the device left there, so that the host need not read it first.
 template <typename Bits>
 __global__ void select_init(SelectState<Bits> *state, unsigned long long k,
-                            unsigned long long *histogram) {
+                            const unsigned long long *past, unsigned long long *histogram) {
   for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x) histogram[b] = 0;
   if (threadIdx.x == 0) {
     state->prefix = 0;
     state->mask = 0;
-    state->remaining = k;
+    state->remaining = k + (past != nullptr ? *past : 0);
   }
 }
 
@@ -449,7 +451,18 @@ class GpuBackend final : public Backend {
   }                                                                                                \
   bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,    \
                     std::uint64_t begin, WireIndex *idx, T *val, Stream stream) override {         \
-    return decode_block_impl(format, in, in_bytes, begin, idx, val, stream);                       \
+    BlockToDecode<T> block{&format, in, in_bytes, begin, idx, val};                                \
+    decode_blocks_impl(&block, 1, stream);                                                         \
+    return block.valid;                                                                            \
+  }                                                                                                \
+  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,     \
+                             std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,  \
+                             T *remainders, Stream stream) override {                              \
+    return trim_by_ranks(*this, candidate_ranks_impl(val, m, k, aim, stream), idx, val, m, k,      \
+                         coding, out_idx, out_val, remainders, stream);                            \
+  }                                                                                                \
+  void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream stream) override {        \
+    decode_blocks_impl(blocks, count, stream);                                                     \
   }                                                                                                \
   void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
       override {                                                                                   \
@@ -521,18 +534,13 @@ class GpuBackend final : public Backend {
     return workspace_;
   }
 
+  /// The radix selection's kernels, queued: init, then a histogram and a digit per 11 bits.
   template <typename T>
-  T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k,
-                         Stream stream) {
+  void queue_radix_selection(const T *send, const T *residual, std::size_t n, unsigned long long k,
+                             const unsigned long long *past, SelectState<KeyBits<T>> *state,
+                             unsigned long long *histogram, api::stream_t s) {
     using Bits = KeyBits<T>;
-    require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
-    const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
-    const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
-    char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)), s);
-    auto *histogram = reinterpret_cast<unsigned long long *>(scratch);
-    auto *state = reinterpret_cast<SelectState<Bits> *>(scratch + histogram_bytes);
-    DCT_GPU_LAUNCH(select_init<Bits>, 1, kBlock, s, state, k, histogram);
+    DCT_GPU_LAUNCH(select_init<Bits>, 1, kBlock, s, state, k, past, histogram);
     check_launch("kth_largest_abs (init)");
     // Fewer blocks than the other kernels: each block adds its shared histogram to the global
     // one at the end (kBins atomics per block).
@@ -548,13 +556,76 @@ class GpuBackend final : public Backend {
       check_launch("kth_largest_abs (digit)");
       high = shift;
     }
+  }
+
+  /// A selected key as the threshold it stands for: |acc|, a NaN as +Inf.
+  template <typename T>
+  static T threshold_of(KeyBits<T> key) {
+    T tau;
+    std::memcpy(&tau, &key, sizeof tau);
+    return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+  }
+
+  /// ranks_by_selections with one wait instead of three: the count of the non-finite
+  /// candidates and the two radix selections past them (at k and at aim) queued back to back,
+  /// read back together. A rank beyond the finite candidates selects nothing the host keeps.
+  template <typename T>
+  CandidateRanks<T> candidate_ranks_impl(const T *val, std::size_t m, std::size_t k,
+                                         std::size_t aim, Stream stream) {
+    using Bits = KeyBits<T>;
+    CandidateRanks<T> ranks;
+    if (m == 0) return ranks;
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
+    const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
+    const std::size_t selection_bytes = histogram_bytes + aligned(sizeof(SelectState<Bits>));
+    char *scratch = workspace(counts_bytes + 2 * selection_bytes, s);
+    auto *counts = reinterpret_cast<unsigned long long *>(scratch);
+    check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "trim (counts)");
+    // At tau = Inf the keep rule selects exactly NaN and +-Inf: counts[1].
+    DCT_GPU_LAUNCH(count_selected<T>, grid_for(m, 1024), kBlock, s, static_cast<const T *>(nullptr),
+                   val, m, std::numeric_limits<T>::infinity(), counts);
+    check_launch("trim (count)");
+    auto *host = reinterpret_cast<unsigned long long *>(readback(3 * sizeof(unsigned long long)));
+    check(api::copy_async(host, counts + 1, sizeof(unsigned long long), s), "trim (copy)");
+    const std::size_t rank_of[2] = {k, aim};
+    for (int j = 0; j < 2; ++j) {
+      char *selection = scratch + counts_bytes + std::size_t(j) * selection_bytes;
+      auto *histogram = reinterpret_cast<unsigned long long *>(selection);
+      auto *state = reinterpret_cast<SelectState<Bits> *>(selection + histogram_bytes);
+      queue_radix_selection(static_cast<const T *>(nullptr), val, m, rank_of[j], counts + 1, state,
+                            histogram, s);
+      check(api::copy_async(host + 1 + j, &state->prefix, sizeof(Bits), s), "trim (copy)");
+    }
+    check(api::stream_synchronize(s), "trim");
+    const std::size_t nonfinite = static_cast<std::size_t>(host[0]);
+    ranks.finite = m - nonfinite;
+    for (int j = 0; j < 2; ++j) {
+      Bits key;
+      std::memcpy(&key, host + 1 + j, sizeof key);
+      const T kth = rank_of[j] >= 1 && rank_of[j] <= ranks.finite ? threshold_of<T>(key) : T(0);
+      (j == 0 ? ranks.kth : ranks.aimth) = kth;
+    }
+    return ranks;
+  }
+
+  template <typename T>
+  T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k,
+                         Stream stream) {
+    using Bits = KeyBits<T>;
+    require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
+    char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)), s);
+    auto *histogram = reinterpret_cast<unsigned long long *>(scratch);
+    auto *state = reinterpret_cast<SelectState<Bits> *>(scratch + histogram_bytes);
+    queue_radix_selection(send, residual, n, k, nullptr, state, histogram, s);
     auto *host_prefix = reinterpret_cast<Bits *>(readback(sizeof(Bits)));
     check(api::copy_async(host_prefix, &state->prefix, sizeof(Bits), s), "kth_largest_abs (copy)");
     check(api::stream_synchronize(s), "kth_largest_abs");
-    const Bits prefix = *host_prefix;
-    T tau;
-    std::memcpy(&tau, &prefix, sizeof tau);
-    return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+    return threshold_of<T>(*host_prefix);
   }
 
   template <typename T>
@@ -676,53 +747,88 @@ class GpuBackend final : public Backend {
     }
   }
 
-  // The verdict needs the device's: one flag and the count of set bits, read back at the end.
+  // The verdicts need the device's: per block a flag and the count of set bits, all read back
+  // together after every block's kernels were queued (one wait, however many peers).
   template <typename T>
-  bool decode_block_impl(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,
-                         std::uint64_t begin, WireIndex *idx, T *val, Stream stream) {
-    if (in_bytes < format.bytes()) return false;
-    const BlockBits b = block_bits(format);
-    if (b.entries == 0) return true;
+  void decode_blocks_impl(BlockToDecode<T> *blocks, std::size_t count, Stream stream) {
+    const auto decodable = [](const BlockToDecode<T> &block) {
+      return block.in_bytes >= block.format->bytes() && block.format->entries > 0;
+    };
+    const auto ones_of = [](const BlockToDecode<T> &block) {
+      const BlockBits b = block_bits(*block.format);
+      return ChunkOnes{b, reinterpret_cast<const unsigned int *>(block.in)};
+    };
+    const auto chunks_of = [](const ChunkOnes &ones) { return (ones.b.ones_bits + 31) / 32; };
+    std::size_t queued = 0;
+    for (std::size_t b = 0; b < count; ++b) queued += decodable(blocks[b]) ? 1 : 0;
+    if (queued == 0) {
+      for (std::size_t b = 0; b < count; ++b)
+        blocks[b].valid = blocks[b].in_bytes >= blocks[b].format->bytes();
+      return;
+    }
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
-    const auto *words = reinterpret_cast<const unsigned int *>(in);
-    const ChunkOnes ones{b, words};
-    const std::size_t chunks = (b.ones_bits + 31) / 32;
-    std::size_t scan_bytes = 0;
-    if (chunks > 0)
-      check(api::inclusive_sum_of(nullptr, scan_bytes, ones, chunks,
+    // One scratch buffer: a flag per block, each block's scanned chunk counts, the scan's storage
+    // (one block's scan after another on the stream: they share it).
+    std::size_t arrays_bytes = 0, scan_bytes = 0;
+    for (std::size_t b = 0; b < count; ++b) {
+      if (!decodable(blocks[b])) continue;
+      const ChunkOnes ones = ones_of(blocks[b]);
+      const std::size_t chunks = chunks_of(ones);
+      if (chunks == 0) continue;
+      std::size_t bytes = 0;
+      check(api::inclusive_sum_of(nullptr, bytes, ones, chunks,
                                   static_cast<unsigned int *>(nullptr), s),
             "decode_block (scan size)");
-    const std::size_t flag_bytes = aligned(sizeof(unsigned int));
-    const std::size_t array_bytes = aligned(chunks * sizeof(unsigned int));
-    char *scratch = workspace(flag_bytes + array_bytes + aligned(scan_bytes), s);
+      scan_bytes = bytes > scan_bytes ? bytes : scan_bytes;
+      arrays_bytes += aligned(chunks * sizeof(unsigned int));
+    }
+    const std::size_t flags_bytes = aligned(count * sizeof(unsigned int));
+    char *scratch = workspace(flags_bytes + arrays_bytes + aligned(scan_bytes), s);
     auto *failed = reinterpret_cast<unsigned int *>(scratch);
-    auto *inclusive = reinterpret_cast<unsigned int *>(scratch + flag_bytes);
-    check(api::zero_async(failed, sizeof(unsigned int), s), "decode_block (flag)");
-    auto *host = reinterpret_cast<unsigned int *>(readback(2 * sizeof(unsigned int)));
-    host[1] = static_cast<unsigned int>(b.entries);  // found, where there is no bitmap to count
-    if (chunks > 0) {
-      check(api::inclusive_sum_of(scratch + flag_bytes + array_bytes, scan_bytes, ones, chunks,
-                                  inclusive, s),
-            "decode_block (scan)");
-      DCT_GPU_LAUNCH(decode_ones, grid_for(chunks), kBlock, s, ones, chunks, inclusive, begin, idx,
-                     failed);
-      check_launch("decode_block (indices)");
-      check(api::copy_async(host + 1, inclusive + (chunks - 1), sizeof(unsigned int), s),
-            "decode_block (copy)");
+    char *array = scratch + flags_bytes;
+    char *temporary = scratch + flags_bytes + arrays_bytes;
+    // Pinned: each block's flag, then the ones its bitmap holds (its entries, where none).
+    auto *host = reinterpret_cast<unsigned int *>(readback(2 * count * sizeof(unsigned int)));
+    unsigned int *found = host + count;
+    check(api::zero_async(failed, count * sizeof(unsigned int), s), "decode_block (flags)");
+    for (std::size_t b = 0; b < count; ++b) {
+      const BlockToDecode<T> &block = blocks[b];
+      found[b] = static_cast<unsigned int>(block.format->entries);
+      if (!decodable(block)) continue;
+      const ChunkOnes ones = ones_of(block);
+      const std::size_t chunks = chunks_of(ones);
+      if (chunks > 0) {
+        auto *inclusive = reinterpret_cast<unsigned int *>(array);
+        array += aligned(chunks * sizeof(unsigned int));
+        std::size_t bytes = scan_bytes;
+        check(api::inclusive_sum_of(temporary, bytes, ones, chunks, inclusive, s),
+              "decode_block (scan)");
+        DCT_GPU_LAUNCH(decode_ones, grid_for(chunks), kBlock, s, ones, chunks, inclusive,
+                       block.begin, block.idx, failed + b);
+        check_launch("decode_block (indices)");
+        check(api::copy_async(found + b, inclusive + (chunks - 1), sizeof(unsigned int), s),
+              "decode_block (copy)");
+      }
+      DCT_GPU_LAUNCH(decode_entries<T>, grid_for(ones.b.entries), kBlock, s, ones.b, ones.words,
+                     block.begin, block.idx, block.val, failed + b);
+      check_launch("decode_block (values)");
+      if (ones.b.indices != wire::IndexCoding::bitmap) {
+        DCT_GPU_LAUNCH(check_increasing, grid_for(ones.b.entries), kBlock, s, ones.b.entries,
+                       block.idx, failed + b);
+        check_launch("decode_block (order)");
+      }
+      DCT_GPU_LAUNCH(check_padding, 1, 1, s, ones.b, ones.words, failed + b);
+      check_launch("decode_block (padding)");
     }
-    DCT_GPU_LAUNCH(decode_entries<T>, grid_for(b.entries), kBlock, s, b, words, begin, idx, val,
-                   failed);
-    check_launch("decode_block (values)");
-    if (b.indices != wire::IndexCoding::bitmap) {
-      DCT_GPU_LAUNCH(check_increasing, grid_for(b.entries), kBlock, s, b.entries, idx, failed);
-      check_launch("decode_block (order)");
-    }
-    DCT_GPU_LAUNCH(check_padding, 1, 1, s, b, words, failed);
-    check_launch("decode_block (padding)");
-    check(api::copy_async(host, failed, sizeof(unsigned int), s), "decode_block (copy)");
+    check(api::copy_async(host, failed, count * sizeof(unsigned int), s), "decode_block (copy)");
     check(api::stream_synchronize(s), "decode_block");
-    return host[0] == 0 && host[1] == b.entries;
+    for (std::size_t b = 0; b < count; ++b) {
+      BlockToDecode<T> &block = blocks[b];
+      block.valid =
+          block.in_bytes >= block.format->bytes() &&
+          (block.format->entries == 0 || (host[b] == 0 && found[b] == block.format->entries));
+    }
   }
 
   template <typename T>

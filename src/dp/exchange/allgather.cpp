@@ -149,16 +149,22 @@ class AllgatherExchange final : public SparseExchange<T> {
                                     block_bytes(in_.ranks - 1),
                                 in_.stream);
     device_.reserve_entries(device, entries);
+    batch_.clear();
     std::size_t first = 0;
     for (int r = 0; r < in_.ranks; ++r) {
       const std::byte *on_device =
           blocks + (gathered_on_device_ ? block_offset(r) : block(r) - block(0));
-      if (!device.decode_block(format(r), on_device, block_bytes(r), 0, device_.idx.data() + first,
-                               device_.val.data() + first, in_.stream))
+      batch_.add(r, format(r), on_device, block_bytes(r), 0, device_.idx.data() + first,
+                 device_.val.data() + first);
+      first += static_cast<std::size_t>(in_.kept[r]);
+    }
+    batch_.decode(device, in_.stream);
+    for (std::size_t b = 0; b < batch_.size(); ++b) {
+      const int r = batch_.peer(b);
+      if (!batch_.valid(b))
         this->peer_error(r, "indices out of range or out of order");
       else if (r != in_.rank)
         traffic_.nnz_received += in_.kept[r];
-      first += static_cast<std::size_t>(in_.kept[r]);
     }
     this->finish();
     sum(device, device_.idx.data(), device_.val.data());
@@ -198,6 +204,7 @@ class AllgatherExchange final : public SparseExchange<T> {
   DeviceStaging<T> device_;
   bool gathered_on_device_ = false;   // this call's blocks came by in_.transport
   std::vector<SparseList<T>> lists_;  // every rank's decoded list, for sum_lists
+  DecodeBatch<T> batch_;              // every rank's block, decoded on the device
 };
 
 }  // namespace

@@ -235,6 +235,36 @@ void copy_dense_block(Backend &device, const T *sum, std::size_t n, std::byte *o
     device.fill_zero(dense + n, (bytes - n * sizeof(T)) / sizeof(T), stream);
 }
 
+/// Blocks of peers decoded together (Backend::decode_blocks: on a GPU one wait for all the
+/// verdicts), in the order added. Kept from call to call: no allocation per call.
+template <typename T>
+class DecodeBatch {
+ public:
+  void clear() {
+    formats_.clear();
+    blocks_.clear();
+    peers_.clear();
+  }
+  void add(int peer, const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,
+           std::uint64_t begin, WireIndex *idx, T *val) {
+    formats_.push_back(format);
+    blocks_.push_back({nullptr, in, in_bytes, begin, idx, val});
+    peers_.push_back(peer);
+  }
+  void decode(Backend &backend, Stream stream) {
+    for (std::size_t b = 0; b < blocks_.size(); ++b) blocks_[b].format = &formats_[b];
+    backend.decode_blocks(blocks_.data(), blocks_.size(), stream);
+  }
+  std::size_t size() const { return blocks_.size(); }
+  bool valid(std::size_t b) const { return blocks_[b].valid; }
+  int peer(std::size_t b) const { return peers_[b]; }
+
+ private:
+  std::vector<wire::BlockFormat> formats_;
+  std::vector<BlockToDecode<T>> blocks_;
+  std::vector<int> peers_;
+};
+
 /// A GPU request's device buffers for what its sum is made of (SparseInput::device): blocks
 /// that came to the host, and the entries decoded from them. Grown as needed, kept from call
 /// to call like the exchanges' host buffers.

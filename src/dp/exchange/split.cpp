@@ -368,14 +368,19 @@ void SplitExchange<T>::decode_segments() {
     val = decoded_val_.data();
   }
   std::size_t first = 0;
+  batch_.clear();
   for (int r = 0; r < in_.ranks; ++r) {
     if (!segment_sparse(r)) continue;
     const std::size_t nnz = static_cast<std::size_t>(owned_nnz_all_[r]);  // checked when posted
-    if (!backend.decode_block(segment_format(r, nnz), segments + segment_offset(r),
-                              segment_bytes(r), begin(r), idx + first, val + first, stream))
-      this->peer_error(r, "a reduced segment with indices outside it, or out of order");
+    batch_.add(r, segment_format(r, nnz), segments + segment_offset(r), segment_bytes(r), begin(r),
+               idx + first, val + first);
     first += nnz;
   }
+  batch_.decode(backend, stream);
+  for (std::size_t b = 0; b < batch_.size(); ++b)
+    if (!batch_.valid(b))
+      this->peer_error(batch_.peer(b),
+                       "a reduced segment with indices outside it, or out of order");
   this->finish();
   first = 0;
   for (int r = 0; r < in_.ranks; ++r) {

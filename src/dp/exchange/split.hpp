@@ -202,6 +202,7 @@ class SplitExchange : public SparseExchange<T> {
   // decoded from them
   DeviceStaging<T> device_;
   std::vector<SparseList<T>> lists_;  // the received blocks, decoded on the device
+  DecodeBatch<T> batch_;              // the blocks (or the reduced segments) decoded together
   // messages_on_device(): the blocks I receive as owner, then every reduced segment
   BackendArray<std::byte> device_messages_;
   std::int64_t owned_nnz_ = 0;

@@ -20,23 +20,29 @@ void SplitExchange<T>::reduce_owned_segment_on_device() {
   device_.reserve_entries(device, total);
   lists_.clear();
   received_entries_ = 0;
+  batch_.clear();
   std::size_t first = 0;
   for (int r = 0; r < in_.ranks; ++r) {
-    const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
-    WireIndex *idx = device_.idx.data() + first;
-    T *val = device_.val.data() + first;
     // Decoded from base 0: indices relative to my segment, as the sum's.
-    if (!device.decode_block(entry_format(recv_counts_[r], in_.rank),
-                             blocks + std::size_t(recv_offsets_[r]) * wire::kUnitBytes,
-                             std::size_t(recv_units_[r]) * wire::kUnitBytes, 0, idx, val,
-                             in_.stream)) {
+    batch_.add(r, entry_format(recv_counts_[r], in_.rank),
+               blocks + std::size_t(recv_offsets_[r]) * wire::kUnitBytes,
+               std::size_t(recv_units_[r]) * wire::kUnitBytes, 0, device_.idx.data() + first,
+               device_.val.data() + first);
+    first += static_cast<std::size_t>(recv_counts_[r]);
+  }
+  batch_.decode(device, in_.stream);
+  first = 0;
+  for (std::size_t b = 0; b < batch_.size(); ++b) {
+    const int r = batch_.peer(b);
+    const std::size_t entries = static_cast<std::size_t>(recv_counts_[r]);
+    if (!batch_.valid(b)) {
       this->peer_error(r, kBadEntries);
-      continue;
+    } else {
+      lists_.push_back({device_.idx.data() + first, device_.val.data() + first, entries});
+      received_entries_ += recv_counts_[r];
+      if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
     }
-    lists_.push_back({idx, val, entries});
     first += entries;
-    received_entries_ += recv_counts_[r];
-    if (r != in_.rank) traffic_.nnz_received += static_cast<MPI_Count>(entries);
   }
   owner_.sum.reserve_growing(device, length(in_.rank));
   device.sum_lists(lists_.data(), lists_.size(), owner_.sum.data(), 0, length(in_.rank),
