@@ -1,7 +1,8 @@
 // The NCCL transport of CUDA requests (core/device_transport.hpp): the allgather's blocks move
 // device to device as one NCCL group of broadcasts, rank r's block from rank r (NCCL has no
-// allgatherv; grouped broadcasts of unequal sizes are one), on the request's stream (or the
-// transport's own where the application set none), which the call waits for. The communicator is
+// allgatherv; grouped broadcasts of unequal sizes are one), queued on the stream of the
+// request's kernels (the application's, or the backend's own), so that it follows the encode
+// and precedes the decode without the host waiting in between. The communicator is
 // made once per user communicator: rank 0's ncclUniqueId broadcast over MPI, ncclCommInitRank on
 // every rank, and the outcome agreed on so that every rank keeps the communicator or none does
 // (NCCL refuses two ranks on one GPU).
@@ -28,30 +29,17 @@ void check_nccl(ncclResult_t result, const char *what) {
            ncclGetLastError(nullptr) + ")");
 }
 
-void check_cuda(cudaError_t error, const char *what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  fail(error == cudaErrorMemoryAllocation ? DCT_ERR_NO_MEMORY : DCT_ERR_INTERNAL,
-       std::string("CUDA ") + what + " failed: " + cudaGetErrorName(error) + ": " +
-           cudaGetErrorString(error));
-}
-
 class NcclTransport final : public DeviceTransport {
  public:
-  NcclTransport(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {}
-  ~NcclTransport() override {
-    ncclCommDestroy(comm_);
-    cudaStreamDestroy(stream_);
-  }
+  explicit NcclTransport(ncclComm_t comm) : comm_(comm) {}
+  ~NcclTransport() override { ncclCommDestroy(comm_); }
   NcclTransport(const NcclTransport &) = delete;
   NcclTransport &operator=(const NcclTransport &) = delete;
 
   const char *name() const override { return "nccl"; }
 
-  // On the request's stream where the application set one (DCT_Request_set_stream), else on
-  // the transport's own.
   void allgatherv(std::byte *buffer, const int *units, const int *offsets, Stream stream) override {
-    const cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
+    const auto s = static_cast<cudaStream_t>(stream);
     int ranks = 0;
     check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
     check_nccl(ncclGroupStart(), "ncclGroupStart");
@@ -62,12 +50,10 @@ class NcclTransport final : public DeviceTransport {
         check_nccl(ncclBroadcast(block, block, bytes, ncclUint8, r, comm_, s), "ncclBroadcast");
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    check_cuda(cudaStreamSynchronize(s), "stream synchronize (NCCL)");
   }
 
  private:
   ncclComm_t comm_;
-  cudaStream_t stream_;
 };
 
 }  // namespace
@@ -91,20 +77,16 @@ std::unique_ptr<DeviceTransport> nccl_transport(MPI_Comm comm, std::string &why)
     return nullptr;
   }
   ncclComm_t nccl = nullptr;
-  cudaStream_t stream = nullptr;
   std::string mine;
   ncclResult_t result = ncclCommInitRank(&nccl, ranks, root.id, rank);
   if (result != ncclSuccess)
     mine = std::string("ncclCommInitRank: ") + ncclGetErrorString(result) + " (" +
            ncclGetLastError(nullptr) + ")";
-  else if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
-    mine = std::string("cudaStreamCreateWithFlags: ") + cudaGetErrorString(cudaGetLastError());
   int ok = mine.empty() ? 1 : 0, everyone = 0;
   check_mpi(MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  if (everyone == 1) return std::make_unique<NcclTransport>(nccl, stream);
+  if (everyone == 1) return std::make_unique<NcclTransport>(nccl);
   // Someone failed: nobody keeps a communicator, and every rank says why (the lowest failing
   // rank's reason).
-  if (stream != nullptr) cudaStreamDestroy(stream);
   if (nccl != nullptr) ncclCommDestroy(nccl);
   int first = ok ? ranks : rank;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");

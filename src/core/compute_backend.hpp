@@ -178,6 +178,10 @@ class Backend {
   /// Waits until everything queued on `stream` is done: before MPI reads or writes this
   /// backend's memory, and before a dct call returns.
   virtual void synchronize(Stream stream) = 0;
+  /// The queue this backend's calls given `stream` run on: `stream`, or on a GPU backend its own
+  /// stream where `stream` is nullptr. Work another library queues in order with dct's kernels
+  /// (the NCCL transport) goes there, so that no wait is needed between them.
+  virtual Stream queue_of(Stream stream) { return stream; }
 
   /// Whether MPI can read and write this backend's memory directly (GPU-aware MPI).
   virtual bool mpi_accepts_device_memory() const = 0;

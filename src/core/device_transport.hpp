@@ -29,8 +29,10 @@ class DeviceTransport {
   virtual const char *name() const = 0;
   /// In place, an allgatherv of 8-byte units: rank r's units[r] units at
   /// buffer + 8 * offsets[r] (device memory, the same layout on every rank) reach every rank.
-  /// Complete when it returns. Throws dct::detail::Error (DCT_ERR_INTERNAL, or
-  /// DCT_ERR_NO_MEMORY) with the library's message.
+  /// Queued on `stream` (the backend's resolved stream: Backend::queue_of, never nullptr) after
+  /// the work queued there before it and before the work queued after it; it returns once
+  /// queued, and the caller's next wait on the stream covers it. Throws dct::detail::Error
+  /// (DCT_ERR_INTERNAL, or DCT_ERR_NO_MEMORY) with the library's message.
   virtual void allgatherv(std::byte *buffer, const int *units, const int *offsets,
                           Stream stream) = 0;
 };

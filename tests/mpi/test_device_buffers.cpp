@@ -428,7 +428,9 @@ TEST(DeviceBuffers, DropInCallsAgreeOnTheBuffersMemory) {
 
 #ifdef DCT_EMULATED_GPU
 /// dct_transport=nccl's stand-in: NCCL's grouped broadcasts as one MPI_Allgatherv in place on
-/// the "device" buffer (host memory in the emulation). Counts what it did.
+/// the "device" buffer (host memory in the emulation), in stream order: the device's queued work
+/// runs first, as the stream would run it before NCCL's kernels, without counting as a host wait
+/// (NCCL's calls only queue). Counts what it did.
 class EmulatedNccl final : public detail::DeviceTransport {
  public:
   explicit EmulatedNccl(MPI_Comm comm) {
@@ -442,12 +444,17 @@ class EmulatedNccl final : public detail::DeviceTransport {
   }
   const char *name() const override { return "emulated nccl"; }
   void allgatherv(std::byte *buffer, const int *units, const int *offsets,
-                  detail::Stream) override {
+                  detail::Stream stream) override {
     EXPECT_TRUE(detail::emulation::api::device_memory.contains(buffer));
+    EXPECT_NE(stream, nullptr) << "the backend's resolved stream";
+    detail::emulation::on_stream(stream);
+    last_stream = stream;
+    detail::emulation::device_queue.drain();
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, units, offsets, MPI_UINT64_T, comm_);
     ++calls;
   }
   static inline int made = 0, calls = 0;
+  static inline detail::Stream last_stream = nullptr;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -481,8 +488,19 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
       const auto [to_host, to_device] = twins.crossed();
       EXPECT_LE(to_host, kScalars) << "call " << call;
       EXPECT_LE(to_device, kScalars) << "call " << call;
+      // NCCL is queued behind the encode and before the decode: after the selection and
+      // DCT_Start's end (4 waits) only the verdicts and the end of the call wait. Waiting for
+      // the encode before NCCL and for NCCL after it made 8 on a GPU (7 here, whose stand-in
+      // did not wait).
+      if (call >= 2) {
+        EXPECT_LE(twins.waits(), 6u) << "call " << call;
+      }
     }
     EXPECT_EQ(EmulatedNccl::calls - calls, size() > 1 ? 6 : 0);
+    // On the stream of the request's kernels (here the backend's own), behind them.
+    if (size() > 1) {
+      EXPECT_EQ(EmulatedNccl::last_stream, gpu.queue_of(nullptr));
+    }
   }
   EXPECT_LE(EmulatedNccl::made - made, 1);
   // dct_transport=nccl on device buffers runs on it too; on host buffers it is refused.

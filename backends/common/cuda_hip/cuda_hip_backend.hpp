@@ -403,6 +403,7 @@ class GpuBackend final : public Backend {
   void synchronize(Stream stream) override {
     check(api::stream_synchronize(resolve(stream)), "synchronize");
   }
+  Stream queue_of(Stream stream) override { return resolve(stream); }
 
   bool mpi_accepts_device_memory() const override {
     std::call_once(mpi_once_, [this] { mpi_aware_ = api::mpi_accepts_device_memory(); });

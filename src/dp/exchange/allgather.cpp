@@ -83,10 +83,12 @@ class AllgatherExchange final : public SparseExchange<T> {
                              device_.bytes.data() + block_offset(in_.rank), in_.stream);
     gathered_on_device_ = true;
     if (in_.ranks == 1) return;
-    this->device_ready_for_mpi();  // NCCL too: on its own stream where the request has none
+    // NCCL queues the gather behind my encode on the backend's stream: no wait here, and the
+    // decode's wait for its verdicts covers it. MPI needs the block on the device first.
     if (in_.transport != nullptr)
       return in_.transport->allgatherv(device_.bytes.data(), units_.data(), offsets_.data(),
-                                       in_.stream);
+                                       in_.device->queue_of(in_.stream));
+    this->device_ready_for_mpi();
     pending_.emplace_back();
     check_mpi(
         MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, device_.bytes.data(), units_.data(),
