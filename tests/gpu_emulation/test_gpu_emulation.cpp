@@ -197,10 +197,12 @@ TYPED_TEST(Emulated, SelectDoesThePendingWritesFirst) {
   EXPECT_EQ(residual, written);
 }
 
-// The GPU's trim_candidates reads the non-finite count and both thresholds back in one wait
-// (the selections past the non-finite start from the count on the device): the same ranks
-// and entries as Backend's composition of select, kth_largest_abs and keep_top, with NaN and
-// +-Inf among the candidates, ties, and ranks beyond the finite ones.
+// The GPU's trim_candidates makes the host wait once (the selections past the non-finite start
+// from the count on the device, keep_top takes its threshold and whether to keep anything from
+// them there, and the ranks and the count are read back together): the same ranks and entries
+// as Backend's composition of select, kth_largest_abs and keep_top, which waits four times,
+// with NaN and +-Inf among the candidates, ties (the k-th among them too), and ranks beyond the
+// finite ones.
 TYPED_TEST(Emulated, TrimInOneWaitIsTheComposedTrim) {
   using T = TypeParam;
   const std::size_t m = 400;
@@ -211,8 +213,13 @@ TYPED_TEST(Emulated, TrimInOneWaitIsTheComposedTrim) {
   val[5] = std::numeric_limits<T>::quiet_NaN();
   val[6] = std::numeric_limits<T>::infinity();
   val[7] = -std::numeric_limits<T>::infinity();
+  // The k-th largest is a tie, of which the budget keeps 2.
+  const std::size_t above_ties = static_cast<std::size_t>(std::count_if(
+      val.begin(), val.end(), [](T v) { return v - v == T(0) && std::fabs(v) > T(0.75); }));
   for (const auto &[k, aim] : {std::pair<std::size_t, std::size_t>{40, 120},
+                               {above_ties + 2, above_ties + 1},
                                {1, 1},
+                               {0, 3},
                                {m - 3, m - 3},
                                {m - 2, m},
                                {m + 5, m + 9}}) {
@@ -220,9 +227,11 @@ TYPED_TEST(Emulated, TrimInOneWaitIsTheComposedTrim) {
     std::vector<WireIndex> one_idx(m, 0), composed_idx(m, 0);
     std::vector<T> one_val(m, T(0)), composed_val(m, T(0)), one_rest(m, T(0)),
         composed_rest(m, T(0));
+    const std::size_t waited = emulation::waits;
     const Trimmed<T> one =
         this->backend_.trim_candidates(idx.data(), val.data(), m, k, aim, ValueCoding::fp16,
                                        one_idx.data(), one_val.data(), one_rest.data(), nullptr);
+    EXPECT_EQ(emulation::waits - waited, 1u);
     const Trimmed<T> composed = trim_by_ranks(
         this->backend_, ranks_by_selections(this->backend_, val.data(), m, k, aim, nullptr),
         idx.data(), val.data(), m, k, ValueCoding::fp16, composed_idx.data(), composed_val.data(),

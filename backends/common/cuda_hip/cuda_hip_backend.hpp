@@ -177,8 +177,7 @@ class GpuBackend final : public Backend {
   Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,     \
                              std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,  \
                              T *remainders, Stream stream) override {                              \
-    return trim_by_ranks(*this, candidate_ranks_impl(val, m, k, aim, stream), idx, val, m, k,      \
-                         coding, out_idx, out_val, remainders, stream);                            \
+    return trim_impl(idx, val, m, k, aim, coding, out_idx, out_val, remainders, stream);           \
   }                                                                                                \
   void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream stream) override {        \
     decode_blocks_impl(blocks, count, stream);                                                     \
@@ -219,10 +218,6 @@ class GpuBackend final : public Backend {
     return own_stream_;
   }
 
-  /// Device scratch memory of at least `bytes`, kept between calls (grow only), for kernels on
-  /// stream `s`. The caller holds workspace_mutex_ while it queues them. Kernels an earlier call
-  /// queued may still read it: on the same stream they run first; on another, wait for them
-  /// (freeing it to grow it waits for the whole device).
   /// Pinned host memory of at least `bytes` for the scalars the host reads back (counts, a
   /// threshold, a verdict). A copy from the device into pageable memory returns only once it is
   /// done, so each would make the host wait for the device right there; into pinned memory it
@@ -239,6 +234,10 @@ class GpuBackend final : public Backend {
     return readback_;
   }
 
+  /// Device scratch memory of at least `bytes`, kept between calls (grow only), for kernels on
+  /// stream `s`. The caller holds workspace_mutex_ while it queues them. Kernels an earlier call
+  /// queued may still read it: on the same stream they run first; on another, wait for them
+  /// (freeing it to grow it waits for the whole device).
   char *workspace(std::size_t bytes, api::stream_t s) {
     if (workspace_stream_ != nullptr && workspace_stream_ != s)
       check(api::stream_synchronize(workspace_stream_), "workspace (synchronize)");
@@ -277,38 +276,35 @@ class GpuBackend final : public Backend {
     }
   }
 
-  /// A selected key as the threshold it stands for: |acc|, a NaN as +Inf.
+  /// ranks_by_selections's work queued, for the trim: the count of the non-finite candidates
+  /// and the two radix selections past them (at k and at aim), back to back; the count and the
+  /// two keys land in host[0..2] once the stream gets there. `scratch`: ranks_bytes<T>() of the
+  /// workspace. Returns the selection at k (its state), which the trim's threshold reads.
   template <typename T>
-  static T threshold_of(KeyBits<T> key) {
-    T tau;
-    std::memcpy(&tau, &key, sizeof tau);
-    return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+  static std::size_t ranks_bytes() {
+    return aligned(2 * sizeof(unsigned long long)) +
+           2 * (aligned(kBins * sizeof(unsigned long long)) +
+                aligned(sizeof(SelectState<KeyBits<T>>)));
   }
-
-  /// ranks_by_selections with one wait instead of three: the count of the non-finite
-  /// candidates and the two radix selections past them (at k and at aim) queued back to back,
-  /// read back together. A rank beyond the finite candidates selects nothing the host keeps.
   template <typename T>
-  CandidateRanks<T> candidate_ranks_impl(const T *val, std::size_t m, std::size_t k,
-                                         std::size_t aim, Stream stream) {
+  const SelectState<KeyBits<T>> *queue_ranks(const T *val, std::size_t m, std::size_t k,
+                                             std::size_t aim, char *scratch,
+                                             unsigned long long *host, api::stream_t s,
+                                             const unsigned long long **nonfinite) {
     using Bits = KeyBits<T>;
-    CandidateRanks<T> ranks;
-    if (m == 0) return ranks;
-    const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
     const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
     const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
     const std::size_t selection_bytes = histogram_bytes + aligned(sizeof(SelectState<Bits>));
-    char *scratch = workspace(counts_bytes + 2 * selection_bytes, s);
     auto *counts = reinterpret_cast<unsigned long long *>(scratch);
     check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "trim (counts)");
     // At tau = Inf the keep rule selects exactly NaN and +-Inf: counts[1].
     DCT_GPU_LAUNCH(count_selected<T>, grid_for(m, 1024), kBlock, s, static_cast<const T *>(nullptr),
-                   val, m, std::numeric_limits<T>::infinity(), counts);
+                   val, m, std::numeric_limits<T>::infinity(),
+                   static_cast<const DeviceThreshold<T> *>(nullptr), counts);
     check_launch("trim (count)");
-    auto *host = reinterpret_cast<unsigned long long *>(readback(3 * sizeof(unsigned long long)));
     check(api::copy_async(host, counts + 1, sizeof(unsigned long long), s), "trim (copy)");
     const std::size_t rank_of[2] = {k, aim};
+    const SelectState<Bits> *at_k = nullptr;
     for (int j = 0; j < 2; ++j) {
       char *selection = scratch + counts_bytes + std::size_t(j) * selection_bytes;
       auto *histogram = reinterpret_cast<unsigned long long *>(selection);
@@ -316,17 +312,60 @@ class GpuBackend final : public Backend {
       queue_radix_selection(static_cast<const T *>(nullptr), val, m, rank_of[j], counts + 1, state,
                             histogram, s);
       check(api::copy_async(host + 1 + j, &state->prefix, sizeof(Bits), s), "trim (copy)");
+      if (j == 0) at_k = state;
     }
-    check(api::stream_synchronize(s), "trim");
-    const std::size_t nonfinite = static_cast<std::size_t>(host[0]);
-    ranks.finite = m - nonfinite;
+    *nonfinite = counts + 1;
+    return at_k;
+  }
+  /// The ranks queue_ranks left in host[0..2], once the stream got there.
+  template <typename T>
+  static CandidateRanks<T> ranks_read(const unsigned long long *host, std::size_t m, std::size_t k,
+                                      std::size_t aim) {
+    CandidateRanks<T> ranks;
+    ranks.finite = m - static_cast<std::size_t>(host[0]);
+    const std::size_t rank_of[2] = {k, aim};
     for (int j = 0; j < 2; ++j) {
-      Bits key;
+      KeyBits<T> key;
       std::memcpy(&key, host + 1 + j, sizeof key);
       const T kth = rank_of[j] >= 1 && rank_of[j] <= ranks.finite ? threshold_of<T>(key) : T(0);
       (j == 0 ? ranks.kth : ranks.aimth) = kth;
     }
     return ranks;
+  }
+
+  /// Backend's trim (trim_by_ranks of ranks_by_selections: keep_top at the k-th largest finite
+  /// |value| with limit k, where more than k are finite) with one wait instead of four: the
+  /// ranks, the threshold they give (trim_threshold, on the device), keep_top's count, scans
+  /// and compaction at that threshold, all queued; then the ranks and the count read back
+  /// together.
+  template <typename T>
+  Trimmed<T> trim_impl(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
+                       std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
+                       T *remainders, Stream stream) {
+    if (m == 0) return Trimmed<T>{};
+    const api::stream_t s = resolve(stream);
+    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    const std::size_t threshold_bytes = aligned(sizeof(DeviceThreshold<T>));
+    const std::size_t ranks_part = ranks_bytes<T>();
+    const std::size_t positions_part = positions_bytes<T>(nullptr, val, m, s);
+    char *scratch = workspace(ranks_part + threshold_bytes + positions_part, s);
+    auto *host = reinterpret_cast<unsigned long long *>(readback(6 * sizeof(unsigned long long)));
+    const unsigned long long *nonfinite = nullptr;
+    const SelectState<KeyBits<T>> *at_k = queue_ranks(val, m, k, aim, scratch, host, s, &nonfinite);
+    auto *threshold = reinterpret_cast<DeviceThreshold<T> *>(scratch + ranks_part);
+    DCT_GPU_LAUNCH(trim_threshold<T>, 1, 1, s, at_k, nonfinite, m, k, threshold);
+    check_launch("trim (threshold)");
+    const Positions<T> positions =
+        queue_positions<T>(nullptr, val, m, T(0), threshold, k,
+                           scratch + ranks_part + threshold_bytes, positions_part, host + 3, s);
+    DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
+                   positions.inclusive, coding, out_idx, out_val, remainders);
+    check_launch("trim (compact)");
+    check(api::stream_synchronize(s), "trim");
+    const CandidateRanks<T> ranks = ranks_read<T>(host, m, k, aim);
+    Trimmed<T> trimmed{ranks.finite, ranks.kth, ranks.aimth, 0};
+    if (ranks.finite > k) trimmed.kept = positions_read(host + 3).count;
+    return trimmed;
   }
 
   template <typename T>
@@ -363,58 +402,78 @@ class GpuBackend final : public Backend {
 
   /// The positions of a selection at tau with `limit` over accumulated(send, residual, i),
   /// i < n (select_compact and keep_compact write the entries): the scanned keep flags in the
-  /// workspace, the flag itself, and what Backend::select returns. The caller holds
-  /// workspace_mutex_.
+  /// workspace and the flag itself. queue_positions queues the count and the scans in
+  /// `scratch` (positions_bytes of the workspace) and the copies of the counts into host[0..2]
+  /// (pinned); positions_read reads what Backend::select returns from there once the stream got
+  /// there. `at`: the threshold on the device instead of `tau` (DeviceThreshold). The caller
+  /// holds workspace_mutex_.
   template <typename T>
   struct Positions {
     const unsigned int *inclusive = nullptr;
     SelectFlag<T> flag{};
-    Selected selected;
   };
   template <typename T>
-  Positions<T> select_positions(const T *send, const T *residual, std::size_t n, T tau,
-                                std::size_t limit, api::stream_t s) {
+  static std::size_t positions_bytes(const T *send, const T *residual, std::size_t n,
+                                     api::stream_t s) {
     require(n <= std::numeric_limits<unsigned int>::max(), DCT_ERR_INTERNAL,
             "select: more elements than DCT_MAX_COUNT");
-    const TieFlag<T> tie{send, residual, tau};
-    SelectFlag<T> flag{send, residual, tau, nullptr, nullptr, 0};
+    const TieFlag<T> tie{send, residual, T(0), nullptr};
+    const SelectFlag<T> flag{send, residual, T(0), nullptr, nullptr, nullptr, 0};
     std::size_t tie_scan = 0, keep_scan = 0;
     check(api::inclusive_sum_of(nullptr, tie_scan, tie, n, static_cast<unsigned int *>(nullptr), s),
           "select (scan size)");
     check(
         api::inclusive_sum_of(nullptr, keep_scan, flag, n, static_cast<unsigned int *>(nullptr), s),
         "select (scan size)");
+    return aligned(2 * sizeof(unsigned long long)) + 2 * aligned(n * sizeof(unsigned int)) +
+           aligned(tie_scan > keep_scan ? tie_scan : keep_scan);
+  }
+  template <typename T>
+  Positions<T> queue_positions(const T *send, const T *residual, std::size_t n, T tau,
+                               const DeviceThreshold<T> *at, std::size_t limit, char *scratch,
+                               std::size_t bytes, unsigned long long *host, api::stream_t s) {
     const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
     const std::size_t array_bytes = aligned(n * sizeof(unsigned int));
-    const std::size_t temporary_bytes = aligned(tie_scan > keep_scan ? tie_scan : keep_scan);
-    char *scratch = workspace(counts_bytes + 2 * array_bytes + temporary_bytes, s);
+    std::size_t temporary_bytes = bytes - counts_bytes - 2 * array_bytes;
     auto *counts = reinterpret_cast<unsigned long long *>(scratch);
     auto *tie_inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes);
     auto *inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes + array_bytes);
     char *temporary = scratch + counts_bytes + 2 * array_bytes;
+    const TieFlag<T> tie{send, residual, tau, at};
+    SelectFlag<T> flag{send, residual, tau, at, nullptr, nullptr, 0};
     check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "select (counts)");
-    DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, counts);
+    DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, at,
+                   counts);
     check_launch("select (count)");
-    auto *host_counts =
-        reinterpret_cast<unsigned long long *>(readback(3 * sizeof(unsigned long long)));
-    check(api::copy_async(host_counts, counts, 2 * sizeof(unsigned long long), s), "select (copy)");
-    Positions<T> positions;
+    check(api::copy_async(host, counts, 2 * sizeof(unsigned long long), s), "select (copy)");
     if (limit != kEveryTie) {  // the tie budget is counts[0]'s business, on the device
-      check(api::inclusive_sum_of(temporary, tie_scan, tie, n, tie_inclusive, s), "select (ties)");
+      check(api::inclusive_sum_of(temporary, temporary_bytes, tie, n, tie_inclusive, s),
+            "select (ties)");
       flag.tie_inclusive = tie_inclusive;
       flag.above = counts;
       flag.limit = limit;
     }
-    check(api::inclusive_sum_of(temporary, keep_scan, flag, n, inclusive, s), "select (scan)");
-    auto *host_kept = reinterpret_cast<unsigned int *>(host_counts + 2);
-    check(api::copy_async(host_kept, inclusive + (n - 1), sizeof(unsigned int), s),
-          "select (copy)");
+    check(api::inclusive_sum_of(temporary, temporary_bytes, flag, n, inclusive, s),
+          "select (scan)");
+    check(api::copy_async(host + 2, inclusive + (n - 1), sizeof(unsigned int), s), "select (copy)");
+    return Positions<T>{inclusive, flag};
+  }
+  static Selected positions_read(const unsigned long long *host) {
+    unsigned int kept;
+    std::memcpy(&kept, host + 2, sizeof kept);
+    return Selected{kept, static_cast<std::size_t>(host[1])};
+  }
+  /// queue_positions in the workspace, then the wait for what select returns.
+  template <typename T>
+  Positions<T> select_positions(const T *send, const T *residual, std::size_t n, T tau,
+                                std::size_t limit, api::stream_t s, Selected &selected) {
+    const std::size_t bytes = positions_bytes<T>(send, residual, n, s);
+    char *scratch = workspace(bytes, s);
+    auto *host = reinterpret_cast<unsigned long long *>(readback(3 * sizeof(unsigned long long)));
+    const Positions<T> positions =
+        queue_positions<T>(send, residual, n, tau, nullptr, limit, scratch, bytes, host, s);
     check(api::stream_synchronize(s), "select (scan)");
-    const unsigned int kept = *host_kept;
-    positions.selected.nonfinite = static_cast<std::size_t>(host_counts[1]);
-    positions.inclusive = inclusive;
-    positions.flag = flag;
-    positions.selected.count = kept;
+    selected = positions_read(host);
     return positions;
   }
 
@@ -430,13 +489,14 @@ class GpuBackend final : public Backend {
                      pending.val, pending.size, residual);
       check_launch("select (pending writes)");
     }
-    const Positions<T> positions = select_positions(send, residual, n, tau, limit, s);
+    Selected selected;
+    const Positions<T> positions = select_positions(send, residual, n, tau, limit, s, selected);
     if (send != nullptr || capacity > 0) {  // else only counted: nothing to write
       DCT_GPU_LAUNCH(select_compact<T>, grid_for(n), kBlock, s, send, residual, n, positions.flag,
                      positions.inclusive, idx, val, capacity);
       check_launch("select (compact)");
     }
-    return positions.selected;
+    return selected;
   }
 
   template <typename T>
@@ -446,11 +506,12 @@ class GpuBackend final : public Backend {
     if (m == 0) return 0;
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
-    const Positions<T> positions = select_positions<T>(nullptr, val, m, tau, limit, s);
+    Selected selected;
+    const Positions<T> positions = select_positions<T>(nullptr, val, m, tau, limit, s, selected);
     DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
                    positions.inclusive, coding, out_idx, out_val, remainders);
     check_launch("keep_top (compact)");
-    return positions.selected.count;
+    return selected.count;
   }
 
   template <typename T>

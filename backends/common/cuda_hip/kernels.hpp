@@ -84,6 +84,21 @@ __global__ void select_init(SelectState<Bits> *state, unsigned long long k,
   }
 }
 
+/// A selected key as the threshold it stands for: |acc|, a NaN (a key above +Inf's) as +Inf.
+/// From the bit patterns: no numeric_limits in device code.
+template <typename T>
+__host__ __device__ inline T threshold_of(KeyBits<T> key) {
+  KeyBits<T> infinity;
+  if constexpr (sizeof(T) == 4)
+    infinity = KeyBits<T>(0xffu) << 23;
+  else
+    infinity = KeyBits<T>(0x7ffu) << 52;
+  if (key > infinity) key = infinity;
+  T tau;
+  std::memcpy(&tau, &key, sizeof tau);
+  return tau;
+}
+
 template <typename T>
 __global__ void select_histogram(const T *send, const T *residual, std::size_t n,
                                  const SelectState<KeyBits<T>> *state, int shift,
@@ -130,19 +145,53 @@ __global__ void gather_abs(const T *send, const T *residual, std::size_t n, std:
   }
 }
 
+/// A selection's threshold where a kernel left it on the device, so that the host need not read
+/// it first (the trim: keep_top at its own k-th largest). With `active` 0 the selection keeps
+/// nothing (the trim where no more than k candidates are finite).
+template <typename T>
+struct DeviceThreshold {
+  T tau;
+  unsigned int active;
+};
+
+/// The threshold a selection uses: `tau`, or where `at` is set the one on the device. False
+/// where the device's says to keep nothing.
+template <typename T>
+__host__ __device__ inline bool threshold_in_force(T &tau, const DeviceThreshold<T> *at) {
+  if (at == nullptr) return true;
+  tau = at->tau;
+  return at->active != 0u;
+}
+
+/// One thread: the trim's threshold from the count of non-finite candidates and
+/// the radix selection at rank k past them, as Backend's trim_by_ranks takes it from
+/// ranks_by_selections: keep_top at the k-th largest finite |value| where more than k are
+/// finite, else nothing.
+template <typename T>
+__global__ void trim_threshold(const SelectState<KeyBits<T>> *kth,
+                               const unsigned long long *nonfinite, std::size_t m, std::size_t k,
+                               DeviceThreshold<T> *out) {
+  if (threadIdx.x != 0) return;
+  const std::size_t finite = m - static_cast<std::size_t>(*nonfinite);
+  out->tau = k >= 1 && k <= finite ? threshold_of<T>(kth->prefix) : T(0);
+  out->active = finite > k ? 1u : 0u;
+}
+
 /// The selection at tau with a limit (Backend::select, keep_top), over the values of
 /// accumulated(send, residual, i) (a candidate list is the tensor with send == nullptr and the
-/// list's values as residual). count_selected counts the selected entries above tau (finite)
-/// and the non-finite ones; with a limit, an inclusive scan of the ties gives each tie its rank,
-/// and the ties of rank >= budget are left out; a last scan of the keep flags gives the output
-/// positions (stable compaction: entry i goes to position inclusive[i] - 1, in index order).
+/// list's values as residual); `at`: tau on the device instead (DeviceThreshold). count_selected
+/// counts the selected entries above tau (finite) and the non-finite ones; with a limit, an
+/// inclusive scan of the ties gives each tie its rank, and the ties of rank >= budget are left
+/// out; a last scan of the keep flags gives the output positions (stable compaction: entry i
+/// goes to position inclusive[i] - 1, in index order).
 template <typename T>
 __global__ void count_selected(const T *send, const T *residual, std::size_t n, T tau,
-                               unsigned long long *counts) {
+                               const DeviceThreshold<T> *at, unsigned long long *counts) {
   __shared__ unsigned long long block_counts[2];  // finite entries above tau, NaN/Inf
   if (threadIdx.x == 0) block_counts[0] = block_counts[1] = 0;
   __syncthreads();
   unsigned long long above = 0, nonfinite = 0;
+  if (!threshold_in_force(tau, at)) n = 0;
   for (std::size_t i = first_index(); i < n; i += index_stride()) {
     const T acc = accumulated(send, residual, i);
     if (!keep_entry(acc, tau)) continue;
@@ -166,9 +215,12 @@ struct TieFlag {
   const T *send;
   const T *residual;
   T tau;
+  const DeviceThreshold<T> *at;
   __host__ __device__ unsigned int operator()(std::size_t i) const {
+    T threshold = tau;
+    if (!threshold_in_force(threshold, at)) return 0u;
     const T acc = accumulated(send, residual, i);
-    return keep_entry(acc, tau) && acc - acc == T(0) && std::fabs(acc) == tau ? 1u : 0u;
+    return keep_entry(acc, threshold) && acc - acc == T(0) && std::fabs(acc) == threshold ? 1u : 0u;
   }
 };
 
@@ -181,13 +233,16 @@ struct SelectFlag {
   const T *send;
   const T *residual;
   T tau;
+  const DeviceThreshold<T> *at;
   const unsigned int *tie_inclusive;
   const unsigned long long *above;
   std::size_t limit;
   __host__ __device__ unsigned int operator()(std::size_t i) const {
+    T threshold = tau;
+    if (!threshold_in_force(threshold, at)) return 0u;
     const T acc = accumulated(send, residual, i);
-    if (!keep_entry(acc, tau)) return 0u;
-    if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != tau) return 1u;
+    if (!keep_entry(acc, threshold)) return 0u;
+    if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != threshold) return 1u;
     const std::size_t budget = limit > *above ? limit - static_cast<std::size_t>(*above) : 0;
     return static_cast<std::size_t>(tie_inclusive[i]) <= budget ? 1u : 0u;
   }
