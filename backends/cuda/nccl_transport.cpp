@@ -1,8 +1,10 @@
-// The NCCL transport of CUDA requests (core/device_transport.hpp): the allgather's blocks move
-// device to device as one NCCL group of broadcasts, rank r's block from rank r (NCCL has no
-// allgatherv; grouped broadcasts of unequal sizes are one), queued on the stream of the
-// request's kernels (the application's, or the backend's own), so that it follows the encode
-// and precedes the decode without the host waiting in between. The communicator is
+// The NCCL transport of CUDA requests (core/device_transport.hpp): the allgather's blocks and
+// split's reduced segments move device to device as one NCCL group of broadcasts, rank r's
+// block from rank r (NCCL has no allgatherv; grouped broadcasts of unequal sizes are one), and
+// split's blocks to their owners as one group of ncclSend / ncclRecv (an alltoallv; my own block
+// a device copy). Each is queued on the stream of the request's kernels (the application's, or
+// the backend's own), so that it follows the encode and precedes the decode without the host
+// waiting in between. The communicator is
 // made once per user communicator: rank 0's ncclUniqueId broadcast over MPI, ncclCommInitRank on
 // every rank, and the outcome agreed on so that every rank keeps the communicator or none does
 // (NCCL refuses two ranks on one GPU).
@@ -29,6 +31,18 @@ void check_nccl(ncclResult_t result, const char *what) {
            ncclGetLastError(nullptr) + ")");
 }
 
+void check_cuda(cudaError_t error, const char *what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  fail(error == cudaErrorMemoryAllocation ? DCT_ERR_NO_MEMORY : DCT_ERR_INTERNAL,
+       std::string("CUDA ") + what + " failed: " + cudaGetErrorName(error) + ": " +
+           cudaGetErrorString(error));
+}
+
+std::size_t bytes_of(const int *units, int r) {
+  return std::size_t(units[r]) * wire::kUnitBytes;
+}
+
 class NcclTransport final : public DeviceTransport {
  public:
   explicit NcclTransport(ncclComm_t comm) : comm_(comm) {}
@@ -44,10 +58,37 @@ class NcclTransport final : public DeviceTransport {
     check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (int r = 0; r < ranks; ++r) {
-      std::byte *block = buffer + std::size_t(offsets[r]) * wire::kUnitBytes;
-      const std::size_t bytes = std::size_t(units[r]) * wire::kUnitBytes;
-      if (bytes > 0)
-        check_nccl(ncclBroadcast(block, block, bytes, ncclUint8, r, comm_, s), "ncclBroadcast");
+      std::byte *block = buffer + bytes_of(offsets, r);
+      if (bytes_of(units, r) > 0)
+        check_nccl(ncclBroadcast(block, block, bytes_of(units, r), ncclUint8, r, comm_, s),
+                   "ncclBroadcast");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  void alltoallv(const std::byte *send, const int *send_units, const int *send_offsets,
+                 std::byte *recv, const int *recv_units, const int *recv_offsets,
+                 Stream stream) override {
+    const auto s = static_cast<cudaStream_t>(stream);
+    int ranks = 0, me = 0;
+    check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
+    check_nccl(ncclCommUserRank(comm_, &me), "ncclCommUserRank");
+    if (bytes_of(send_units, me) > 0)
+      check_cuda(
+          cudaMemcpyAsync(recv + bytes_of(recv_offsets, me), send + bytes_of(send_offsets, me),
+                          bytes_of(send_units, me), cudaMemcpyDeviceToDevice, s),
+          "cudaMemcpyAsync (my own block)");
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < ranks; ++r) {
+      if (r == me) continue;
+      if (bytes_of(send_units, r) > 0)
+        check_nccl(ncclSend(send + bytes_of(send_offsets, r), bytes_of(send_units, r), ncclUint8, r,
+                            comm_, s),
+                   "ncclSend");
+      if (bytes_of(recv_units, r) > 0)
+        check_nccl(ncclRecv(recv + bytes_of(recv_offsets, r), bytes_of(recv_units, r), ncclUint8, r,
+                            comm_, s),
+                   "ncclRecv");
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }

@@ -338,9 +338,10 @@ typedef struct DCT_Request_s *DCT_Request;
  *   m samples (docs/kernels.md).
  * - `dct_backend` [`DCT_BACKEND`], default `auto`: where the kernels run (`DCT_Backend`):
  *   `auto`, `kokkos`, `cuda`, `hip`. Device buffers (CUDA or HIP pointers) are detected; the
- *   residual then lives on the device; the allgather encodes and decodes the compressed blocks
- *   there, and only those blocks cross to the host (pinned staging buffers, reused across
- *   calls); the other algorithms stage the kept entries and the result. Not compiled:
+ *   residual then lives on the device, where every algorithm selects, encodes, decodes and
+ *   sums; the sparse algorithms pass only compressed blocks through the host (pinned staging
+ *   buffers, reused across calls), or nothing with a GPU-aware MPI or `dct_transport=nccl`;
+ *   dense and density 1 stage the dense sum unless MPI is GPU-aware. Not compiled:
  *   `DCT_ERR_NOT_COMPILED` from `DCT_Allreduce_init`.
  * - `dct_transport` [`DCT_TRANSPORT`], default `auto`: how a GPU request's blocks travel
  *   between ranks (persistent allreduce requests): `mpi`; `nccl`, device to device over an
@@ -348,7 +349,8 @@ typedef struct DCT_Request_s *DCT_Request;
  *   communicator; the request's calls then run in their start order, once every rank started
  *   them), `DCT_ERR_NOT_COMPILED` where dct has no NCCL or NCCL cannot run on the ranks (two
  *   ranks on one GPU), `DCT_ERR_BUFFER` for host or HIP buffers; `auto`: `nccl` where it can
- *   run and every rank's buffers are CUDA memory, else `mpi`. Only the allgather uses it.
+ *   run and every rank's buffers are CUDA memory, else `mpi`. The allgather and split use it;
+ *   hierarchical, recursive doubling and dense stay on MPI.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
  *   request when the checkpoint was saved on another number of ranks: `strict` refuses the

@@ -35,6 +35,12 @@ class DeviceTransport {
   /// (DCT_ERR_INTERNAL, or DCT_ERR_NO_MEMORY) with the library's message.
   virtual void allgatherv(std::byte *buffer, const int *units, const int *offsets,
                           Stream stream) = 0;
+  /// An alltoallv of 8-byte units, device memory to device memory: send_units[r] units from
+  /// send + 8 * send_offsets[r] reach rank r at its recv + 8 * recv_offsets[me]. Queued on
+  /// `stream` as allgatherv is; the buffers must not overlap.
+  virtual void alltoallv(const std::byte *send, const int *send_units, const int *send_offsets,
+                         std::byte *recv, const int *recv_units, const int *recv_offsets,
+                         Stream stream) = 0;
 };
 
 namespace kernels {

@@ -483,7 +483,8 @@ class CompressedEngine final : public RequestEngine {
     if (device_entries) {
       input.device_idx = device_indices();
       input.device_val = compressor_.wire_values();
-      if (algorithm == DCT_ALGORITHM_ALLGATHER) input.transport = transport_;
+      if (algorithm == DCT_ALGORITHM_ALLGATHER || algorithm == DCT_ALGORITHM_SPLIT)
+        input.transport = transport_;
     }
     input.values = config_.values;
     input.rebalance = rebalance_;

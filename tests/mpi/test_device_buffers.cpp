@@ -428,9 +428,10 @@ TEST(DeviceBuffers, DropInCallsAgreeOnTheBuffersMemory) {
 
 #ifdef DCT_EMULATED_GPU
 /// dct_transport=nccl's stand-in: NCCL's grouped broadcasts as one MPI_Allgatherv in place on
-/// the "device" buffer (host memory in the emulation), in stream order: the device's queued work
-/// runs first, as the stream would run it before NCCL's kernels, without counting as a host wait
-/// (NCCL's calls only queue). Counts what it did.
+/// the "device" buffer (host memory in the emulation), its grouped sends and receives as one
+/// MPI_Alltoallv, in stream order: the device's queued work runs first, as the stream would run
+/// it before NCCL's kernels, without counting as a host wait (NCCL's calls only queue). Counts
+/// what it did.
 class EmulatedNccl final : public detail::DeviceTransport {
  public:
   explicit EmulatedNccl(MPI_Comm comm) {
@@ -446,17 +447,31 @@ class EmulatedNccl final : public detail::DeviceTransport {
   void allgatherv(std::byte *buffer, const int *units, const int *offsets,
                   detail::Stream stream) override {
     EXPECT_TRUE(detail::emulation::api::device_memory.contains(buffer));
+    in_stream_order(stream);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, units, offsets, MPI_UINT64_T, comm_);
+    ++gathers;
+  }
+  void alltoallv(const std::byte *send, const int *send_units, const int *send_offsets,
+                 std::byte *recv, const int *recv_units, const int *recv_offsets,
+                 detail::Stream stream) override {
+    EXPECT_TRUE(detail::emulation::api::device_memory.contains(send));
+    EXPECT_TRUE(detail::emulation::api::device_memory.contains(recv));
+    in_stream_order(stream);
+    MPI_Alltoallv(send, send_units, send_offsets, MPI_UINT64_T, recv, recv_units, recv_offsets,
+                  MPI_UINT64_T, comm_);
+    ++alltoalls;
+  }
+  static inline int made = 0, gathers = 0, alltoalls = 0;
+  static inline detail::Stream last_stream = nullptr;
+
+ private:
+  static void in_stream_order(detail::Stream stream) {
     EXPECT_NE(stream, nullptr) << "the backend's resolved stream";
     detail::emulation::on_stream(stream);
     last_stream = stream;
     detail::emulation::device_queue.drain();
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, units, offsets, MPI_UINT64_T, comm_);
-    ++calls;
   }
-  static inline int made = 0, calls = 0;
-  static inline detail::Stream last_stream = nullptr;
 
- private:
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
@@ -465,9 +480,10 @@ std::unique_ptr<detail::DeviceTransport> make_emulated_nccl(MPI_Comm comm) {
 }
 
 // With a device transport (dct_transport=auto finds it: every rank's buffers are device
-// memory), the allgather's blocks go device to device: after the first call nothing but a few
-// scalars crosses between host and device, and the sums stay the host twin's, bit for bit.
-// One transport per communicator, whatever the number of requests.
+// memory), the allgather's blocks, and split's blocks and reduced segments, go device to device:
+// after the first call nothing but a few scalars crosses between host and device, and the sums
+// stay the host twin's, bit for bit. Hierarchical's tiers run on communicators of their own and
+// stay on MPI. One transport per communicator, whatever the number of requests.
 TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
   struct Hook {  // set for this test only, even when an assertion ends it early
     Hook() { detail::testing::make_device_transport = make_emulated_nccl; }
@@ -476,32 +492,58 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
   Backend &gpu = *gpus()[0];
   constexpr std::size_t n = 100003;
   constexpr std::size_t kScalars = 512;
+  constexpr int kCalls = 6;
   const int made = EmulatedNccl::made;
-  for (const char *values : {"native", "bf16"}) {
-    SCOPED_TRACE(values);
-    Twins<float> twins(gpu, n, {{"dct_density", "0.01"}, {"dct_values", values}});
-    const int calls = EmulatedNccl::calls;
-    for (int call = 0; call < 6; ++call) {
-      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
-      if (call == 0) continue;
-      ASSERT_EQ(twins.status().algorithm, DCT_ALGORITHM_ALLGATHER);
-      const auto [to_host, to_device] = twins.crossed();
-      EXPECT_LE(to_host, kScalars) << "call " << call;
-      EXPECT_LE(to_device, kScalars) << "call " << call;
-      // NCCL is queued behind the encode and before the decode: after the selection and
-      // DCT_Start's end (3 waits) only the verdicts and the end of the call wait. Waiting for
-      // the encode before NCCL and for NCCL after it made 2 more on a GPU (1 here, whose
-      // stand-in did not wait).
-      if (call >= 2) {
-        EXPECT_LE(twins.waits(), 5u) << "call " << call;
+  const bool several = size() > 1;
+  // Per call: the transport's gathers and alltoalls, and the host's waits from the third call
+  // on. The allgather's 4: the selection's pass and its trim, the verdicts, the end of the call
+  // (NCCL is queued behind the encode and before the decode: waiting for the encode before it
+  // and for NCCL after it made 2 more on a GPU, 1 here, whose stand-in did not wait). Split's 7:
+  // the pass, the trim, the cuts (and the histogram's, on a call that rebalances), the owner's
+  // verdicts, the segments' verdicts, the end of the call.
+  struct Expected {
+    int gathers, alltoalls;
+    std::size_t waits;
+  };
+  const auto expected = [&](DCT_Algorithm ran) {
+    if (ran == DCT_ALGORITHM_ALLGATHER) return Expected{several ? 1 : 0, 0, 4};
+    if (ran == DCT_ALGORITHM_SPLIT) return Expected{1, 1, 7};
+    return Expected{0, 0, 0};  // hierarchical's tiers are communicators of their own: MPI
+  };
+  // nullptr: the default (auto), which picks the allgather here; hierarchical is split where
+  // the ranks make one group (below 4 ranks, or one node that the group size does not divide).
+  for (const char *algorithm : {static_cast<const char *>(nullptr), "split", "hierarchical"})
+    for (const char *values : {"native", "bf16"}) {
+      SCOPED_TRACE(std::string(algorithm ? algorithm : "auto") + " " + values);
+      std::vector<std::pair<std::string, std::string>> keys = {{"dct_density", "0.01"},
+                                                               {"dct_values", values}};
+      if (algorithm != nullptr) keys.emplace_back("dct_algorithm", algorithm);
+      Twins<float> twins(gpu, n, keys);
+      const int gathers = EmulatedNccl::gathers, alltoalls = EmulatedNccl::alltoalls;
+      ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, 0))));
+      const auto ran = static_cast<DCT_Algorithm>(twins.status().algorithm);
+      if (algorithm == nullptr || std::string(algorithm) == "split") {
+        EXPECT_EQ(ran, algorithm == nullptr ? DCT_ALGORITHM_ALLGATHER : DCT_ALGORITHM_SPLIT);
+      }
+      const Expected want = expected(ran);
+      for (int call = 1; call < kCalls; ++call) {
+        ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
+        ASSERT_EQ(twins.status().algorithm, ran);
+        if (want.gathers == 0 && want.alltoalls == 0) continue;  // through MPI, staged
+        const auto [to_host, to_device] = twins.crossed();
+        EXPECT_LE(to_host, kScalars) << "call " << call;
+        EXPECT_LE(to_device, kScalars) << "call " << call;
+        if (call >= 2) {
+          EXPECT_LE(twins.waits(), want.waits) << "call " << call;
+        }
+      }
+      EXPECT_EQ(EmulatedNccl::gathers - gathers, kCalls * want.gathers);
+      EXPECT_EQ(EmulatedNccl::alltoalls - alltoalls, kCalls * want.alltoalls);
+      // On the stream of the request's kernels (here the backend's own), behind them.
+      if (want.gathers > 0) {
+        EXPECT_EQ(EmulatedNccl::last_stream, gpu.queue_of(nullptr));
       }
     }
-    EXPECT_EQ(EmulatedNccl::calls - calls, size() > 1 ? 6 : 0);
-    // On the stream of the request's kernels (here the backend's own), behind them.
-    if (size() > 1) {
-      EXPECT_EQ(EmulatedNccl::last_stream, gpu.queue_of(nullptr));
-    }
-  }
   EXPECT_LE(EmulatedNccl::made - made, 1);
   // dct_transport=nccl on device buffers runs on it too; on host buffers it is refused.
   BackendArray<float> send(gpu, 4096), recv(gpu, 4096);

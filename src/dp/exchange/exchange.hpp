@@ -97,9 +97,10 @@ struct SparseInput {
   /// are read from `idx` and `val`.
   const WireIndex *device_idx = nullptr;
   const T *device_val = nullptr;
-  /// allgather, with device_idx: the blocks travel device to device over this transport (NCCL)
-  /// instead of through host memory and MPI. The call is then a blocking one
-  /// (device_transport.hpp).
+  /// allgather and split, with device_idx: the blocks (and split's reduced segments) travel
+  /// device to device over this transport (NCCL), queued on the request's stream, instead of
+  /// through MPI. The call is then a blocking one (device_transport.hpp). It spans `comm`
+  /// only: hierarchical's tiers, on communicators of their own, do not take it.
   DeviceTransport *transport = nullptr;
   ValueCoding values = ValueCoding::native;  ///< how this rank's own entries travel
   /// split only: entries the sum may keep over all owners (0: all). What an owner drops is
@@ -155,12 +156,15 @@ class SparseExchange : public Schedule {
   void finish() const;
   /// Whether a peer's message was rejected in this call.
   bool failed() const { return !peer_error_.empty(); }
-  /// A GPU request whose entries lie on the device and whose MPI reads device memory (a
-  /// GPU-aware MPI): its messages of compressed bytes are posted from and into device buffers,
-  /// so that nothing but counts and boundaries crosses between host and device. Each rank
-  /// decides alone: its peers' MPI calls are the same whatever memory they pass.
+  /// A GPU request whose entries lie on the device and whose messages move device to device
+  /// (a device transport, or an MPI that reads device memory: a GPU-aware MPI): its messages of
+  /// compressed bytes are sent from and received into device buffers, so that nothing but
+  /// counts and boundaries crosses between host and device. Each rank decides alone: its
+  /// peers' MPI calls are the same whatever memory they pass, and the transport is every
+  /// rank's or none's.
   bool messages_on_device() const {
-    return in_.device_idx != nullptr && in_.device->mpi_accepts_device_memory();
+    return in_.device_idx != nullptr &&
+           (in_.transport != nullptr || in_.device->mpi_accepts_device_memory());
   }
   /// Before MPI reads or writes device memory: the kernels queued on the request's stream done
   /// (those that only write device memory return before they ran: compute_backend.hpp).

@@ -96,6 +96,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
     in_.result_budget = 0;  // applied by the cross tier
     in_.residual = nullptr;
     in_.residual_device = nullptr;
+    in_.transport = nullptr;  // NCCL's communicator spans the whole communicator, not a tier
     step_ = 0;
     cross_summed_ = false;
     Split::prepare();

@@ -147,9 +147,17 @@ void SplitExchange<T>::post_entries() {
   wire::mpi_units(recv_total);
   std::byte *outgoing = encode_entries(send_total);
   std::byte *incoming = nullptr;
+  const std::size_t me = static_cast<std::size_t>(in_.rank);
+  count_traffic(static_cast<MPI_Count>((send_total - std::size_t(send_units_[me])) * 8),
+                static_cast<MPI_Count>((recv_total - std::size_t(recv_units_[me])) * 8));
   if (this->messages_on_device()) {  // into the device, where my segment's owner decodes them
     device_messages_.reserve_growing(*in_.device, recv_total * wire::kUnitBytes);
     incoming = device_messages_.data();
+    // NCCL queues the exchange behind my encode; the owner's decode waits for it.
+    if (in_.transport != nullptr)
+      return in_.transport->alltoallv(outgoing, send_units_.data(), send_offsets_.data(), incoming,
+                                      recv_units_.data(), recv_offsets_.data(),
+                                      in_.device->queue_of(in_.stream));
     this->device_ready_for_mpi();  // my blocks encoded
   } else {
     wire::size_buffer(incoming_, recv_total);
@@ -160,9 +168,6 @@ void SplitExchange<T>::post_entries() {
                            incoming, recv_units_.data(), recv_offsets_.data(), MPI_UINT64_T,
                            in_.comm, &pending_.back()),
             "MPI_Ialltoallv");
-  const std::size_t me = static_cast<std::size_t>(in_.rank);
-  count_traffic(static_cast<MPI_Count>((send_total - std::size_t(send_units_[me])) * 8),
-                static_cast<MPI_Count>((recv_total - std::size_t(recv_units_[me])) * 8));
 }
 
 template <typename T>
@@ -319,13 +324,22 @@ void SplitExchange<T>::post_segments() {
     traffic_.result_nnz += owned_nnz_all_[r];
   }
   wire::mpi_units(total);
-  // Where MPI reads device memory my segment is sent from there and every segment gathered
-  // there, in the buffer my owner's blocks came in (summed by now).
+  const MPI_Count mine = gather_units_[in_.rank];
+  count_traffic(others(mine * 8), (static_cast<MPI_Count>(total) - mine) * 8);
+  // Where messages move device to device my segment is sent from there and every segment
+  // gathered there, in the buffer my owner's blocks came in (summed by now).
   const bool on_device = this->messages_on_device();
   std::byte *gathered = nullptr;
   if (on_device) {
     device_messages_.reserve_growing(*in_.device, total * wire::kUnitBytes);
     gathered = device_messages_.data();
+    if (in_.transport != nullptr) {  // in place: my segment in its place, queued like the rest
+      if (mine > 0)
+        in_.device->copy(gathered + segment_offset(in_.rank), owner_.segment.data(),
+                         std::size_t(mine) * wire::kUnitBytes, in_.stream);
+      return in_.transport->allgatherv(gathered, gather_units_.data(), gather_offsets_.data(),
+                                       in_.device->queue_of(in_.stream));
+    }
     this->device_ready_for_mpi();  // my segment encoded, the owners' blocks decoded and summed
   } else {
     wire::size_buffer(gathered_, total);
@@ -336,8 +350,6 @@ void SplitExchange<T>::post_segments() {
                             gather_units_[in_.rank], MPI_UINT64_T, gathered, gather_units_.data(),
                             gather_offsets_.data(), MPI_UINT64_T, in_.comm, &pending_.back()),
             "MPI_Iallgatherv");
-  const MPI_Count mine = gather_units_[in_.rank];
-  count_traffic(others(mine * 8), (static_cast<MPI_Count>(total) - mine) * 8);
 }
 
 template <typename T>
