@@ -2,7 +2,8 @@
 // split's reduced segments move device to device as one NCCL group of broadcasts, rank r's
 // block from rank r (NCCL has no allgatherv; grouped broadcasts of unequal sizes are one), and
 // split's blocks to their owners as one group of ncclSend / ncclRecv (an alltoallv; my own block
-// a device copy). Each is queued on the stream of the request's kernels (the application's, or
+// a device copy), and recursive doubling's partial sums between partners as a group of one send
+// and one receive. Each is queued on the stream of the request's kernels (the application's, or
 // the backend's own), so that it follows the encode and precedes the decode without the host
 // waiting in between. The communicator is
 // made once per user communicator: rank 0's ncclUniqueId broadcast over MPI, ncclCommInitRank on
@@ -45,7 +46,7 @@ std::size_t bytes_of(const int *units, int r) {
 
 class NcclTransport final : public DeviceTransport {
  public:
-  explicit NcclTransport(ncclComm_t comm) : comm_(comm) {}
+  NcclTransport(ncclComm_t comm, int ranks, int me) : comm_(comm), ranks_(ranks), me_(me) {}
   ~NcclTransport() override { ncclCommDestroy(comm_); }
   NcclTransport(const NcclTransport &) = delete;
   NcclTransport &operator=(const NcclTransport &) = delete;
@@ -54,10 +55,8 @@ class NcclTransport final : public DeviceTransport {
 
   void allgatherv(std::byte *buffer, const int *units, const int *offsets, Stream stream) override {
     const auto s = static_cast<cudaStream_t>(stream);
-    int ranks = 0;
-    check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
     check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < ranks; ++r) {
+    for (int r = 0; r < ranks_; ++r) {
       std::byte *block = buffer + bytes_of(offsets, r);
       if (bytes_of(units, r) > 0)
         check_nccl(ncclBroadcast(block, block, bytes_of(units, r), ncclUint8, r, comm_, s),
@@ -70,16 +69,14 @@ class NcclTransport final : public DeviceTransport {
                  std::byte *recv, const int *recv_units, const int *recv_offsets,
                  Stream stream) override {
     const auto s = static_cast<cudaStream_t>(stream);
-    int ranks = 0, me = 0;
-    check_nccl(ncclCommCount(comm_, &ranks), "ncclCommCount");
-    check_nccl(ncclCommUserRank(comm_, &me), "ncclCommUserRank");
+    const int me = me_;
     if (bytes_of(send_units, me) > 0)
       check_cuda(
           cudaMemcpyAsync(recv + bytes_of(recv_offsets, me), send + bytes_of(send_offsets, me),
                           bytes_of(send_units, me), cudaMemcpyDeviceToDevice, s),
           "cudaMemcpyAsync (my own block)");
     check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < ranks; ++r) {
+    for (int r = 0; r < ranks_; ++r) {
       if (r == me) continue;
       if (bytes_of(send_units, r) > 0)
         check_nccl(ncclSend(send + bytes_of(send_offsets, r), bytes_of(send_units, r), ncclUint8, r,
@@ -93,8 +90,20 @@ class NcclTransport final : public DeviceTransport {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }
 
+  void sendrecv(const std::byte *send, int send_units, std::byte *recv, int recv_units, int peer,
+                Stream stream) override {
+    const auto s = static_cast<cudaStream_t>(stream);
+    const std::size_t out = std::size_t(send_units) * wire::kUnitBytes;
+    const std::size_t in = std::size_t(recv_units) * wire::kUnitBytes;
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    if (out > 0) check_nccl(ncclSend(send, out, ncclUint8, peer, comm_, s), "ncclSend");
+    if (in > 0) check_nccl(ncclRecv(recv, in, ncclUint8, peer, comm_, s), "ncclRecv");
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
  private:
   ncclComm_t comm_;
+  int ranks_, me_;  // of comm_, which never changes
 };
 
 }  // namespace
@@ -125,7 +134,7 @@ std::unique_ptr<DeviceTransport> nccl_transport(MPI_Comm comm, std::string &why)
            ncclGetLastError(nullptr) + ")";
   int ok = mine.empty() ? 1 : 0, everyone = 0;
   check_mpi(MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  if (everyone == 1) return std::make_unique<NcclTransport>(nccl);
+  if (everyone == 1) return std::make_unique<NcclTransport>(nccl, ranks, rank);
   // Someone failed: nobody keeps a communicator, and every rank says why (the lowest failing
   // rank's reason).
   if (nccl != nullptr) ncclCommDestroy(nccl);

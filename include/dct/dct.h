@@ -349,8 +349,8 @@ typedef struct DCT_Request_s *DCT_Request;
  *   communicator; the request's calls then run in their start order, once every rank started
  *   them), `DCT_ERR_NOT_COMPILED` where dct has no NCCL or NCCL cannot run on the ranks (two
  *   ranks on one GPU), `DCT_ERR_BUFFER` for host or HIP buffers; `auto`: `nccl` where it can
- *   run and every rank's buffers are CUDA memory, else `mpi`. The allgather and split use it;
- *   hierarchical, recursive doubling and dense stay on MPI.
+ *   run and every rank's buffers are CUDA memory, else `mpi`. The allgather, split and
+ *   recursive doubling use it; hierarchical and dense stay on MPI.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
  *   request when the checkpoint was saved on another number of ranks: `strict` refuses the

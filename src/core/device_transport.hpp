@@ -41,6 +41,13 @@ class DeviceTransport {
   virtual void alltoallv(const std::byte *send, const int *send_units, const int *send_offsets,
                          std::byte *recv, const int *recv_units, const int *recv_offsets,
                          Stream stream) = 0;
+  /// With one peer (a pairwise step, as recursive doubling's): send_units units from `send`
+  /// reach `peer` at its `recv`, and recv_units units from it arrive at mine; either count may
+  /// be 0 (that direction is then skipped, and the peer's matching count must be 0 too). Only
+  /// the two ranks take part. Queued on `stream` as allgatherv is; the buffers must not
+  /// overlap, and `peer` is not this rank.
+  virtual void sendrecv(const std::byte *send, int send_units, std::byte *recv, int recv_units,
+                        int peer, Stream stream) = 0;
 };
 
 namespace kernels {

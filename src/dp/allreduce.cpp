@@ -483,8 +483,8 @@ class CompressedEngine final : public RequestEngine {
     if (device_entries) {
       input.device_idx = device_indices();
       input.device_val = compressor_.wire_values();
-      if (algorithm == DCT_ALGORITHM_ALLGATHER || algorithm == DCT_ALGORITHM_SPLIT)
-        input.transport = transport_;
+      // Not hierarchical's: its tiers are communicators of their own, NCCL's spans them all.
+      if (algorithm != DCT_ALGORITHM_HIERARCHICAL) input.transport = transport_;
     }
     input.values = config_.values;
     input.rebalance = rebalance_;

@@ -429,9 +429,9 @@ TEST(DeviceBuffers, DropInCallsAgreeOnTheBuffersMemory) {
 #ifdef DCT_EMULATED_GPU
 /// dct_transport=nccl's stand-in: NCCL's grouped broadcasts as one MPI_Allgatherv in place on
 /// the "device" buffer (host memory in the emulation), its grouped sends and receives as one
-/// MPI_Alltoallv, in stream order: the device's queued work runs first, as the stream would run
-/// it before NCCL's kernels, without counting as a host wait (NCCL's calls only queue). Counts
-/// what it did.
+/// MPI_Alltoallv (with one peer, one MPI_Sendrecv), in stream order: the device's queued work runs
+/// first, as the stream would run it before NCCL's kernels, without counting as a host wait (NCCL's
+/// calls only queue). Counts what it did.
 class EmulatedNccl final : public detail::DeviceTransport {
  public:
   explicit EmulatedNccl(MPI_Comm comm) {
@@ -461,7 +461,18 @@ class EmulatedNccl final : public detail::DeviceTransport {
                   MPI_UINT64_T, comm_);
     ++alltoalls;
   }
-  static inline int made = 0, gathers = 0, alltoalls = 0;
+  void sendrecv(const std::byte *send, int send_units, std::byte *recv, int recv_units, int peer,
+                detail::Stream stream) override {
+    EXPECT_TRUE(send_units == 0 || detail::emulation::api::device_memory.contains(send));
+    EXPECT_TRUE(recv_units == 0 || detail::emulation::api::device_memory.contains(recv));
+    EXPECT_NE(peer, rank());
+    in_stream_order(stream);
+    // A count of 0 on one side must be 0 on the other (MPI aborts on a truncation otherwise).
+    MPI_Sendrecv(send, send_units, MPI_UINT64_T, peer, 0, recv, recv_units, MPI_UINT64_T, peer, 0,
+                 comm_, MPI_STATUS_IGNORE);
+    ++sendrecvs;
+  }
+  static inline int made = 0, gathers = 0, alltoalls = 0, sendrecvs = 0;
   static inline detail::Stream last_stream = nullptr;
 
  private:
@@ -480,10 +491,11 @@ std::unique_ptr<detail::DeviceTransport> make_emulated_nccl(MPI_Comm comm) {
 }
 
 // With a device transport (dct_transport=auto finds it: every rank's buffers are device
-// memory), the allgather's blocks, and split's blocks and reduced segments, go device to device:
-// after the first call nothing but a few scalars crosses between host and device, and the sums
-// stay the host twin's, bit for bit. Hierarchical's tiers run on communicators of their own and
-// stay on MPI. One transport per communicator, whatever the number of requests.
+// memory), the allgather's blocks, split's blocks and reduced segments, and recursive doubling's
+// partial sums go device to device: after the first call nothing but a few scalars crosses between
+// host and device, and the sums stay the host twin's, bit for bit. Hierarchical's tiers run on
+// communicators of their own and stay on MPI. One transport per communicator, whatever the number
+// of requests.
 TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
   struct Hook {  // set for this test only, even when an assertion ends it early
     Hook() { detail::testing::make_device_transport = make_emulated_nccl; }
@@ -501,35 +513,59 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
   // and for NCCL after it made 2 more on a GPU, 1 here, whose stand-in did not wait). Split's 7:
   // the pass, the trim, the cuts (and the histogram's, on a call that rebalances), the owner's
   // verdicts, the segments' verdicts, the end of the call.
+  // Recursive doubling's: one send and receive per step (recursive_doubling.cpp: log2 P'
+  // rounds, P' the largest power of two <= P, and a step each way for the first 2 (P - P')
+  // ranks, of which the even ones sit the rounds out and only receive the sum at the end), and
+  // 3 waits (the pass, the trim, the end of the call) and 2 per merge (the verdict on the
+  // peer's list, the merged list's count: a GPU-aware MPI waits for the encode too, a third)
+  // or 1 where the sum replaces mine (its verdict).
+  struct Doubling {
+    int steps, merges, replaces;
+  };
+  const Doubling doubling = [] {
+    int power = 1, rounds = 0;
+    for (; power * 2 <= size(); power *= 2) ++rounds;
+    const int extra = size() - power;
+    if (rank() >= 2 * extra) return Doubling{rounds, rounds, 0};
+    return rank() % 2 == 0 ? Doubling{2, 0, 1} : Doubling{rounds + 2, rounds + 1, 0};
+  }();
   struct Expected {
-    int gathers, alltoalls;
+    int gathers, alltoalls, sendrecvs;
     std::size_t waits;
   };
   const auto expected = [&](DCT_Algorithm ran) {
-    if (ran == DCT_ALGORITHM_ALLGATHER) return Expected{several ? 1 : 0, 0, 4};
-    if (ran == DCT_ALGORITHM_SPLIT) return Expected{1, 1, 7};
-    return Expected{0, 0, 0};  // hierarchical's tiers are communicators of their own: MPI
+    if (ran == DCT_ALGORITHM_ALLGATHER) return Expected{several ? 1 : 0, 0, 0, 4};
+    if (ran == DCT_ALGORITHM_SPLIT) return Expected{1, 1, 0, 7};
+    if (ran == DCT_ALGORITHM_RECURSIVE_DOUBLING)
+      return Expected{0, 0, doubling.steps,
+                      std::size_t(3 + 2 * doubling.merges + doubling.replaces)};
+    return Expected{0, 0, 0, 0};  // hierarchical's tiers are communicators of their own: MPI
   };
   // nullptr: the default (auto), which picks the allgather here; hierarchical is split where
   // the ranks make one group (below 4 ranks, or one node that the group size does not divide).
-  for (const char *algorithm : {static_cast<const char *>(nullptr), "split", "hierarchical"})
+  for (const char *algorithm :
+       {static_cast<const char *>(nullptr), "split", "recursive_doubling", "hierarchical"})
     for (const char *values : {"native", "bf16"}) {
       SCOPED_TRACE(std::string(algorithm ? algorithm : "auto") + " " + values);
       std::vector<std::pair<std::string, std::string>> keys = {{"dct_density", "0.01"},
                                                                {"dct_values", values}};
       if (algorithm != nullptr) keys.emplace_back("dct_algorithm", algorithm);
       Twins<float> twins(gpu, n, keys);
-      const int gathers = EmulatedNccl::gathers, alltoalls = EmulatedNccl::alltoalls;
+      const int gathers = EmulatedNccl::gathers, alltoalls = EmulatedNccl::alltoalls,
+                sendrecvs = EmulatedNccl::sendrecvs;
       ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, 0))));
       const auto ran = static_cast<DCT_Algorithm>(twins.status().algorithm);
-      if (algorithm == nullptr || std::string(algorithm) == "split") {
-        EXPECT_EQ(ran, algorithm == nullptr ? DCT_ALGORITHM_ALLGATHER : DCT_ALGORITHM_SPLIT);
+      if (algorithm == nullptr) {
+        EXPECT_EQ(ran, DCT_ALGORITHM_ALLGATHER);
+      } else if (std::string(algorithm) != "hierarchical") {
+        EXPECT_STREQ(DCT_Algorithm_name(ran), algorithm);
       }
       const Expected want = expected(ran);
+      const bool transported = ran != DCT_ALGORITHM_HIERARCHICAL;
       for (int call = 1; call < kCalls; ++call) {
         ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, call))));
         ASSERT_EQ(twins.status().algorithm, ran);
-        if (want.gathers == 0 && want.alltoalls == 0) continue;  // through MPI, staged
+        if (!transported) continue;  // through MPI, staged
         const auto [to_host, to_device] = twins.crossed();
         EXPECT_LE(to_host, kScalars) << "call " << call;
         EXPECT_LE(to_device, kScalars) << "call " << call;
@@ -539,8 +575,9 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
       }
       EXPECT_EQ(EmulatedNccl::gathers - gathers, kCalls * want.gathers);
       EXPECT_EQ(EmulatedNccl::alltoalls - alltoalls, kCalls * want.alltoalls);
+      EXPECT_EQ(EmulatedNccl::sendrecvs - sendrecvs, kCalls * want.sendrecvs);
       // On the stream of the request's kernels (here the backend's own), behind them.
-      if (want.gathers > 0) {
+      if (want.gathers > 0 || want.sendrecvs > 0) {
         EXPECT_EQ(EmulatedNccl::last_stream, gpu.queue_of(nullptr));
       }
     }

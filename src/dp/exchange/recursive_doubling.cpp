@@ -11,8 +11,9 @@
 //
 // A GPU request's partial sum stays on the device (Device below): its entries are encoded,
 // decoded, merged and summed there, and only the encoded messages cross, in host memory
-// (or none, where MPI reads device memory: messages_on_device()). Its merge sums both lists
-// into a dense buffer and selects the nonzeros (Backend primitives: two passes over n on the
+// (or none, where MPI reads device memory or a device transport carries them, queued on the
+// request's stream between the encode and the merge: messages_on_device()). Its merge sums both
+// lists into a dense buffer and selects the nonzeros (Backend primitives: two passes over n on the
 // device, where the host merges the two lists), with the same bits and list sizes as the host.
 // The two paths stay side by side in this file (absorb and absorb_on_device, encode_message
 // and encode_message_on_device), so that each step can be read against its twin.
@@ -136,13 +137,15 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
     const std::byte *outgoing = nullptr;
     if (sends(s))
       outgoing = on_device() ? encode_message_on_device(my_units) : encode_message(my_units);
-    // My message encoded, and the last round's merge done with the buffer the peer's comes into.
-    if (this->messages_on_device()) this->device_ready_for_mpi();
+    // My message encoded, and the last round's merge done with the buffer the peer's comes into
+    // (the transport is queued behind them instead).
+    const bool transported = in_.transport != nullptr && on_device();
+    if (this->messages_on_device() && !transported) this->device_ready_for_mpi();
+    std::byte *incoming = nullptr;
+    std::size_t units = 0;
     if (receives(s)) {
-      const std::size_t units = peer_size_ == kDense
-                                    ? wire::dense_units<T>(in_.count)
-                                    : list_format(static_cast<std::size_t>(peer_size_)).units();
-      std::byte *incoming = nullptr;
+      units = peer_size_ == kDense ? wire::dense_units<T>(in_.count)
+                                   : list_format(static_cast<std::size_t>(peer_size_)).units();
       if (this->messages_on_device()) {
         device_.incoming.reserve_growing(*in_.device, units * wire::kUnitBytes);
         incoming = device_.incoming.data();
@@ -150,11 +153,19 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
         wire::size_buffer(incoming_, units);
         incoming = incoming_.data();
       }
+      traffic_.bytes_received += static_cast<MPI_Count>(units * wire::kUnitBytes);
+    }
+    if (transported) {
+      if (sends(s)) traffic_.bytes_sent += static_cast<MPI_Count>(my_units * wire::kUnitBytes);
+      return in_.transport->sendrecv(outgoing, wire::mpi_units(my_units), incoming,
+                                     wire::mpi_units(units), s.peer,
+                                     in_.device->queue_of(in_.stream));
+    }
+    if (receives(s)) {
       pending_.emplace_back();
       check_mpi(MPI_Irecv(incoming, wire::mpi_units(units), MPI_UINT64_T, s.peer, kPayloadTag,
                           in_.comm, &pending_.back()),
                 "MPI_Irecv");
-      traffic_.bytes_received += static_cast<MPI_Count>(units * wire::kUnitBytes);
     }
     if (sends(s)) {
       pending_.emplace_back();
