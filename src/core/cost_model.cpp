@@ -78,16 +78,18 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
   const double merged = size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
   // Staged GPU requests: the sum crosses to the device as it travelled (sparse_result bytes
   // against the n-element sum's `dense`), dense's in full; allgather's blocks cross compressed
-  // and are charged nothing.
+  // and are charged nothing, nor are those a device transport carries.
   const auto host_result = [&](double sparse_result) {
     return size.host_result_seconds * std::min(1.0, sparse_result / std::max(dense, 1.0));
   };
+  const auto untransported = [&](double seconds) { return size.transport ? 0.0 : seconds; };
   const double kept_sums = size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
   const double gathered = std::min(kept_sums * entry, dense);  // split's reduced segments
   if (p <= 1)
     return algorithm == DCT_ALGORITHM_ALLGATHER ? 0
-           : algorithm == DCT_ALGORITHM_DENSE   ? host_result(dense)
-                                                : host_result(std::min(kept * entry, dense));
+           : algorithm == DCT_ALGORITHM_DENSE
+               ? host_result(dense)
+               : untransported(host_result(std::min(kept * entry, dense)));
 
   switch (algorithm) {
     case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)
@@ -97,7 +99,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
     case DCT_ALGORITHM_SPLIT: {
       // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
       // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
-      return host_result(gathered) + (3 * rounds + (p - 1)) * alpha +
+      return untransported(host_result(gathered)) + (3 * rounds + (p - 1)) * alpha +
              share * (kept * own_entry + gathered) * per_byte;
     }
     case DCT_ALGORITHM_HIERARCHICAL: {
@@ -120,7 +122,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is
       // smaller; two messages (size, payload) per round; non-powers of two add two steps.
       const int power = 1 << (ceil_log2(p + 1) - 1);
-      double seconds = host_result(std::min(merged * entry, dense));
+      double seconds = untransported(host_result(std::min(merged * entry, dense)));
       if (power < p) seconds += 2 * (2 * alpha + std::min(kept * entry, dense) * per_byte);
       for (int group = 1; group < power; group *= 2) {
         const double held = expected_union(size.count, kept, group);
@@ -154,7 +156,8 @@ DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &n
 }
 
 DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
-                               double total_kept, double union_hint, bool staged, int group_size) {
+                               double total_kept, double union_hint, Staging staging,
+                               int group_size) {
   DCT_Algorithm algorithm = config.algorithm;
   if (algorithm == DCT_ALGORITHM_AUTO) {
     ExchangeSize size;
@@ -168,7 +171,9 @@ DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, in
     if (config.result_density < 1.0)
       size.result_budget = std::max(1.0, std::ceil(config.result_density * count));
     size.group_size = ranks >= kHierarchyMinRanks ? group_size : 0;
-    if (staged) size.host_result_seconds = count * value_bytes / kHostResultBytesPerSecond;
+    if (staging != Staging::none)
+      size.host_result_seconds = count * value_bytes / kHostResultBytesPerSecond;
+    size.transport = staging == Staging::transport;
     algorithm = cheapest_algorithm(size, config.network);
   }
   if (algorithm == DCT_ALGORITHM_HIERARCHICAL && group_size <= 0) algorithm = DCT_ALGORITHM_SPLIT;

@@ -33,9 +33,22 @@ struct ExchangeSize {
   /// GPU buffers staged through the host (MPI not GPU-aware): seconds to write the n-element
   /// sum in host memory and copy it to the device, charged in full to dense; the sparse
   /// exchanges sum on the device from what they received, charged the share of it their sum
-  /// crosses as (split's gathered segments, recursive doubling's final list), and allgather
-  /// nothing (its blocks cross compressed). 0: host buffers.
+  /// crosses as (split's and hierarchical's gathered segments, recursive doubling's final
+  /// list), and allgather nothing (its blocks cross compressed). 0: host buffers.
   double host_result_seconds = 0;
+  /// With host_result_seconds: the allgather, split and recursive doubling travel over a device
+  /// transport (Staging::transport), so only dense and hierarchical are charged it.
+  bool transport = false;
+};
+
+/// How a GPU request's messages travel, as far as auto charges it (host_result_seconds): the
+/// worst of every rank's, agreed on so that every rank decides alike.
+enum class Staging {
+  none,  ///< host buffers, or device buffers that every exchange reads in place (GPU-aware MPI)
+  all,   ///< MPI through pinned host buffers: every exchange's sum crosses from the host
+  /// as `all`, but a device transport (dct_transport: NCCL) carries the allgather, split and
+  /// recursive doubling device to device: only dense's and hierarchical's sums cross
+  transport,
 };
 
 /// What writing the sum in host memory and copying it to the device costs per byte of the
@@ -74,11 +87,11 @@ DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
 /// the only ones that can), hierarchical replaced by split where there is no hierarchy
 /// (`group_size` 0), then dense wherever the algorithm's messages would exceed what MPI's int
 /// counts of 8-byte units can describe. `total_kept`: the entries all ranks send;
-/// `union_hint`: as in ExchangeSize. `staged`: GPU buffers staged through the host
-/// (ExchangeSize::host_result_seconds).
+/// `union_hint`: as in ExchangeSize. `staging`: how GPU buffers' sums reach the device
+/// (ExchangeSize::host_result_seconds and transport).
 DCT_INTERNAL_API DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count,
                                                 int value_bytes, double total_kept,
-                                                double union_hint, bool staged = false,
+                                                double union_hint, Staging staging = Staging::none,
                                                 int group_size = 0);
 
 /// The modelled speed-up of sending a message through a lossless coder rather than as it is

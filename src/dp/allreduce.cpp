@@ -138,7 +138,7 @@ class CompressedEngine final : public RequestEngine {
     if (exact()) return;
     if (!own) {  // a drop-in state: its calls agree on the buffers' memory (c_api.cpp)
       own_comm_ = context_->shared_comm();
-      any_staged_ = staged_;
+      mpi_stages_ = staged_;  // whether MPI is GPU-aware is not agreed on: charged as staging
       return;
     }
     // Calls in flight progress independently, so each request talks on its own communicator.
@@ -148,16 +148,16 @@ class CompressedEngine final : public RequestEngine {
     // One message per call (call_message.hpp) needs slots of one size on every rank: count,
     // type and configuration were agreed on at init (c_api.cpp), the densities may differ.
     // Drop-in states, made by each rank alone, never take it. The same message tells whether
-    // any rank's buffers are staged device memory, which every rank's cost model must charge
-    // alike (decide_algorithm) where ranks mix host and device buffers, and whether every
+    // any rank's MPI stages device buffers through the host, which every rank's cost model must
+    // charge alike (decide_algorithm) where ranks mix host and device buffers, and whether every
     // rank's blocks can be gathered in device memory (a GPU-aware MPI on every rank).
+    const bool aware = staged_ && backend_->mpi_accepts_device_memory();
     std::int64_t agreed[4] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept()),
-                              staged_ ? 1 : 0,
-                              staged_ && backend_->mpi_accepts_device_memory() ? 0 : 1};
+                              staged_ && !aware ? 1 : 0, aware ? 0 : 1};
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 4, MPI_INT64_T, MPI_MAX, own_comm_),
               "MPI_Allreduce");
     agreed_kept_ = agreed[0] == -agreed[1] ? predicted_kept() : 0;
-    any_staged_ = agreed[2] != 0;
+    mpi_stages_ = agreed[2] != 0;
     all_blocks_on_device_ = agreed[3] == 0;
     // The device transport, where every rank's request wants it (device_transport.hpp); its
     // blocks travel on their own, not with the headers.
@@ -409,9 +409,9 @@ class CompressedEngine final : public RequestEngine {
     // A warm-up's calls keep more than the steady state's prediction (its call count is
     // agreed at init, so every rank skips the fused blocks on the same calls).
     fused_kept_ = config_.density_warmup.active(totals_.calls) ? 0 : agreed_kept_;
-    if (fused_kept_ > 0 && decide_algorithm(config_, ranks, double(count_), sizeof(T),
-                                            double(ranks) * fused_kept_, union_hint_, any_staged_,
-                                            hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)
+    if (fused_kept_ > 0 &&
+        decide_algorithm(config_, ranks, double(count_), sizeof(T), double(ranks) * fused_kept_,
+                         union_hint_, staging(), hierarchy_.group_size) != DCT_ALGORITHM_ALLGATHER)
       fused_kept_ = 0;
     const wire::BlockFormat format = wire::block_format<T>(fused_kept_, elements(), config_.values);
     // Every rank's MPI reads device memory: the blocks are gathered there, beside the headers.
@@ -445,7 +445,14 @@ class CompressedEngine final : public RequestEngine {
     status_.bytes_sent = status_.bytes_received =
         static_cast<MPI_Count>(ranks - 1) * peer::allreduce::kWords * sizeof(std::int64_t);
     return decide_algorithm(config_, ranks, double(count_), sizeof(T), announced.total_kept,
-                            union_hint_, any_staged_, hierarchy_.group_size);
+                            union_hint_, staging(), hierarchy_.group_size);
+  }
+
+  // What auto charges for the sums' way to the device (cost_model.hpp), alike on every rank:
+  // the transport is every rank's or none's.
+  Staging staging() const {
+    if (!mpi_stages_) return Staging::none;
+    return transport_ != nullptr ? Staging::transport : Staging::all;
   }
 
   // Staged GPU requests: the sparse exchanges sum on the device, into the user's buffer, from
@@ -541,7 +548,7 @@ class CompressedEngine final : public RequestEngine {
   bool owns_comm_ = false;
   Backend *backend_;
   bool staged_;                        // a GPU backend: the exchanges work on host copies
-  bool any_staged_ = false;            // staged_ on some rank (agreed in connect)
+  bool mpi_stages_ = false;            // staged_ and MPI not GPU-aware on some rank (connect)
   bool all_blocks_on_device_ = false;  // every rank staged_, its MPI GPU-aware (agreed in connect)
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
   mutable std::vector<T> velocity_host_;      // velocity() of a staged request

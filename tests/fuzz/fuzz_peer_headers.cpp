@@ -106,8 +106,11 @@ void allreduce_header(dct::fuzz::Input &in) {
     if (format.bytes() > std::size_t(k) * std::size_t(value_bytes + 4) + 16) std::abort();
   }
   if (total != announced.total_kept) std::abort();
-  const DCT_Algorithm algorithm = dd::decide_algorithm(
-      config, ranks, double(count), int(value_bytes), total, union_hint, (flags & 64) != 0);
+  const DCT_Algorithm algorithm =
+      dd::decide_algorithm(config, ranks, double(count), int(value_bytes), total, union_hint,
+                           (flags & 64) == 0 ? dd::Staging::none
+                           : (flags & 128)   ? dd::Staging::transport
+                                             : dd::Staging::all);
   if (algorithm != DCT_ALGORITHM_DENSE && algorithm != DCT_ALGORITHM_ALLGATHER &&
       algorithm != DCT_ALGORITHM_SPLIT && algorithm != DCT_ALGORITHM_RECURSIVE_DOUBLING)
     std::abort();

@@ -12,6 +12,7 @@ namespace {
 
 using dct::detail::Config;
 using dct::detail::decide_algorithm;
+using dct::detail::Staging;
 
 TEST(DecideAlgorithm, AutoIsTheModelsCheapest) {
   Config config;
@@ -69,11 +70,12 @@ TEST(DecideAlgorithm, HierarchicalWinsAtScaleWithABoundedResult) {
   config.network.alpha_us = 2;
   config.network.beta_gbps = 25.0 / 8;
   const double count = 25e6, kept = 0.01 * count;
-  EXPECT_EQ(decide_algorithm(config, 1024, count, 4, 1024 * kept, 0, false, 32),
+  EXPECT_EQ(decide_algorithm(config, 1024, count, 4, 1024 * kept, 0, Staging::none, 32),
             DCT_ALGORITHM_HIERARCHICAL);
-  EXPECT_EQ(decide_algorithm(config, 1024, count, 4, 1024 * kept, 0, false, 0),
+  EXPECT_EQ(decide_algorithm(config, 1024, count, 4, 1024 * kept, 0, Staging::none, 0),
             DCT_ALGORITHM_SPLIT);
-  EXPECT_EQ(decide_algorithm(config, 64, count, 4, 64 * kept, 0, false, 8), DCT_ALGORITHM_SPLIT);
+  EXPECT_EQ(decide_algorithm(config, 64, count, 4, 64 * kept, 0, Staging::none, 8),
+            DCT_ALGORITHM_SPLIT);
   dct::detail::ExchangeSize size;
   size.ranks = 1024;
   size.count = count;
@@ -85,8 +87,9 @@ TEST(DecideAlgorithm, HierarchicalWinsAtScaleWithABoundedResult) {
       dct::detail::predicted_seconds(DCT_ALGORITHM_HIERARCHICAL, size, config.network);
   EXPECT_LT(hierarchical, 0.6 * split) << hierarchical << " s against " << split;
   config.algorithm = DCT_ALGORITHM_HIERARCHICAL;
-  EXPECT_EQ(decide_algorithm(config, 7, count, 4, 7 * kept, 0, false, 0), DCT_ALGORITHM_SPLIT);
-  EXPECT_EQ(decide_algorithm(config, 8, count, 4, 8 * kept, 0, false, 2),
+  EXPECT_EQ(decide_algorithm(config, 7, count, 4, 7 * kept, 0, Staging::none, 0),
+            DCT_ALGORITHM_SPLIT);
+  EXPECT_EQ(decide_algorithm(config, 8, count, 4, 8 * kept, 0, Staging::none, 2),
             DCT_ALGORITHM_HIERARCHICAL);
 }
 
@@ -100,8 +103,9 @@ TEST(DecideAlgorithm, StagedGpuRequestsChargeTheHostResult) {
   // One rank sends nothing: allgather, whose local work is the least (its list into the result
   // once; dense copied the tensor twice more through MPI: 8x slower at 64 MiB on one core).
   EXPECT_EQ(decide_algorithm(config, 1, count, 4, kept, 0), DCT_ALGORITHM_ALLGATHER);
-  EXPECT_EQ(decide_algorithm(config, 1, count, 4, kept, 0, true), DCT_ALGORITHM_ALLGATHER);
-  EXPECT_EQ(decide_algorithm(config, 4, count, 4, 4 * kept, 0, true), DCT_ALGORITHM_ALLGATHER);
+  EXPECT_EQ(decide_algorithm(config, 1, count, 4, kept, 0, Staging::all), DCT_ALGORITHM_ALLGATHER);
+  EXPECT_EQ(decide_algorithm(config, 4, count, 4, 4 * kept, 0, Staging::all),
+            DCT_ALGORITHM_ALLGATHER);
   for (int ranks : {2, 64, 1024}) {
     SCOPED_TRACE(ranks);
     dct::detail::ExchangeSize size;
@@ -128,7 +132,47 @@ TEST(DecideAlgorithm, StagedGpuRequestsChargeTheHostResult) {
         EXPECT_LT(charged(algorithm), 0.1 * full);
       }
     }
+    // Over a device transport the allgather's, split's and recursive doubling's sums do not
+    // cross; dense and hierarchical (whose tiers stay on MPI) are charged as before.
+    size.group_size = ranks == 2 ? 0 : 8;
+    network[DCT_ALGORITHM_HIERARCHICAL] = 0;
+    if (size.group_size > 0) {
+      size.host_result_seconds = 0;
+      network[DCT_ALGORITHM_HIERARCHICAL] =
+          dct::detail::predicted_seconds(DCT_ALGORITHM_HIERARCHICAL, size, config.network);
+      size.host_result_seconds = full;
+      EXPECT_GT(charged(DCT_ALGORITHM_HIERARCHICAL), 0.0);
+    }
+    const double hierarchical = charged(DCT_ALGORITHM_HIERARCHICAL);
+    size.transport = true;
+    EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_DENSE), full);
+    EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_HIERARCHICAL), hierarchical);
+    for (DCT_Algorithm algorithm :
+         {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
+      EXPECT_DOUBLE_EQ(charged(algorithm), 0.0);
+    }
   }
+}
+
+// The charge follows what every rank agreed on (allreduce.cpp: staging()): none where every
+// rank's MPI reads device memory, the transport's share where NCCL carries the sparse
+// exchanges. Where staging tips the balance, the decision moves with it.
+TEST(DecideAlgorithm, TheStagingChargeMovesTheDecision) {
+  Config config;
+  // 16 ranks, 64 Mi floats at density 0.05: split, unless every sum crossed from the host.
+  const double count = 64e6, kept = 0.05 * count;
+  EXPECT_EQ(decide_algorithm(config, 16, count, 4, 16 * kept, 0, Staging::none),
+            DCT_ALGORITHM_SPLIT);
+  EXPECT_EQ(decide_algorithm(config, 16, count, 4, 16 * kept, 0, Staging::all),
+            DCT_ALGORITHM_ALLGATHER);
+  EXPECT_EQ(decide_algorithm(config, 16, count, 4, 16 * kept, 0, Staging::transport),
+            DCT_ALGORITHM_SPLIT);
+  // 64 ranks, 100000 floats at 0.05: dense, unless dense alone stages its sum.
+  for (Staging staging : {Staging::none, Staging::all}) {
+    EXPECT_EQ(decide_algorithm(config, 64, 1e5, 4, 64 * 5e3, 0, staging), DCT_ALGORITHM_DENSE);
+  }
+  EXPECT_EQ(decide_algorithm(config, 64, 1e5, 4, 64 * 5e3, 0, Staging::transport),
+            DCT_ALGORITHM_RECURSIVE_DOUBLING);
 }
 
 // Sparse messages are counted in int units of 8 bytes: past 16 GiB, dense.
