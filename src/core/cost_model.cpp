@@ -76,20 +76,24 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       (size.own_value_bytes > 0 ? size.own_value_bytes : size.value_bytes) + index;
   const double entry = size.value_bytes + index;  // partial sums
   const double merged = size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
-  // Staged GPU requests: the sum crosses to the device as it travelled (sparse_result bytes
-  // against the n-element sum's `dense`), dense's in full; allgather's blocks cross compressed
-  // and are charged nothing, nor are those a device transport carries.
+  // GPU requests: the sum crosses to the device as it travelled (sparse_result bytes against
+  // the n-element sum's `dense`), dense's in full, where size.staging says it crosses at all;
+  // allgather's blocks cross compressed and are charged nothing.
+  const bool crosses =
+      size.staging == Staging::all ||
+      (size.staging == Staging::transport &&
+       (algorithm == DCT_ALGORITHM_DENSE || algorithm == DCT_ALGORITHM_HIERARCHICAL)) ||
+      (size.staging == Staging::dense && algorithm == DCT_ALGORITHM_DENSE);
   const auto host_result = [&](double sparse_result) {
+    if (!crosses) return 0.0;
     return size.host_result_seconds * std::min(1.0, sparse_result / std::max(dense, 1.0));
   };
-  const auto untransported = [&](double seconds) { return size.transport ? 0.0 : seconds; };
   const double kept_sums = size.result_budget > 0 ? std::min(merged, size.result_budget) : merged;
   const double gathered = std::min(kept_sums * entry, dense);  // split's reduced segments
   if (p <= 1)
     return algorithm == DCT_ALGORITHM_ALLGATHER ? 0
-           : algorithm == DCT_ALGORITHM_DENSE
-               ? host_result(dense)
-               : untransported(host_result(std::min(kept * entry, dense)));
+           : algorithm == DCT_ALGORITHM_DENSE   ? host_result(dense)
+                                                : host_result(std::min(kept * entry, dense));
 
   switch (algorithm) {
     case DCT_ALGORITHM_DENSE:  // reduce-scatter + allgather (Rabenseifner / ring)
@@ -99,7 +103,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
     case DCT_ALGORITHM_SPLIT: {
       // counts (alltoall, log P), entries to their owners (alltoallv, P-1 messages), owned
       // nonzero counts (allgather) and owned segments (allgatherv, sparse or dense).
-      return untransported(host_result(gathered)) + (3 * rounds + (p - 1)) * alpha +
+      return host_result(gathered) + (3 * rounds + (p - 1)) * alpha +
              share * (kept * own_entry + gathered) * per_byte;
     }
     case DCT_ALGORITHM_HIERARCHICAL: {
@@ -122,7 +126,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
       // Round r exchanges the merge of 2^r ranks' entries, or the dense vector once that is
       // smaller; two messages (size, payload) per round; non-powers of two add two steps.
       const int power = 1 << (ceil_log2(p + 1) - 1);
-      double seconds = untransported(host_result(std::min(merged * entry, dense)));
+      double seconds = host_result(std::min(merged * entry, dense));
       if (power < p) seconds += 2 * (2 * alpha + std::min(kept * entry, dense) * per_byte);
       for (int group = 1; group < power; group *= 2) {
         const double held = expected_union(size.count, kept, group);
@@ -173,7 +177,7 @@ DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, in
     size.group_size = ranks >= kHierarchyMinRanks ? group_size : 0;
     if (staging != Staging::none)
       size.host_result_seconds = count * value_bytes / kHostResultBytesPerSecond;
-    size.transport = staging == Staging::transport;
+    size.staging = staging;
     algorithm = cheapest_algorithm(size, config.network);
   }
   if (algorithm == DCT_ALGORITHM_HIERARCHICAL && group_size <= 0) algorithm = DCT_ALGORITHM_SPLIT;

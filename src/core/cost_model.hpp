@@ -15,6 +15,23 @@
 
 namespace dct::detail {
 
+/// How a GPU request's sums reach the device buffers, as far as auto charges it
+/// (ExchangeSize::host_result_seconds): the worst of every rank's, agreed on so that every rank
+/// decides alike.
+enum class Staging {
+  none,  ///< host buffers: nothing to charge
+  /// MPI through pinned host buffers: dense's n-element sum is written in host memory, and
+  /// split's, hierarchical's and recursive doubling's sums cross from there as they travelled
+  all,
+  /// as `all`, but a device transport (dct_transport: NCCL) carries the allgather, split and
+  /// recursive doubling device to device: only dense's and hierarchical's sums cross
+  transport,
+  /// MPI reads device memory on every rank (GPU-aware): the sparse exchanges send and receive
+  /// in place, and only dense is charged, whose reduction MPI libraries often run through
+  /// host memory
+  dense,
+};
+
 struct ExchangeSize {
   int ranks = 1;
   double count = 0;     ///< n, elements of the tensor
@@ -30,25 +47,14 @@ struct ExchangeSize {
   double result_budget = 0;
   /// hierarchical: ranks per group (0: no hierarchy; the algorithm is not a candidate).
   int group_size = 0;
-  /// GPU buffers staged through the host (MPI not GPU-aware): seconds to write the n-element
-  /// sum in host memory and copy it to the device, charged in full to dense; the sparse
-  /// exchanges sum on the device from what they received, charged the share of it their sum
-  /// crosses as (split's and hierarchical's gathered segments, recursive doubling's final
-  /// list), and allgather nothing (its blocks cross compressed). 0: host buffers.
+  /// GPU buffers: seconds to write the n-element sum in host memory and copy it to the device,
+  /// charged in full to dense; the sparse exchanges sum on the device from what they received,
+  /// charged the share of it their sum crosses as (split's and hierarchical's gathered
+  /// segments, recursive doubling's final list), and allgather nothing (its blocks cross
+  /// compressed); each only where `staging` says its sum crosses. 0: host buffers.
   double host_result_seconds = 0;
-  /// With host_result_seconds: the allgather, split and recursive doubling travel over a device
-  /// transport (Staging::transport), so only dense and hierarchical are charged it.
-  bool transport = false;
-};
-
-/// How a GPU request's messages travel, as far as auto charges it (host_result_seconds): the
-/// worst of every rank's, agreed on so that every rank decides alike.
-enum class Staging {
-  none,  ///< host buffers, or device buffers that every exchange reads in place (GPU-aware MPI)
-  all,   ///< MPI through pinned host buffers: every exchange's sum crosses from the host
-  /// as `all`, but a device transport (dct_transport: NCCL) carries the allgather, split and
-  /// recursive doubling device to device: only dense's and hierarchical's sums cross
-  transport,
+  /// Which algorithms host_result_seconds is charged to (none: nobody).
+  Staging staging = Staging::all;
 };
 
 /// What writing the sum in host memory and copying it to the device costs per byte of the
@@ -88,7 +94,7 @@ DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
 /// (`group_size` 0), then dense wherever the algorithm's messages would exceed what MPI's int
 /// counts of 8-byte units can describe. `total_kept`: the entries all ranks send;
 /// `union_hint`: as in ExchangeSize. `staging`: how GPU buffers' sums reach the device
-/// (ExchangeSize::host_result_seconds and transport).
+/// (ExchangeSize::host_result_seconds and staging).
 DCT_INTERNAL_API DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count,
                                                 int value_bytes, double total_kept,
                                                 double union_hint, Staging staging = Staging::none,

@@ -138,7 +138,7 @@ class CompressedEngine final : public RequestEngine {
     if (exact()) return;
     if (!own) {  // a drop-in state: its calls agree on the buffers' memory (c_api.cpp)
       own_comm_ = context_->shared_comm();
-      mpi_stages_ = staged_;  // whether MPI is GPU-aware is not agreed on: charged as staging
+      any_staged_ = mpi_stages_ = staged_;  // MPI's GPU-awareness is not agreed: charged as staging
       return;
     }
     // Calls in flight progress independently, so each request talks on its own communicator.
@@ -148,17 +148,19 @@ class CompressedEngine final : public RequestEngine {
     // One message per call (call_message.hpp) needs slots of one size on every rank: count,
     // type and configuration were agreed on at init (c_api.cpp), the densities may differ.
     // Drop-in states, made by each rank alone, never take it. The same message tells whether
-    // any rank's MPI stages device buffers through the host, which every rank's cost model must
-    // charge alike (decide_algorithm) where ranks mix host and device buffers, and whether every
-    // rank's blocks can be gathered in device memory (a GPU-aware MPI on every rank).
+    // any rank's buffers are device memory and whether any rank's MPI stages them through the
+    // host, which every rank's cost model must charge alike (decide_algorithm) where ranks mix
+    // host and device buffers or MPIs, and whether every rank's blocks can be gathered in
+    // device memory (a GPU-aware MPI on every rank).
     const bool aware = staged_ && backend_->mpi_accepts_device_memory();
-    std::int64_t agreed[4] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept()),
-                              staged_ && !aware ? 1 : 0, aware ? 0 : 1};
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 4, MPI_INT64_T, MPI_MAX, own_comm_),
+    std::int64_t agreed[5] = {std::int64_t(predicted_kept()), -std::int64_t(predicted_kept()),
+                              staged_ ? 1 : 0, staged_ && !aware ? 1 : 0, aware ? 0 : 1};
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 5, MPI_INT64_T, MPI_MAX, own_comm_),
               "MPI_Allreduce");
     agreed_kept_ = agreed[0] == -agreed[1] ? predicted_kept() : 0;
-    mpi_stages_ = agreed[2] != 0;
-    all_blocks_on_device_ = agreed[3] == 0;
+    any_staged_ = agreed[2] != 0;
+    mpi_stages_ = agreed[3] != 0;
+    all_blocks_on_device_ = agreed[4] == 0;
     // The device transport, where every rank's request wants it (device_transport.hpp); its
     // blocks travel on their own, not with the headers.
     if (config_.transport != Transport::mpi && kernels::device_transport_compiled())
@@ -451,7 +453,8 @@ class CompressedEngine final : public RequestEngine {
   // What auto charges for the sums' way to the device (cost_model.hpp), alike on every rank:
   // the transport is every rank's or none's.
   Staging staging() const {
-    if (!mpi_stages_) return Staging::none;
+    if (!any_staged_) return Staging::none;
+    if (!mpi_stages_) return Staging::dense;
     return transport_ != nullptr ? Staging::transport : Staging::all;
   }
 
@@ -548,6 +551,7 @@ class CompressedEngine final : public RequestEngine {
   bool owns_comm_ = false;
   Backend *backend_;
   bool staged_;                        // a GPU backend: the exchanges work on host copies
+  bool any_staged_ = false;            // staged_ on some rank (agreed in connect)
   bool mpi_stages_ = false;            // staged_ and MPI not GPU-aware on some rank (connect)
   bool all_blocks_on_device_ = false;  // every rank staged_, its MPI GPU-aware (agreed in connect)
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's

@@ -108,9 +108,7 @@ void allreduce_header(dct::fuzz::Input &in) {
   if (total != announced.total_kept) std::abort();
   const DCT_Algorithm algorithm =
       dd::decide_algorithm(config, ranks, double(count), int(value_bytes), total, union_hint,
-                           (flags & 64) == 0 ? dd::Staging::none
-                           : (flags & 128)   ? dd::Staging::transport
-                                             : dd::Staging::all);
+                           static_cast<dd::Staging>((flags >> 6) % 4));
   if (algorithm != DCT_ALGORITHM_DENSE && algorithm != DCT_ALGORITHM_ALLGATHER &&
       algorithm != DCT_ALGORITHM_SPLIT && algorithm != DCT_ALGORITHM_RECURSIVE_DOUBLING)
     std::abort();

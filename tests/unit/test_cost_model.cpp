@@ -144,19 +144,32 @@ TEST(DecideAlgorithm, StagedGpuRequestsChargeTheHostResult) {
       EXPECT_GT(charged(DCT_ALGORITHM_HIERARCHICAL), 0.0);
     }
     const double hierarchical = charged(DCT_ALGORITHM_HIERARCHICAL);
-    size.transport = true;
+    size.staging = Staging::transport;
     EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_DENSE), full);
     EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_HIERARCHICAL), hierarchical);
     for (DCT_Algorithm algorithm :
          {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
       EXPECT_DOUBLE_EQ(charged(algorithm), 0.0);
     }
+    // A GPU-aware MPI on every rank: the sparse exchanges work in place, dense is charged
+    // (MPI libraries often reduce device memory through the host).
+    size.staging = Staging::dense;
+    EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_DENSE), full);
+    for (DCT_Algorithm algorithm :
+         {DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_SPLIT, DCT_ALGORITHM_RECURSIVE_DOUBLING}) {
+      EXPECT_DOUBLE_EQ(charged(algorithm), 0.0);
+    }
+    if (size.group_size > 0) {
+      EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_HIERARCHICAL), 0.0);
+    }
+    size.staging = Staging::none;
+    EXPECT_DOUBLE_EQ(charged(DCT_ALGORITHM_DENSE), 0.0);
   }
 }
 
-// The charge follows what every rank agreed on (allreduce.cpp: staging()): none where every
-// rank's MPI reads device memory, the transport's share where NCCL carries the sparse
-// exchanges. Where staging tips the balance, the decision moves with it.
+// The charge follows what every rank agreed on (allreduce.cpp: staging()): dense's only where
+// every rank's MPI reads device memory, dense's and hierarchical's where NCCL carries the
+// other sparse exchanges. Where staging tips the balance, the decision moves with it.
 TEST(DecideAlgorithm, TheStagingChargeMovesTheDecision) {
   Config config;
   // 16 ranks, 64 Mi floats at density 0.05: split, unless every sum crossed from the host.
@@ -165,14 +178,17 @@ TEST(DecideAlgorithm, TheStagingChargeMovesTheDecision) {
             DCT_ALGORITHM_SPLIT);
   EXPECT_EQ(decide_algorithm(config, 16, count, 4, 16 * kept, 0, Staging::all),
             DCT_ALGORITHM_ALLGATHER);
-  EXPECT_EQ(decide_algorithm(config, 16, count, 4, 16 * kept, 0, Staging::transport),
-            DCT_ALGORITHM_SPLIT);
+  for (Staging staging : {Staging::transport, Staging::dense}) {
+    EXPECT_EQ(decide_algorithm(config, 16, count, 4, 16 * kept, 0, staging), DCT_ALGORITHM_SPLIT);
+  }
   // 64 ranks, 100000 floats at 0.05: dense, unless dense alone stages its sum.
   for (Staging staging : {Staging::none, Staging::all}) {
     EXPECT_EQ(decide_algorithm(config, 64, 1e5, 4, 64 * 5e3, 0, staging), DCT_ALGORITHM_DENSE);
   }
-  EXPECT_EQ(decide_algorithm(config, 64, 1e5, 4, 64 * 5e3, 0, Staging::transport),
-            DCT_ALGORITHM_RECURSIVE_DOUBLING);
+  for (Staging staging : {Staging::transport, Staging::dense}) {
+    EXPECT_EQ(decide_algorithm(config, 64, 1e5, 4, 64 * 5e3, 0, staging),
+              DCT_ALGORITHM_RECURSIVE_DOUBLING);
+  }
 }
 
 // Sparse messages are counted in int units of 8 bytes: past 16 GiB, dense.
