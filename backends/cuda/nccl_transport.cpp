@@ -2,11 +2,12 @@
 // split's reduced segments move device to device as one NCCL group of broadcasts, rank r's
 // block from rank r (NCCL has no allgatherv; grouped broadcasts of unequal sizes are one), and
 // split's blocks to their owners as one group of ncclSend / ncclRecv (an alltoallv; my own block
-// a device copy), and recursive doubling's partial sums between partners as a group of one send
-// and one receive. Each is queued on the stream of the request's kernels (the application's, or
-// the backend's own), so that it follows the encode and precedes the decode without the host
-// waiting in between. The communicator is
-// made once per user communicator: rank 0's ncclUniqueId broadcast over MPI, ncclCommInitRank on
+// a device copy), recursive doubling's partial sums between partners as a group of one send
+// and one receive, and dense's sum as a group of reduces (block r onto rank r) and one of
+// broadcasts (block r from rank r): the same bits on every rank, as dense promises. Each is queued
+// on the stream of the request's kernels (the application's, or the backend's own), so that it
+// follows the encode and precedes the decode without the host waiting in between. The communicator
+// is made once per user communicator: rank 0's ncclUniqueId broadcast over MPI, ncclCommInitRank on
 // every rank, and the outcome agreed on so that every rank keeps the communicator or none does
 // (NCCL refuses two ranks on one GPU).
 //
@@ -99,6 +100,30 @@ class NcclTransport final : public DeviceTransport {
     if (out > 0) check_nccl(ncclSend(send, out, ncclUint8, peer, comm_, s), "ncclSend");
     if (in > 0) check_nccl(ncclRecv(recv, in, ncclUint8, peer, comm_, s), "ncclRecv");
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  void sum_blocks(void *buffer, std::size_t count, std::size_t value_bytes,
+                  Stream stream) override {
+    const auto s = static_cast<cudaStream_t>(stream);
+    const ncclDataType_t type = value_bytes == 8 ? ncclDouble : ncclFloat;
+    auto *values = static_cast<std::byte *>(buffer);
+    // Two groups: every block reduced onto its rank (in place there), then every block
+    // broadcast from it; the stream orders the second after the first.
+    for (const bool reduce : {true, false}) {
+      check_nccl(ncclGroupStart(), "ncclGroupStart");
+      const std::size_t ranks = static_cast<std::size_t>(ranks_);
+      for (std::size_t r = 0, start = 0; r < ranks; ++r) {
+        const std::size_t size = count / ranks + (r < count % ranks ? 1 : 0);
+        std::byte *block = values + start * value_bytes;
+        start += size;
+        if (size == 0) continue;
+        if (reduce)
+          check_nccl(ncclReduce(block, block, size, type, ncclSum, int(r), comm_, s), "ncclReduce");
+        else
+          check_nccl(ncclBroadcast(block, block, size, type, int(r), comm_, s), "ncclBroadcast");
+      }
+      check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    }
   }
 
  private:

@@ -341,7 +341,8 @@ typedef struct DCT_Request_s *DCT_Request;
  *   residual then lives on the device, where every algorithm selects, encodes, decodes and
  *   sums; the sparse algorithms pass only compressed blocks through the host (pinned staging
  *   buffers, reused across calls), or nothing with a GPU-aware MPI or `dct_transport=nccl`;
- *   dense and density 1 stage the dense sum unless MPI is GPU-aware. Not compiled:
+ *   dense stages the dense sum unless MPI is GPU-aware or `dct_transport=nccl` sums it, and
+ *   density 1 unless MPI is GPU-aware. Not compiled:
  *   `DCT_ERR_NOT_COMPILED` from `DCT_Allreduce_init`.
  * - `dct_transport` [`DCT_TRANSPORT`], default `auto`: how a GPU request's blocks travel
  *   between ranks (persistent allreduce requests): `mpi`; `nccl`, device to device over an
@@ -349,8 +350,9 @@ typedef struct DCT_Request_s *DCT_Request;
  *   communicator; the request's calls then run in their start order, once every rank started
  *   them), `DCT_ERR_NOT_COMPILED` where dct has no NCCL or NCCL cannot run on the ranks (two
  *   ranks on one GPU), `DCT_ERR_BUFFER` for host or HIP buffers; `auto`: `nccl` where it can
- *   run and every rank's buffers are CUDA memory, else `mpi`. The allgather, split and
- *   recursive doubling use it; hierarchical and dense stay on MPI.
+ *   run and every rank's buffers are CUDA memory, else `mpi`. The allgather, split, recursive
+ *   doubling and dense use it (dense's sum: NCCL's reduction, the same bits on every rank);
+ *   hierarchical and density 1 (`MPI_Allreduce`'s bits) stay on MPI.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
  *   request when the checkpoint was saved on another number of ranks: `strict` refuses the

@@ -81,8 +81,7 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
   // allgather's blocks cross compressed and are charged nothing.
   const bool crosses =
       size.staging == Staging::all ||
-      (size.staging == Staging::transport &&
-       (algorithm == DCT_ALGORITHM_DENSE || algorithm == DCT_ALGORITHM_HIERARCHICAL)) ||
+      (size.staging == Staging::transport && algorithm == DCT_ALGORITHM_HIERARCHICAL) ||
       (size.staging == Staging::dense && algorithm == DCT_ALGORITHM_DENSE);
   const auto host_result = [&](double sparse_result) {
     if (!crosses) return 0.0;

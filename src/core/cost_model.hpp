@@ -23,8 +23,8 @@ enum class Staging {
   /// MPI through pinned host buffers: dense's n-element sum is written in host memory, and
   /// split's, hierarchical's and recursive doubling's sums cross from there as they travelled
   all,
-  /// as `all`, but a device transport (dct_transport: NCCL) carries the allgather, split and
-  /// recursive doubling device to device: only dense's and hierarchical's sums cross
+  /// as `all`, but a device transport (dct_transport: NCCL) carries every algorithm but
+  /// hierarchical (whose tiers stay on MPI) device to device: only hierarchical's sums cross
   transport,
   /// MPI reads device memory on every rank (GPU-aware): the sparse exchanges send and receive
   /// in place, and only dense is charged, whose reduction MPI libraries often run through

@@ -1,4 +1,5 @@
-// Moving a GPU request's compressed blocks between ranks device to device (dct_transport):
+// Moving a GPU request's compressed blocks between ranks device to device, and summing dense's
+// tensor there (dct_transport):
 // NCCL where dct was built with it (backends/cuda/nccl_transport.cpp), so that the blocks never
 // pass through host memory. MPI stays the default elsewhere: host buffers, HIP (RCCL is not
 // wired in), builds without NCCL, and ranks whose NCCL communicator cannot be made (NCCL
@@ -48,6 +49,13 @@ class DeviceTransport {
   /// overlap, and `peer` is not this rank.
   virtual void sendrecv(const std::byte *send, int send_units, std::byte *recv, int recv_units,
                         int peer, Stream stream) = 0;
+  /// In place, the sum over ranks of `count` values of `value_bytes` bytes each (4: float, 8:
+  /// double) at `buffer` (device memory), the same bits on every rank: cut into one block per
+  /// rank as dense's reduce-scatter cuts it (rank r's block count / P elements, one more for
+  /// r < count % P), block r summed once, on rank r, and then sent from there to every rank.
+  /// Queued on `stream` as allgatherv is.
+  virtual void sum_blocks(void *buffer, std::size_t count, std::size_t value_bytes,
+                          Stream stream) = 0;
 };
 
 namespace kernels {

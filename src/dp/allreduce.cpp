@@ -460,14 +460,18 @@ class CompressedEngine final : public RequestEngine {
 
   // Staged GPU requests: the sparse exchanges sum on the device, into the user's buffer, from
   // what they received (exchange.hpp: SparseInput::device); dense too where MPI reads device
-  // memory, else it writes the sum in host memory (result_host_), copied over at the end.
+  // memory or the transport sums it, else it writes the sum in host memory (result_host_),
+  // copied over at the end.
   bool sums_on_device(int algorithm) const {
-    return staged_ && (algorithm != DCT_ALGORITHM_DENSE || backend_->mpi_accepts_device_memory());
+    return staged_ && (algorithm != DCT_ALGORITHM_DENSE || transport_ != nullptr ||
+                       backend_->mpi_accepts_device_memory());
   }
   // ... and every sparse exchange encodes this rank's blocks there too (recursive doubling
   // also merges there), every value coding: then only compressed bytes cross between host and
-  // device, and none where MPI reads device memory.
+  // device, and none where MPI reads device memory. Dense, where it sums on the device, scatters
+  // this rank's entries there from where they were kept.
   bool encodes_on_device(int algorithm) const {
+    if (algorithm == DCT_ALGORITHM_DENSE) return sums_on_device(algorithm);
     if (algorithm != DCT_ALGORITHM_ALLGATHER && algorithm != DCT_ALGORITHM_SPLIT &&
         algorithm != DCT_ALGORITHM_HIERARCHICAL && algorithm != DCT_ALGORITHM_RECURSIVE_DOUBLING)
       return false;
@@ -493,9 +497,10 @@ class CompressedEngine final : public RequestEngine {
     if (device_entries) {
       input.device_idx = device_indices();
       input.device_val = compressor_.wire_values();
-      // Not hierarchical's: its tiers are communicators of their own, NCCL's spans them all.
-      if (algorithm != DCT_ALGORITHM_HIERARCHICAL) input.transport = transport_;
     }
+    // Every rank's or none's, and only where every rank's buffers are device memory (staged_).
+    // Not hierarchical's: its tiers are communicators of their own, NCCL's spans them all.
+    if (algorithm != DCT_ALGORITHM_HIERARCHICAL) input.transport = transport_;
     input.values = config_.values;
     input.rebalance = rebalance_;
     // Every block already came with the headers when every rank kept the predicted count.

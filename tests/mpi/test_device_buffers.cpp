@@ -429,7 +429,8 @@ TEST(DeviceBuffers, DropInCallsAgreeOnTheBuffersMemory) {
 #ifdef DCT_EMULATED_GPU
 /// dct_transport=nccl's stand-in: NCCL's grouped broadcasts as one MPI_Allgatherv in place on
 /// the "device" buffer (host memory in the emulation), its grouped sends and receives as one
-/// MPI_Alltoallv (with one peer, one MPI_Sendrecv), in stream order: the device's queued work runs
+/// MPI_Alltoallv (with one peer, one MPI_Sendrecv), its dense sum as dense's own MPI calls, in
+/// stream order: the device's queued work runs
 /// first, as the stream would run it before NCCL's kernels, without counting as a host wait (NCCL's
 /// calls only queue). Counts what it did.
 class EmulatedNccl final : public detail::DeviceTransport {
@@ -472,7 +473,30 @@ class EmulatedNccl final : public detail::DeviceTransport {
                  comm_, MPI_STATUS_IGNORE);
     ++sendrecvs;
   }
-  static inline int made = 0, gathers = 0, alltoalls = 0, sendrecvs = 0;
+  void sum_blocks(void *buffer, std::size_t count, std::size_t value_bytes,
+                  detail::Stream stream) override {
+    EXPECT_TRUE(detail::emulation::api::device_memory.contains(buffer));
+    EXPECT_TRUE(value_bytes == sizeof(float) || value_bytes == sizeof(double));
+    in_stream_order(stream);
+    // dense's MPI calls on dense's blocks, so that the sum has the host twin's bits.
+    const MPI_Datatype type = value_bytes == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT;
+    const int ranks = size(), me = rank();
+    std::vector<int> counts(ranks), offsets(ranks);
+    for (int r = 0, start = 0; r < ranks; ++r) {
+      counts[r] = int(count) / ranks + (r < int(count) % ranks ? 1 : 0);
+      offsets[r] = start;
+      start += counts[r];
+    }
+    std::vector<std::byte> block(static_cast<std::size_t>(counts[me]) * value_bytes + 1);
+    MPI_Request request;
+    MPI_Ireduce_scatter(buffer, block.data(), counts.data(), type, MPI_SUM, comm_, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    MPI_Iallgatherv(block.data(), counts[me], type, buffer, counts.data(), offsets.data(), type,
+                    comm_, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    ++sums;
+  }
+  static inline int made = 0, gathers = 0, alltoalls = 0, sendrecvs = 0, sums = 0;
   static inline detail::Stream last_stream = nullptr;
 
  private:
@@ -507,14 +531,15 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
   constexpr int kCalls = 6;
   const int made = EmulatedNccl::made;
   const bool several = size() > 1;
-  // Per call: the transport's gathers and alltoalls, and the host's waits from the third call
-  // on. The allgather's 4: the selection's pass and its trim, the verdicts, the end of the call
-  // (NCCL is queued behind the encode and before the decode: waiting for the encode before it
-  // and for NCCL after it made 2 more on a GPU, 1 here, whose stand-in did not wait). Split's 7:
-  // the pass, the trim, the cuts (and the histogram's, on a call that rebalances), the owner's
-  // verdicts, the segments' verdicts, the end of the call.
-  // Recursive doubling's: one send and receive per step (recursive_doubling.cpp: log2 P'
-  // rounds, P' the largest power of two <= P, and a step each way for the first 2 (P - P')
+  // Per call: the transport's gathers, alltoalls, sendrecvs and sums, and the host's waits from
+  // the third call on. The allgather's 4: the selection's pass and its trim, the verdicts, the end
+  // of the call (NCCL is queued behind the encode and before the decode: waiting for the encode
+  // before it and for NCCL after it made 2 more on a GPU, 1 here, whose stand-in did not wait).
+  // Split's 7: the pass, the trim, the cuts (and the histogram's, on a call that rebalances), the
+  // owner's verdicts, the segments' verdicts, the end of the call. Dense's 2 (3 at 1 rank): the
+  // pass and the end of the call (its list is scattered where it was kept and summed in place;
+  // staged, 7). Recursive doubling's: one send and receive per step (recursive_doubling.cpp: log2
+  // P' rounds, P' the largest power of two <= P, and a step each way for the first 2 (P - P')
   // ranks, of which the even ones sit the rounds out and only receive the sum at the end), and
   // 3 waits (the pass, the trim, the end of the call) and 2 per merge (the verdict on the
   // peer's list, the merged list's count: a GPU-aware MPI waits for the encode too, a third)
@@ -530,21 +555,22 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
     return rank() % 2 == 0 ? Doubling{2, 0, 1} : Doubling{rounds + 2, rounds + 1, 0};
   }();
   struct Expected {
-    int gathers, alltoalls, sendrecvs;
+    int gathers, alltoalls, sendrecvs, sums;
     std::size_t waits;
   };
   const auto expected = [&](DCT_Algorithm ran) {
-    if (ran == DCT_ALGORITHM_ALLGATHER) return Expected{several ? 1 : 0, 0, 0, 4};
-    if (ran == DCT_ALGORITHM_SPLIT) return Expected{1, 1, 0, 7};
+    if (ran == DCT_ALGORITHM_ALLGATHER) return Expected{several ? 1 : 0, 0, 0, 0, 4};
+    if (ran == DCT_ALGORITHM_SPLIT) return Expected{1, 1, 0, 0, 7};
+    if (ran == DCT_ALGORITHM_DENSE) return Expected{0, 0, 0, several ? 1 : 0, several ? 2u : 3u};
     if (ran == DCT_ALGORITHM_RECURSIVE_DOUBLING)
-      return Expected{0, 0, doubling.steps,
+      return Expected{0, 0, doubling.steps, 0,
                       std::size_t(3 + 2 * doubling.merges + doubling.replaces)};
-    return Expected{0, 0, 0, 0};  // hierarchical's tiers are communicators of their own: MPI
+    return Expected{0, 0, 0, 0, 0};  // hierarchical's tiers are communicators of their own: MPI
   };
   // nullptr: the default (auto), which picks the allgather here; hierarchical is split where
   // the ranks make one group (below 4 ranks, or one node that the group size does not divide).
   for (const char *algorithm :
-       {static_cast<const char *>(nullptr), "split", "recursive_doubling", "hierarchical"})
+       {static_cast<const char *>(nullptr), "split", "recursive_doubling", "dense", "hierarchical"})
     for (const char *values : {"native", "bf16"}) {
       SCOPED_TRACE(std::string(algorithm ? algorithm : "auto") + " " + values);
       std::vector<std::pair<std::string, std::string>> keys = {{"dct_density", "0.01"},
@@ -552,7 +578,7 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
       if (algorithm != nullptr) keys.emplace_back("dct_algorithm", algorithm);
       Twins<float> twins(gpu, n, keys);
       const int gathers = EmulatedNccl::gathers, alltoalls = EmulatedNccl::alltoalls,
-                sendrecvs = EmulatedNccl::sendrecvs;
+                sendrecvs = EmulatedNccl::sendrecvs, sums = EmulatedNccl::sums;
       ASSERT_TRUE(all_ranks(twins.step(gradient<float>(n, 0))));
       const auto ran = static_cast<DCT_Algorithm>(twins.status().algorithm);
       if (algorithm == nullptr) {
@@ -575,6 +601,7 @@ TEST(DeviceBuffers, ADeviceTransportMovesNoBlockThroughTheHost) {
       }
       EXPECT_EQ(EmulatedNccl::gathers - gathers, kCalls * want.gathers);
       EXPECT_EQ(EmulatedNccl::alltoalls - alltoalls, kCalls * want.alltoalls);
+      EXPECT_EQ(EmulatedNccl::sums - sums, kCalls * want.sums);
       EXPECT_EQ(EmulatedNccl::sendrecvs - sendrecvs, kCalls * want.sendrecvs);
       // On the stream of the request's kernels (here the backend's own), behind them.
       if (want.gathers > 0 || want.sendrecvs > 0) {

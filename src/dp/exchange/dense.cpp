@@ -3,7 +3,10 @@
 // allreduce (2 (P-1)/P n s bytes per rank), and identical result bits on every rank by
 // construction, which MPI_Iallreduce does not promise (SimGrid's does not deliver it).
 // A GPU request whose MPI reads device memory (SparseInput::device) runs it on the device:
-// this rank's list crosses, then MPI works on the user's buffer and a device block.
+// this rank's list is scattered there, then MPI works on the user's buffer and a device
+// block. Over a
+// device transport the transport sums the user's buffer in place, cut into the same blocks
+// (DeviceTransport::sum_blocks), queued behind the scatter of my list.
 #include <algorithm>
 #include <climits>
 
@@ -46,11 +49,24 @@ class DenseExchange final : public SparseExchange<T> {
 
   void post_reduce_scatter() {
     const std::size_t ranks = static_cast<std::size_t>(in_.ranks);
-    const SparseList<T> mine{in_.idx, in_.val, static_cast<std::size_t>(in_.kept[in_.rank])};
-    if (in_.device != nullptr)
-      device_.sum_host_list(*in_.device, mine, in_.result, 0, in_.count, in_.stream);
+    // A GPU request's entries are scattered where they were kept, on the device.
+    const bool device = in_.device != nullptr;
+    const SparseList<T> mine{device ? in_.device_idx : in_.idx, device ? in_.device_val : in_.val,
+                             static_cast<std::size_t>(in_.kept[in_.rank])};
+    if (device)
+      in_.device->sum_lists(&mine, 1, in_.result, 0, in_.count, in_.stream);
     else
       in_.host->sum_lists(&mine, 1, in_.result, 0, in_.count, nullptr);
+    const MPI_Count ring =
+        wire::ring_bytes(static_cast<MPI_Count>(in_.count * sizeof(T)), in_.ranks);
+    traffic_.bytes_sent = traffic_.bytes_received = ring;
+    traffic_.nnz_received = in_.ranks > 1 ? static_cast<MPI_Count>(in_.count) : 0;
+    if (in_.transport != nullptr) {
+      if (in_.ranks > 1)
+        in_.transport->sum_blocks(in_.result, in_.count, sizeof(T),
+                                  in_.device->queue_of(in_.stream));
+      return;  // no chunks: post_allgather has nothing to post
+    }
     if (chunks_.empty()) {  // the same for every call of the request: built once
       std::size_t block_total = 0;
       for (std::size_t offset = 0; offset < in_.count; offset += INT_MAX) {
@@ -83,10 +99,6 @@ class DenseExchange final : public SparseExchange<T> {
                               datatype_, MPI_SUM, in_.comm, &pending_.back()),
           "MPI_Ireduce_scatter");
     }
-    const MPI_Count ring =
-        wire::ring_bytes(static_cast<MPI_Count>(in_.count * sizeof(T)), in_.ranks);
-    traffic_.bytes_sent = traffic_.bytes_received = ring;
-    traffic_.nnz_received = in_.ranks > 1 ? static_cast<MPI_Count>(in_.count) : 0;
   }
 
   void post_allgather() {
@@ -106,7 +118,6 @@ class DenseExchange final : public SparseExchange<T> {
   std::size_t block_total_ = 0;
   std::vector<T> block_;
   BackendArray<T> device_block_;  // in_.device: this rank's reduced blocks, on the device
-  DeviceStaging<T> device_;       // in_.device: this rank's list, on the device
 };
 
 }  // namespace
