@@ -350,9 +350,10 @@ typedef struct DCT_Request_s *DCT_Request;
  *   communicator; the request's calls then run in their start order, once every rank started
  *   them), `DCT_ERR_NOT_COMPILED` where dct has no NCCL or NCCL cannot run on the ranks (two
  *   ranks on one GPU), `DCT_ERR_BUFFER` for host or HIP buffers; `auto`: `nccl` where it can
- *   run and every rank's buffers are CUDA memory, else `mpi`. The allgather, split, recursive
- *   doubling and dense use it (dense's sum: NCCL's reduction, the same bits on every rank);
- *   hierarchical and density 1 (`MPI_Allreduce`'s bits) stay on MPI.
+ *   run and every rank's buffers are CUDA memory, else `mpi`. Every algorithm uses it
+ *   (hierarchical over one more NCCL communicator per tier of the request's hierarchy; dense's
+ *   sum is NCCL's reduction, the same bits on every rank); density 1 (`MPI_Allreduce`'s bits)
+ *   stays on MPI.
  * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
  * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
  *   request when the checkpoint was saved on another number of ranks: `strict` refuses the

@@ -24,7 +24,8 @@ enum class Staging {
   /// split's, hierarchical's and recursive doubling's sums cross from there as they travelled
   all,
   /// as `all`, but a device transport (dct_transport: NCCL) carries every algorithm but
-  /// hierarchical (whose tiers stay on MPI) device to device: only hierarchical's sums cross
+  /// hierarchical device to device (its tiers could not have transports of their own): only
+  /// hierarchical's sums cross
   transport,
   /// MPI reads device memory on every rank (GPU-aware): the sparse exchanges send and receive
   /// in place, and only dense is charged, whose reduction MPI libraries often run through

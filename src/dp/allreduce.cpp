@@ -174,6 +174,8 @@ class CompressedEngine final : public RequestEngine {
     if ((config_.algorithm == DCT_ALGORITHM_HIERARCHICAL && ranks >= 4) ||
         (config_.algorithm == DCT_ALGORITHM_AUTO && ranks >= kHierarchyMinRanks))
       hierarchy_ = make_hierarchy(own_comm_, config_.group_size);
+    if (transport_ != nullptr && hierarchy_.group_size > 0)
+      hierarchical_on_transport_ = connect_device_transports(hierarchy_, own_comm_);
   }
 
   void start(const void *send, void *recv) override {
@@ -454,8 +456,9 @@ class CompressedEngine final : public RequestEngine {
   // the transport is every rank's or none's.
   Staging staging() const {
     if (!any_staged_) return Staging::none;
-    if (!mpi_stages_) return Staging::dense;
-    return transport_ != nullptr ? Staging::transport : Staging::all;
+    if (transport_ != nullptr)  // dense's sum too; hierarchical's tiers where they have one
+      return hierarchical_on_transport_ || !mpi_stages_ ? Staging::none : Staging::transport;
+    return mpi_stages_ ? Staging::all : Staging::dense;
   }
 
   // Staged GPU requests: the sparse exchanges sum on the device, into the user's buffer, from
@@ -498,9 +501,10 @@ class CompressedEngine final : public RequestEngine {
       input.device_idx = device_indices();
       input.device_val = compressor_.wire_values();
     }
-    // Every rank's or none's, and only where every rank's buffers are device memory (staged_).
-    // Not hierarchical's: its tiers are communicators of their own, NCCL's spans them all.
-    if (algorithm != DCT_ALGORITHM_HIERARCHICAL) input.transport = transport_;
+    // Every rank's or none's, and only where every rank's buffers are device memory (staged_);
+    // hierarchical's tiers use the hierarchy's own (hierarchical_on_transport_).
+    if (algorithm != DCT_ALGORITHM_HIERARCHICAL || hierarchical_on_transport_)
+      input.transport = transport_;
     input.values = config_.values;
     input.rebalance = rebalance_;
     // Every block already came with the headers when every rank kept the predicted count.
@@ -555,9 +559,10 @@ class CompressedEngine final : public RequestEngine {
   MPI_Comm own_comm_ = MPI_COMM_NULL;  // set by connect()
   bool owns_comm_ = false;
   Backend *backend_;
-  bool staged_;                        // a GPU backend: the exchanges work on host copies
-  bool any_staged_ = false;            // staged_ on some rank (agreed in connect)
-  bool mpi_stages_ = false;            // staged_ and MPI not GPU-aware on some rank (connect)
+  bool staged_;                             // a GPU backend: the exchanges work on host copies
+  bool any_staged_ = false;                 // staged_ on some rank (agreed in connect)
+  bool mpi_stages_ = false;                 // staged_ and MPI not GPU-aware on some rank (connect)
+  bool hierarchical_on_transport_ = false;  // hierarchy_'s tiers have transports (connect)
   bool all_blocks_on_device_ = false;  // every rank staged_, its MPI GPU-aware (agreed in connect)
   BackendArray<T> velocity_, velocity_next_;  // dct_momentum: committed and this call's
   mutable std::vector<T> velocity_host_;      // velocity() of a staged request

@@ -200,12 +200,20 @@ struct Hierarchy {
   MPI_Comm group = MPI_COMM_NULL;
   MPI_Comm cross = MPI_COMM_NULL;
   int group_size = 0;  ///< G; 0: no hierarchy (fewer than 4 ranks, or a prime number)
+  /// A device transport over each tier (connect_device_transports), or none.
+  std::unique_ptr<DeviceTransport> group_transport, cross_transport;
   void free();
 };
 
 /// Splits `comm` (collective) into the groups of hierarchy_group_size (cost_model.hpp); no
 /// communicator is made where that is 0.
 Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size);
+
+/// A device transport over each tier of `hierarchy` (a request's whose own communicator `comm`
+/// has one: collective over `comm`), so that the hierarchical exchange moves its blocks as the
+/// others do; every rank keeps both or none (NCCL may refuse a tier), and returns whether it
+/// keeps them.
+bool connect_device_transports(Hierarchy &hierarchy, MPI_Comm comm);
 
 /// `layouts`: the segment boundaries of the group stage and of the cross stage, kept between
 /// calls; `hierarchy` must have a group size.

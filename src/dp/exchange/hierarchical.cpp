@@ -16,7 +16,10 @@
 //
 // A GPU request's tiers all sum on the device (split_owner_on_device.cpp): the group's sums
 // are compacted there and are the cross tier's device entries, whose result lands there too,
-// so only compressed blocks and segments cross between host and device.
+// so only compressed blocks and segments cross between host and device. With a device
+// transport each tier moves them over a transport of its own (Hierarchy::group_transport,
+// cross_transport), made with the hierarchy.
+#include <string>
 #include <utility>
 
 #include "core/cost_model.hpp"
@@ -25,6 +28,8 @@
 namespace dct::detail {
 
 void Hierarchy::free() {
+  group_transport.reset();
+  cross_transport.reset();
   if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
   if (cross != MPI_COMM_NULL) MPI_Comm_free(&cross);
   group_size = 0;
@@ -59,6 +64,21 @@ Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size) {
   }
   check_mpi(MPI_Comm_split(comm, position, rank, &hierarchy.cross), "MPI_Comm_split");
   return hierarchy;
+}
+
+bool connect_device_transports(Hierarchy &hierarchy, MPI_Comm comm) {
+  std::string why;
+  if (hierarchy.group_size > 0) {
+    hierarchy.group_transport = kernels::make_device_transport(hierarchy.group, why);
+    hierarchy.cross_transport = kernels::make_device_transport(hierarchy.cross, why);
+  }
+  int both = hierarchy.group_transport != nullptr && hierarchy.cross_transport != nullptr ? 1 : 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &both, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (both == 0) {
+    hierarchy.group_transport.reset();
+    hierarchy.cross_transport.reset();
+  }
+  return both != 0;
 }
 
 namespace {
@@ -96,7 +116,8 @@ class HierarchicalExchange final : public SplitExchange<T> {
     in_.result_budget = 0;  // applied by the cross tier
     in_.residual = nullptr;
     in_.residual_device = nullptr;
-    in_.transport = nullptr;  // NCCL's communicator spans the whole communicator, not a tier
+    // The request's transport spans the whole communicator; each tier has its own.
+    in_.transport = all_.transport != nullptr ? hierarchy_.group_transport.get() : nullptr;
     step_ = 0;
     cross_summed_ = false;
     Split::prepare();
@@ -176,6 +197,7 @@ class HierarchicalExchange final : public SplitExchange<T> {
     cross.stream = all_.stream;
     if (this->owner_on_device()) {
       cross.device = all_.device;
+      cross.transport = all_.transport != nullptr ? hierarchy_.cross_transport.get() : nullptr;
       cross.device_idx = owner_.idx.data();
       cross.device_val = owner_.val.data();
       cross_device_result_.reserve_growing(*all_.device, length);
