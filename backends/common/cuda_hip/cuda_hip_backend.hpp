@@ -417,8 +417,8 @@ class GpuBackend final : public Backend {
                                      api::stream_t s) {
     require(n <= std::numeric_limits<unsigned int>::max(), DCT_ERR_INTERNAL,
             "select: more elements than DCT_MAX_COUNT");
-    const TieFlag<T> tie{send, residual, T(0), nullptr};
-    const SelectFlag<T> flag{send, residual, T(0), nullptr, nullptr, nullptr, 0};
+    const TieFlag<T> tie{{send, residual, T(0), nullptr}};
+    const SelectFlag<T> flag{{send, residual, T(0), nullptr}, nullptr, nullptr, 0};
     std::size_t tie_scan = 0, keep_scan = 0;
     check(api::inclusive_sum_of(nullptr, tie_scan, tie, n, static_cast<unsigned int *>(nullptr), s),
           "select (scan size)");
@@ -439,8 +439,8 @@ class GpuBackend final : public Backend {
     auto *tie_inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes);
     auto *inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes + array_bytes);
     char *temporary = scratch + counts_bytes + 2 * array_bytes;
-    const TieFlag<T> tie{send, residual, tau, at};
-    SelectFlag<T> flag{send, residual, tau, at, nullptr, nullptr, 0};
+    const TieFlag<T> tie{{send, residual, tau, at}};
+    SelectFlag<T> flag{{send, residual, tau, at}, nullptr, nullptr, 0};
     check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "select (counts)");
     DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, at,
                    counts);

@@ -209,18 +209,29 @@ __global__ void count_selected(const T *send, const T *residual, std::size_t n, 
   }
 }
 
-/// Entry i is a tie at tau (selected, finite, |acc| == tau).
+/// What the selection's flags share: entry i's acc and whether it passes the keep rule at the
+/// threshold in force (`tau`, or the device's where `at` is set: threshold_in_force).
 template <typename T>
-struct TieFlag {
+struct SelectionRule {
   const T *send;
   const T *residual;
   T tau;
   const DeviceThreshold<T> *at;
+  __host__ __device__ bool kept(std::size_t i, T &acc, T &threshold) const {
+    threshold = tau;
+    if (!threshold_in_force(threshold, at)) return false;
+    acc = accumulated(send, residual, i);
+    return keep_entry(acc, threshold);
+  }
+};
+
+/// Entry i is a tie at tau (selected, finite, |acc| == tau).
+template <typename T>
+struct TieFlag : SelectionRule<T> {
   __host__ __device__ unsigned int operator()(std::size_t i) const {
-    T threshold = tau;
-    if (!threshold_in_force(threshold, at)) return 0u;
-    const T acc = accumulated(send, residual, i);
-    return keep_entry(acc, threshold) && acc - acc == T(0) && std::fabs(acc) == threshold ? 1u : 0u;
+    T acc = T(0), threshold = T(0);
+    return this->kept(i, acc, threshold) && acc - acc == T(0) && std::fabs(acc) == threshold ? 1u
+                                                                                             : 0u;
   }
 };
 
@@ -229,19 +240,13 @@ struct TieFlag {
 /// flags; nullptr: every tie). The budget is read on the device, where count_selected left
 /// `*above`, so that the host does not wait between the count and the scan.
 template <typename T>
-struct SelectFlag {
-  const T *send;
-  const T *residual;
-  T tau;
-  const DeviceThreshold<T> *at;
+struct SelectFlag : SelectionRule<T> {
   const unsigned int *tie_inclusive;
   const unsigned long long *above;
   std::size_t limit;
   __host__ __device__ unsigned int operator()(std::size_t i) const {
-    T threshold = tau;
-    if (!threshold_in_force(threshold, at)) return 0u;
-    const T acc = accumulated(send, residual, i);
-    if (!keep_entry(acc, threshold)) return 0u;
+    T acc = T(0), threshold = T(0);
+    if (!this->kept(i, acc, threshold)) return 0u;
     if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != threshold) return 1u;
     const std::size_t budget = limit > *above ? limit - static_cast<std::size_t>(*above) : 0;
     return static_cast<std::size_t>(tie_inclusive[i]) <= budget ? 1u : 0u;
