@@ -4,9 +4,8 @@
 // construction, which MPI_Iallreduce does not promise (SimGrid's does not deliver it).
 // A GPU request whose MPI reads device memory (SparseInput::device) runs it on the device:
 // this rank's list is scattered there, then MPI works on the user's buffer and a device
-// block. Over a
-// device transport the transport sums the user's buffer in place, cut into the same blocks
-// (DeviceTransport::sum_blocks), queued behind the scatter of my list.
+// block. Over a device transport the transport sums the user's buffer in place, cut into the
+// same blocks (DeviceTransport::sum_blocks), queued behind the scatter of my list.
 #include <algorithm>
 #include <climits>
 
