@@ -113,7 +113,7 @@ class NcclTransport final : public DeviceTransport {
       check_nccl(ncclGroupStart(), "ncclGroupStart");
       const std::size_t ranks = static_cast<std::size_t>(ranks_);
       for (std::size_t r = 0, start = 0; r < ranks; ++r) {
-        const std::size_t size = count / ranks + (r < count % ranks ? 1 : 0);
+        const std::size_t size = dense_block(count, ranks, r);
         std::byte *block = values + start * value_bytes;
         start += size;
         if (size == 0) continue;

@@ -23,6 +23,12 @@
 
 namespace dct::detail {
 
+/// Elements of rank r's block when dense cuts `count` elements into one block per rank (its
+/// reduce-scatter, and DeviceTransport::sum_blocks): count / ranks, one more for r < count % ranks.
+inline std::size_t dense_block(std::size_t count, std::size_t ranks, std::size_t r) {
+  return count / ranks + (r < count % ranks ? 1 : 0);
+}
+
 class DeviceTransport {
  public:
   virtual ~DeviceTransport() = default;
@@ -51,8 +57,8 @@ class DeviceTransport {
                         int peer, Stream stream) = 0;
   /// In place, the sum over ranks of `count` values of `value_bytes` bytes each (4: float, 8:
   /// double) at `buffer` (device memory), the same bits on every rank: cut into one block per
-  /// rank as dense's reduce-scatter cuts it (rank r's block count / P elements, one more for
-  /// r < count % P), block r summed once, on rank r, and then sent from there to every rank.
+  /// rank as dense's reduce-scatter cuts it (dense_block), block r summed once, on rank r, and
+  /// then sent from there to every rank.
   /// Queued on `stream` as allgatherv is.
   virtual void sum_blocks(void *buffer, std::size_t count, std::size_t value_bytes,
                           Stream stream) = 0;

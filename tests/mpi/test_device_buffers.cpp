@@ -483,7 +483,7 @@ class EmulatedNccl final : public detail::DeviceTransport {
     const int ranks = size(), me = rank();
     std::vector<int> counts(ranks), offsets(ranks);
     for (int r = 0, start = 0; r < ranks; ++r) {
-      counts[r] = int(count) / ranks + (r < int(count) % ranks ? 1 : 0);
+      counts[r] = int(detail::dense_block(count, std::size_t(ranks), std::size_t(r)));
       offsets[r] = start;
       start += counts[r];
     }

@@ -72,7 +72,7 @@ class DenseExchange final : public SparseExchange<T> {
         const std::size_t length = std::min<std::size_t>(in_.count - offset, INT_MAX);
         Chunk chunk{offset, std::vector<int>(ranks), std::vector<int>(ranks), block_total};
         for (std::size_t r = 0, start = 0; r < ranks; ++r) {
-          const std::size_t size = length / ranks + (r < length % ranks ? 1 : 0);
+          const std::size_t size = dense_block(length, ranks, r);
           chunk.counts[r] = static_cast<int>(size);
           chunk.displacements[r] = static_cast<int>(start);
           start += size;
