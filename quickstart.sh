@@ -21,9 +21,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 packages=(g++ gfortran make cmake pkg-config libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
           libgtest-dev libhdf5-openmpi-dev zlib1g-dev libopenblas-dev libcli11-dev
           nlohmann-json3-dev dataset-fashion-mnist libzstd-dev liblz4-dev libdeflate-dev ccache)
-# The tests of the Python package and its PyTorch hook (bindings/python) need these too.
+# The tests of the Python package and its PyTorch hook (bindings/python) need these too, and
+# the unit tests a German locale's sources (`locales`).
 if [ "$mode" = test ]; then
-  packages+=(python3-mpi4py python3-numpy python3-pytest python3-torch)
+  packages+=(python3-mpi4py python3-numpy python3-pytest python3-torch locales)
 fi
 missing=()
 for package in "${packages[@]}"; do

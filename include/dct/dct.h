@@ -378,7 +378,10 @@ typedef struct DCT_Request_s *DCT_Request;
  * Datatypes and operations: `MPI_FLOAT` and `MPI_DOUBLE` (and Fortran's `MPI_REAL`,
  * `MPI_DOUBLE_PRECISION`, `MPI_REAL4`, `MPI_REAL8`) with `MPI_SUM` are compressed. Every
  * other combination is handed to `MPI_Allreduce` unchanged (`DCT_Status.algorithm` is then
- * `DCT_ALGORITHM_PASSTHROUGH`), so a code may route all its allreduces through dct.
+ * `DCT_ALGORITHM_PASSTHROUGH`), so a code may route all its allreduces through dct, on dct's
+ * duplicate of `comm`: a combination MPI refuses (`MPI_C_BOOL` with `MPI_SUM`) returns
+ * `DCT_ERR_MPI` on every rank, whatever `comm`'s error handler. A derived datatype must be
+ * committed (`DCT_ERR_DATATYPE` otherwise, at init).
  * @{
  */
 

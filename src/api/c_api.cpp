@@ -217,7 +217,7 @@ int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_
     bool unnamed = false;
     try {
       require(request != nullptr, DCT_ERR_ARG, "request is NULL");
-      args.validate();
+      args.validate(context->shared_comm());
       Config config = Config::from(info, KnobUse::allreduce);
       fingerprint = allreduce_fingerprint(args, config);
       unnamed = config.name.empty();
@@ -381,15 +381,20 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
     const ContextEntry entry(*context);
     std::exception_ptr local_error;
     try {
-      args.validate();
+      args.validate(context->shared_comm());
     } catch (...) {
       local_error = std::current_exception();
     }
     agree(context->shared_comm(), context->rank(), local_error,
           drop_in_call_fingerprint(args, local_error == nullptr), nullptr);
     if (!args.compressed()) {  // no state to keep: exactly MPI's call (aliased: in place)
+      // On the duplicate for traffic that completes within the call (the agreement's), whose
+      // errors return: a pair MPI refuses (MPI_C_BOOL with MPI_SUM, MPI_FLOAT with MPI_MAXLOC)
+      // is DCT_ERR_MPI on every rank (the arguments were agreed), not an abort through the
+      // user communicator's MPI_ERRORS_ARE_FATAL.
       const void *send = sendbuf == recvbuf && count > 0 ? MPI_IN_PLACE : sendbuf;
-      check_mpi(MPI_Allreduce(send, recvbuf, static_cast<int>(count), datatype, op, comm),
+      check_mpi(MPI_Allreduce(send, recvbuf, static_cast<int>(count), datatype, op,
+                              context->shared_comm()),
                 "MPI_Allreduce");
       return;
     }

@@ -30,7 +30,9 @@ std::vector<RequestEngine *> live_engines(const CommContext *context) {
   for (std::size_t i = 0; i < engines.size(); ++i) {
     const std::string &name = engines[i]->name();
     require(name.find('/') == std::string::npos && name != "." && name != "..", DCT_ERR_ARG,
-            "request name '" + name + "' cannot name an HDF5 group (contains '/')");
+            "request name '" + name +
+                "' cannot name an HDF5 group ('.', '..' and names with "
+                "'/' cannot)");
     require(i == 0 || engines[i - 1]->name() != name, DCT_ERR_ARG,
             "two live requests are named '" + name + "': give them distinct dct_name values");
     require(!engines[i]->active(), DCT_ERR_ACTIVE,
@@ -129,12 +131,30 @@ bool has_last_update(const RequestEngine &engine) {
   return engine.checkpointed() && engine.keeps_last_update();
 }
 
+std::string directory_of(const std::string &path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+std::string canonical_path(const std::string &path) {
+  const std::string name = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0
+  char *resolved = ::realpath(directory_of(path).c_str(), nullptr);
+  if (resolved == nullptr || name.empty() || name == "." || name == "..") {
+    std::free(resolved);
+    return path;
+  }
+  const std::string directory(resolved);
+  std::free(resolved);
+  return (directory == "/" ? "" : directory) + "/" + name;
+}
+
 Collective open_collective(MPI_Comm user_comm, const std::string &path) {
   ensure_library_ready();
   std::shared_ptr<CommContext> context = comm_context(user_comm);
   require(context->comm() != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
   const MPI_Comm comm = context->comm();
-  agree_on_path(comm, path);
+  std::string file = canonical_path(path);
+  agree_on_path(comm, file);
   std::vector<RequestEngine *> engines = agreed_engines(comm, context.get());
   // Collective and independent transfers of one dataset on different ranks would hang.
   int collective_rows = 0;
@@ -152,7 +172,8 @@ Collective open_collective(MPI_Comm user_comm, const std::string &path) {
             "ranks set DCT_CHECKPOINT_IO differently (this rank: " +
                 std::string(collective_rows ? "collective" : "independent") + ")");
   });
-  return Collective{context,
+  return Collective{std::move(file),
+                    context,
                     comm,
                     context->rank(),
                     context->size(),

@@ -20,6 +20,9 @@ class RequestEngine;
 /// What a save or a load starts from: the communicator dct works on for `user_comm`, this
 /// rank's place in it, and the live requests to save or load, sorted by name.
 struct Collective {
+  /// The file, spelled one way on every rank (canonical_path): what a save's pending check,
+  /// temporary and rename use.
+  std::string path;
   std::shared_ptr<CommContext> context;
   MPI_Comm comm;
   int rank;
@@ -31,10 +34,20 @@ struct Collective {
   bool checksum_thread;
 };
 
+/// The directory part of `path` ("." for a bare name, "/" for a file at the root).
+std::string directory_of(const std::string &path);
+
+/// The file `path` names, spelled one way: its directory resolved (realpath: `.`, `..`, `//`,
+/// symbolic links, a relative path from the working directory) then its name, so that two
+/// spellings of one file are one save (issue 61: `ck/a.h5` and `ck/./a.h5` were two saves at
+/// once into one temporary, and the file that was there was lost). A directory that cannot be
+/// resolved leaves `path` as it is: the save then fails where it did.
+std::string canonical_path(const std::string &path);
+
 /// Collective over `user_comm`: readies the library, finds dct's communicator (throws if MPI
-/// was finalized), and agrees that every rank names the same `path` and holds the same live
-/// requests (names, counts, datatypes) and reads DCT_CHECKPOINT_IO alike: the collective HDF5
-/// calls that follow need every rank to open the same file and handle the same requests in the
+/// was finalized), and agrees that every rank names the same file (canonical_path) and holds the
+/// same live requests (names, counts, datatypes) and reads DCT_CHECKPOINT_IO alike: the collective
+/// HDF5 calls that follow need every rank to open the same file and handle the same requests in the
 /// same order, the same way. Throws the same error on every rank otherwise. Where
 /// DCT_CHECKPOINT_CHECKSUM_THREAD is auto, a rank has a core to spare for its checksums when
 /// it may run on two CPUs or more and its node has two or more per rank.

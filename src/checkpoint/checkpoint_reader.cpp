@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint_pieces.hpp"
 #include "checkpoint/checkpoint_seal.hpp"
 #include "core/error.hpp"
+#include "core/number_text.hpp"
 
 namespace dct::detail {
 namespace {
@@ -135,7 +136,7 @@ CheckpointReader::CheckpointReader(const std::string &path, MPI_Comm comm, bool 
         const double tau = saved.tau[static_cast<std::size_t>(r)];
         require(std::isfinite(tau) && tau >= 0, DCT_ERR_CKPT_FORMAT,
                 "request " + saved.name + " has an invalid threshold for rank " +
-                    std::to_string(r) + ": " + std::to_string(tau));
+                    std::to_string(r) + ": " + decimal(tau));
         if (!saved.has_row_data() && format_version_ >= 2)  // no data to read: check now
           require(row_checksum(nullptr, 0, tau, saved.calls) ==
                       saved.checksums[static_cast<std::size_t>(r)],

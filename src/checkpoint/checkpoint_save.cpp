@@ -41,11 +41,6 @@ void sync_to_disk(const std::string &path, int code) {
   require(rc == 0, code, "fsync of " + path + " failed: " + std::strerror(error));
 }
 
-std::string directory_of(const std::string &path) {
-  const std::size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
-
 /// Each engine's state row (format 5): [words used, extra_state()..., zeros], as wide as the
 /// widest rank's (one row width per dataset); empty for engines with no extra state anywhere.
 /// The rows are taken under run_agreed first, so that no rank fails between collectives.
@@ -344,16 +339,17 @@ void seal_and_rename(MPI_Comm comm, int rank, int ranks, const std::string &temp
 
 namespace {
 
-/// What every save starts with: the agreed requests, no save pending to `path`, the agreed
-/// temporary name and the plan; then `body(c, temporary, plan)`, the temporary removed (by
-/// rank 0) if anything throws.
+/// What every save starts with: the agreed requests and file (`c.path`, the one spelling of
+/// `path` that every check below compares), no save pending to it, the agreed temporary name
+/// and the plan; then `body(c, temporary, plan)`, the temporary removed (by rank 0) if
+/// anything throws.
 template <typename Body>
 auto run_save(MPI_Comm user_comm, const std::string &path, Body &&body) {
   const Collective c = open_collective(user_comm, path);
-  require_no_pending_save(c.comm, path);
-  const std::string temporary = agreed_temporary(c.comm, path);
+  require_no_pending_save(c.comm, c.path);
+  const std::string temporary = agreed_temporary(c.comm, c.path);
   try {
-    return body(c, temporary, plan_save(c, path, temporary));
+    return body(c, temporary, plan_save(c, c.path, temporary));
   } catch (...) {
     if (c.rank == 0) std::remove(temporary.c_str());
     throw;
@@ -376,7 +372,7 @@ void checkpoint_save(MPI_Comm user_comm, const std::string &path) {
                  require(failed.empty(), DCT_ERR_CKPT_IO, failed);
                }
              });
-             seal_and_rename(c.comm, c.rank, c.ranks, temporary, path, plan.user_block, bulk);
+             seal_and_rename(c.comm, c.rank, c.ranks, temporary, c.path, plan.user_block, bulk);
            });
 }
 
@@ -389,7 +385,7 @@ PendingSave *checkpoint_isave(MPI_Comm user_comm, const std::string &path) {
           bulk = write_file(temporary, c, plan.states, plan.user_block, &rows, true);
         });
         auto save =
-            std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, path, temporary);
+            std::make_unique<PendingSave>(c.context, c.comm, c.rank, c.ranks, c.path, temporary);
         save->user_block = plan.user_block;
         save->bulk = std::move(bulk);
         // A thread that cannot start on one rank (EAGAIN) fails the isave on all; the others'

@@ -4,18 +4,20 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "core/environment.hpp"
 #include "core/error.hpp"
+#include "core/number_text.hpp"
 
 namespace dct::detail {
 namespace {
@@ -30,12 +32,7 @@ struct Knob {
 
 /// The shortest decimal that reads back as `x` (what the read-back shows).
 std::string number(double x) {
-  char text[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(text, sizeof text, "%.*g", digits, x);
-    if (std::strtod(text, nullptr) == x) break;
-  }
-  return text;
+  return decimal(x);
 }
 
 std::string numbers(const std::vector<double> &xs) {
@@ -49,25 +46,27 @@ std::string numbers(const std::vector<double> &xs) {
   fail(DCT_ERR_INFO, origin + "='" + value + "' is invalid: expected " + expected);
 }
 
-/// The whole of `value` as one number, read by `convert` (strtod, or strtoll in base 10), else
-/// bad_value. Every number of the table is read here, one way: strtod and strtoll skip leading
-/// white space, so " 0.5" is refused explicitly, as "0.5 " is (issue 35).
-template <typename Convert>
-auto read_number(const std::string &value, const std::string &origin, const char *expected,
-                 Convert convert) {
-  const char *begin = value.c_str();
-  char *end = nullptr;
-  errno = 0;
-  const auto number = convert(begin, &end);
-  if (end == begin || std::isspace(static_cast<unsigned char>(*begin)) || *end != '\0' ||
-      errno != 0)
-    bad_value(origin, value, expected);
-  return number;
+/// `text` (the whole value, or a comma-separated part of `whole`) as one number of type T, else
+/// bad_value quoting `whole`, the value as the user wrote it. Every number of the table is read
+/// here, one way: std::from_chars, which reads the "C" locale's spelling whatever the
+/// process's locale is (strtod read `0,05` under de_DE and refused `0.05`), takes no white space
+/// and no trailing character, and refuses a value out of T's range. One leading '+' is taken,
+/// as strtod took it.
+template <typename T>
+T read_number(std::string_view text, const std::string &whole, const std::string &origin,
+              const char *expected) {
+  if (text.size() > 1 && text[0] == '+' && text[1] != '-') text.remove_prefix(1);
+  T number{};
+  const char *end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, number);
+  if (text.empty() || error != std::errc() || stop != end) bad_value(origin, whole, expected);
+  // -0 is 0: settings are compared bit for bit between ranks, and one rank's `-0` against
+  // another's `0` was DCT_ERR_MISMATCH (issue 61).
+  return number == T(0) ? T(0) : number;
 }
 
 double read_double(const std::string &value, const std::string &origin, const char *expected) {
-  return read_number(value, origin, expected,
-                     [](const char *text, char **end) { return std::strtod(text, end); });
+  return read_number<double>(value, value, origin, expected);
 }
 
 void parse_density(Config &config, const std::string &value, const std::string &origin) {
@@ -77,13 +76,17 @@ void parse_density(Config &config, const std::string &value, const std::string &
   config.density = density;
 }
 
+/// `part` of `whole` as an integer in [minimum, maximum]; a refusal quotes `whole`.
+long long integer_in(std::string_view part, const std::string &whole, const std::string &origin,
+                     long long minimum, long long maximum, const char *expected) {
+  const long long integer = read_number<long long>(part, whole, origin, expected);
+  if (integer < minimum || integer > maximum) bad_value(origin, whole, expected);
+  return integer;
+}
+
 long long parse_integer(const std::string &value, const std::string &origin, long long minimum,
                         const char *expected, long long maximum = LLONG_MAX) {
-  const long long integer = read_number(value, origin, expected, [](const char *text, char **end) {
-    return std::strtoll(text, end, 10);
-  });
-  if (integer < minimum || integer > maximum) bad_value(origin, value, expected);
-  return integer;
+  return integer_in(value, value, origin, minimum, maximum, expected);
 }
 
 void parse_interval(Config &config, const std::string &value, const std::string &origin) {
@@ -188,7 +191,10 @@ void parse_beta(Config &config, const std::string &value, const std::string &ori
   config.network.beta_gbps = parse_positive(value, origin);
 }
 
-void parse_name(Config &config, const std::string &value, const std::string &) {
+/// Refused here what no checkpoint could save (an HDF5 group's name), rather than at the save.
+void parse_name(Config &config, const std::string &value, const std::string &origin) {
+  if (value.find('/') != std::string::npos || value == "." || value == "..")
+    bad_value(origin, value, "a name without '/', other than '.' and '..' (an HDF5 group's)");
   config.name = value;
 }
 
@@ -284,11 +290,17 @@ void parse_mp_compressor(Config &config, const std::string &value, const std::st
   config.mp_compressor = value == "topk" ? MpCompressor::topk : MpCompressor::error_bounded;
 }
 
+/// `part` of `whole` as a number in [low, high]; a refusal quotes `whole`.
+double number_in(std::string_view part, const std::string &whole, const std::string &origin,
+                 double low, double high, const char *expected) {
+  const double number = read_number<double>(part, whole, origin, expected);
+  if (!(number >= low && number <= high)) bad_value(origin, whole, expected);
+  return number;
+}
+
 double parse_number(const std::string &value, const std::string &origin, double low, double high,
                     const char *expected) {
-  const double number = read_double(value, origin, expected);
-  if (!(number >= low && number <= high)) bad_value(origin, value, expected);
-  return number;
+  return number_in(value, value, origin, low, high, expected);
 }
 
 /// A comma-separated list of relative bounds, each in [0, 1].
@@ -297,8 +309,8 @@ std::vector<double> parse_bounds(const std::string &value, const std::string &or
   std::size_t begin = 0;
   do {
     const std::size_t end = std::min(value.find(',', begin), value.size());
-    bounds.push_back(parse_number(value.substr(begin, end - begin), origin, 0.0, 1.0,
-                                  "numbers in [0, 1], comma-separated, or auto[:LIST]"));
+    bounds.push_back(number_in(std::string_view(value).substr(begin, end - begin), value, origin,
+                               0.0, 1.0, "numbers in [0, 1], comma-separated, or auto[:LIST]"));
     begin = end + 1;
   } while (begin <= value.size());
   return bounds;
@@ -323,19 +335,23 @@ void parse_error_bound_schedule(Config &config, const std::string &value,
   const char *expected = "START,CALLS: a factor in [1, 1000] and an integer >= 0";
   const std::size_t comma = value.find(',');
   if (comma == std::string::npos) bad_value(origin, value, expected);
+  const std::string_view parts(value);
   config.error_bound.schedule_start =
-      parse_number(value.substr(0, comma), origin, 1.0, 1000.0, expected);
-  config.error_bound.schedule_calls = parse_integer(value.substr(comma + 1), origin, 0, expected);
+      number_in(parts.substr(0, comma), value, origin, 1.0, 1000.0, expected);
+  config.error_bound.schedule_calls =
+      integer_in(parts.substr(comma + 1), value, origin, 0, LLONG_MAX, expected);
 }
 
 void parse_density_warmup(Config &config, const std::string &value, const std::string &origin) {
   const char *expected = "START,CALLS: a density in (0, 1] and an integer >= 0";
   const std::size_t comma = value.find(',');
   if (comma == std::string::npos) bad_value(origin, value, expected);
-  const double start = parse_number(value.substr(0, comma), origin, 0.0, 1.0, expected);
+  const std::string_view parts(value);
+  const double start = number_in(parts.substr(0, comma), value, origin, 0.0, 1.0, expected);
   if (!(start > 0.0)) bad_value(origin, value, expected);
   config.density_warmup.start = start;
-  config.density_warmup.calls = parse_integer(value.substr(comma + 1), origin, 0, expected);
+  config.density_warmup.calls =
+      integer_in(parts.substr(comma + 1), value, origin, 0, LLONG_MAX, expected);
 }
 
 void parse_table_columns(Config &config, const std::string &value, const std::string &origin) {

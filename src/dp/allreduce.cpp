@@ -603,9 +603,28 @@ bool AllreduceArgs::compressed() const {
   return compressed_element_size() != 0;
 }
 
-void AllreduceArgs::validate() const {
+namespace {
+
+/// MPI has no query for whether a datatype is committed, but checks it wherever a communication
+/// names the type (Open MPI and MPICH even for count 0 to MPI_PROC_NULL), so a send of nothing
+/// to no one on `probe_comm`, whose errors return, tells: an uncommitted type passed through to
+/// MPI would otherwise fail in MPI_Allreduce, through the user communicator's handler.
+void require_committed(MPI_Datatype datatype, MPI_Comm probe_comm) {
+  int integers = 0, addresses = 0, datatypes = 0, combiner = MPI_COMBINER_NAMED;
+  check_mpi(MPI_Type_get_envelope(datatype, &integers, &addresses, &datatypes, &combiner),
+            "MPI_Type_get_envelope");
+  if (combiner == MPI_COMBINER_NAMED) return;  // predefined: always committed
+  const char nothing = 0;
+  require(MPI_Send(&nothing, 0, datatype, MPI_PROC_NULL, 0, probe_comm) == MPI_SUCCESS,
+          DCT_ERR_DATATYPE, "datatype is not committed (MPI_Type_commit) or not valid");
+}
+
+}  // namespace
+
+void AllreduceArgs::validate(MPI_Comm probe_comm) const {
   require(comm != MPI_COMM_NULL, DCT_ERR_COMM, "communicator is MPI_COMM_NULL");
   require(datatype != MPI_DATATYPE_NULL, DCT_ERR_DATATYPE, "datatype is MPI_DATATYPE_NULL");
+  require_committed(datatype, probe_comm);
   require(op != MPI_OP_NULL, DCT_ERR_OP, "op is MPI_OP_NULL");
   require(count >= 0, DCT_ERR_COUNT, "count is negative: " + std::to_string(count));
   if (compressed()) {

@@ -23,8 +23,10 @@ struct AllreduceArgs {
   MPI_Op op;
   MPI_Comm comm;
 
-  /// Throws the documented code for the first bad argument; reads no buffer.
-  void validate() const;
+  /// Throws the documented code for the first bad argument; reads no buffer. `probe_comm`, a
+  /// communicator whose errors return (a context's private one), asks MPI whether a derived
+  /// datatype is committed.
+  void validate(MPI_Comm probe_comm) const;
   /// 4 or 8 for the sums dct compresses (MPI_FLOAT, MPI_DOUBLE and Fortran's MPI_REAL,
   /// MPI_DOUBLE_PRECISION, MPI_REAL4, MPI_REAL8 with MPI_SUM), 0 for everything else.
   int compressed_element_size() const;

@@ -80,6 +80,47 @@ TEST(BadInput, NullHandles) {
   EXPECT_TRUE(b.untouched());
 }
 
+// The drop-in passes what it does not compress to MPI; a pair MPI refuses is a code on every
+// rank, not an abort through the user communicator's MPI_ERRORS_ARE_FATAL (issue 61: the job
+// exited with rc 10). An uncommitted derived datatype is refused before MPI sees it.
+TEST(BadInput, PairsMpiRefusesReturnACode) {
+  Buffers b;
+  int bools[4] = {1, 0, 1, 0};
+  int bools_out[4] = {7, 7, 7, 7};
+  EXPECT_ALL_RANKS_EQ(DCT_Allreduce(bools, bools_out, 4, MPI_C_BOOL, MPI_SUM, MPI_COMM_WORLD),
+                      DCT_ERR_MPI);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("MPI_Allreduce failed"), std::string::npos)
+      << DCT_Get_last_error();
+  EXPECT_ALL_RANKS_EQ(
+      DCT_Allreduce(b.send.data(), b.recv.data(), 10, MPI_FLOAT, MPI_MAXLOC, MPI_COMM_WORLD),
+      DCT_ERR_MPI);
+  EXPECT_ALL_RANKS_EQ(
+      DCT_Allreduce(b.send.data(), b.recv.data(), 10, MPI_PACKED, MPI_SUM, MPI_COMM_WORLD),
+      DCT_ERR_MPI);
+  EXPECT_EQ(bools_out[0], 7);
+  EXPECT_TRUE(b.untouched());
+  // The communicator still works (nothing was left half done on it).
+  int one = 1, sum = 0;
+  EXPECT_ALL_RANKS_EQ(DCT_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), DCT_SUCCESS);
+  int ranks = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  EXPECT_EQ(sum, ranks);
+
+  MPI_Datatype pair;
+  MPI_Type_contiguous(2, MPI_INT, &pair);  // not committed
+  EXPECT_ALL_RANKS_EQ(init(b.send.data(), b.recv.data(), 4, pair, MPI_SUM, MPI_COMM_WORLD),
+                      DCT_ERR_DATATYPE);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("not committed"), std::string::npos)
+      << DCT_Get_last_error();
+  EXPECT_ALL_RANKS_EQ(DCT_Allreduce(b.send.data(), b.recv.data(), 4, pair, MPI_SUM, MPI_COMM_WORLD),
+                      DCT_ERR_DATATYPE);
+  MPI_Type_commit(&pair);
+  EXPECT_ALL_RANKS_EQ(init(b.send.data(), b.recv.data(), 4, pair, MPI_SUM, MPI_COMM_WORLD),
+                      DCT_SUCCESS);
+  MPI_Type_free(&pair);
+  EXPECT_TRUE(b.untouched());
+}
+
 TEST(BadInput, BadInfoValues) {
   Buffers b;
   const std::vector<std::pair<std::string, std::string>> bad = {

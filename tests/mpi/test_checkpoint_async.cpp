@@ -3,6 +3,7 @@
 // that leave nothing pending; a writer that fails ends in the same error on every rank with the
 // previous checkpoint intact and no temporary left.
 #include <dirent.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -167,6 +168,37 @@ TEST(CheckpointAsync, RefusalsLeaveNothingPending) {
   DCT_Checkpoint forged = reinterpret_cast<DCT_Checkpoint>(&model);
   EXPECT_EQ(DCT_Checkpoint_wait(&forged), DCT_ERR_ARG);
   EXPECT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
+}
+
+// One file is one save however it is spelled (issue 61: `ck/a.h5` and `ck/./a.h5` were both
+// accepted, shared one temporary, and the second wait failed with the file's seal broken).
+TEST(CheckpointAsync, OneFileSpelledTwoWaysIsOneSave) {
+  const std::string path = scratch("spellings");
+  const std::string directory = path.substr(0, path.find_last_of('/'));
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  Model model;
+  model.step();
+  for (const std::string &other :
+       {directory + "/./" + name, directory + "//" + name, std::string(cwd) + "/" + path,
+        "./" + directory + "/../" + directory + "/" + name}) {
+    DCT_Checkpoint save = DCT_CHECKPOINT_NULL, second = DCT_CHECKPOINT_NULL;
+    const auto saved = model.state();
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_isave(MPI_COMM_WORLD, path.c_str(), &save), DCT_SUCCESS);
+    EXPECT_ALL_RANKS_EQ(DCT_Checkpoint_isave(MPI_COMM_WORLD, other.c_str(), &second),
+                        DCT_ERR_ACTIVE);
+    EXPECT_EQ(second, DCT_CHECKPOINT_NULL);
+    EXPECT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, other.c_str()), DCT_ERR_ACTIVE);
+    EXPECT_NE(std::string(DCT_Get_last_error()).find("asynchronous save"), std::string::npos)
+        << DCT_Get_last_error();
+    model.step();
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_wait(&save), DCT_SUCCESS);
+    EXPECT_FALSE(temporary_left(path));
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_load(MPI_COMM_WORLD, other.c_str()), DCT_SUCCESS);
+    EXPECT_EQ(model.state(), saved) << other;  // the isave's state, sealed, under either name
+    ASSERT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, other.c_str()), DCT_SUCCESS);
+  }
 }
 
 TEST(CheckpointAsync, AFailedWriterFailsTheWaitOnEveryRankAndKeepsThePreviousCheckpoint) {
