@@ -192,17 +192,23 @@ class KokkosBackend final : public Backend {
     for_each_index(                                                                               \
         exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });      \
   }                                                                                               \
+  void add(const T *x, T *sum, std::size_t n, Stream) override {                                  \
+    for_each_index(                                                                               \
+        exec(), "dct_add", n, KOKKOS_LAMBDA(const std::int64_t i) { sum[i] += x[i]; });           \
+  }                                                                                               \
   void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,       \
                        Stream) override {                                                         \
     for_each_index(                                                                               \
-        exec(), "dct_momentum", n,                                                                \
-        KOKKOS_LAMBDA(const std::int64_t i) { out[i] = momentum * velocity[i] + send[i]; });      \
+        exec(), "dct_momentum", n, KOKKOS_LAMBDA(const std::int64_t i) {                          \
+          const T v = velocity[i];                                                                \
+          out[i] = (is_finite(v) ? momentum * v : T(0)) + send[i];                                \
+        });                                                                                       \
   }                                                                                               \
   void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream) override {      \
     for_each_index(                                                                               \
         exec(), "dct_momentum_unroll", n, KOKKOS_LAMBDA(const std::int64_t i) {                   \
-          const T update = result[i];                                                             \
-          result[i] = update - momentum * previous[i];                                            \
+          const T update = result[i], last = previous[i];                                         \
+          result[i] = is_finite(last) ? update - momentum * last : update;                        \
           previous[i] = update;                                                                   \
         });                                                                                       \
   }                                                                                               \

@@ -295,6 +295,9 @@ typedef struct DCT_Request_s *DCT_Request;
  *   Costs two more tensors of memory per request.
  *   With density 1 the call is MPI_Allreduce of the velocities (no masking), i.e. dense
  *   momentum SGD. Checkpoints save and restore the velocity with the residual (format 4).
+ *   A non-finite entry (NaN, +-Inf) of sendbuf is delivered once, in that call's result, and
+ *   then forgotten: the next call reads a non-finite velocity entry as 0 (so does the
+ *   `gradient` form below its last update), as a skipped step of dynamic loss scaling needs.
  * - `dct_momentum_result` [`DCT_MOMENTUM_RESULT`], default `update`: what a `dct_momentum`
  *   request returns. `update`: the summed update above, for plain SGD. `gradient`: for an
  *   application that keeps its optimizer's heavy-ball momentum m (b = m b + g; w -= lr b, as

@@ -399,9 +399,9 @@ int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
       return;
     }
     const std::shared_ptr<const Config> config = drop_in_config(*context, args);
-    RequestEngine &engine =
-        context->drop_in.acquire({args.recvbuf, args.count, args.datatype}, config->drop_in_limit,
-                                 [&] { return make_allreduce_engine(args, *config); });
+    RequestEngine &engine = context->drop_in.acquire(
+        {args.recvbuf, args.count, args.datatype}, config->drop_in_limit, config->drop_in_memory,
+        [&] { return make_allreduce_engine(args, *config); });
     {
       const KernelTurn kernels;
       engine.start(sendbuf, recvbuf);
@@ -425,7 +425,8 @@ int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Datatype data
             "no DCT_Allreduce state for this (comm, recvbuf, count, datatype)" +
                 (context && context->drop_in.evicted() > 0
                      ? "; " + std::to_string(context->drop_in.evicted()) +
-                           " states were evicted on this communicator (DCT_DROP_IN_LIMIT)"
+                           " states were evicted on this communicator (DCT_DROP_IN_LIMIT, "
+                           "DCT_DROP_IN_MEMORY)"
                      : std::string()));
     deliver_status(engine->last_status(), status);
   });

@@ -153,8 +153,15 @@ Collective open_collective(MPI_Comm user_comm, const std::string &path) {
   std::shared_ptr<CommContext> context = comm_context(user_comm);
   require(context->comm() != MPI_COMM_NULL, DCT_ERR_NOT_INITIALIZED, "MPI was finalized");
   const MPI_Comm comm = context->comm();
-  std::string file = canonical_path(path);
-  agree_on_path(comm, file);
+  agree_on_path(comm, path);
+  // Rank 0's spelling is the file's on every rank: a directory that another rank cannot
+  // resolve yet (made by rank 0 a moment ago, on a file system slow to show it) must not make
+  // the ranks name two files.
+  std::string file = context->rank() == 0 ? canonical_path(path) : std::string();
+  int length = static_cast<int>(file.size());
+  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  file.resize(static_cast<std::size_t>(length));
+  check_mpi(MPI_Bcast(file.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
   std::vector<RequestEngine *> engines = agreed_engines(comm, context.get());
   // Collective and independent transfers of one dataset on different ranks would hang.
   int collective_rows = 0;

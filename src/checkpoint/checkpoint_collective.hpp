@@ -45,7 +45,8 @@ std::string directory_of(const std::string &path);
 std::string canonical_path(const std::string &path);
 
 /// Collective over `user_comm`: readies the library, finds dct's communicator (throws if MPI
-/// was finalized), and agrees that every rank names the same file (canonical_path) and holds the
+/// was finalized), and agrees that every rank names the same `path` (then rank 0's
+/// canonical_path of it is the file of every rank: Collective::path) and holds the
 /// same live requests (names, counts, datatypes) and reads DCT_CHECKPOINT_IO alike: the collective
 /// HDF5 calls that follow need every rank to open the same file and handle the same requests in the
 /// same order, the same way. Throws the same error on every rank otherwise. Where

@@ -267,11 +267,15 @@ class Backend {
                            Stream stream) = 0;                                                     \
   /** out[i] = 0 for i < n. */                                                                     \
   virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;                                \
-  /** Momentum correction (dct_momentum): out[i] = momentum * velocity[i] + send[i], i < n. */     \
+  /** sum[i] += x[i] for i < n. */                                                                 \
+  virtual void add(const T *x, T *sum, std::size_t n, Stream stream) = 0;                          \
+  /** Momentum correction (dct_momentum): out[i] = momentum * v + send[i], i < n, where v is */    \
+  /** velocity[i] if finite, else 0: a non-finite entry is delivered once, then forgotten. */      \
   virtual void momentum_update(const T *send, const T *velocity, T momentum, T *out,               \
                                std::size_t n, Stream stream) = 0;                                  \
-  /** dct_momentum_result=gradient, for i < n: u = result[i]; result[i] = u - momentum * */        \
-  /** previous[i]; previous[i] = u (a heavy-ball momentum of the results gives the updates). */    \
+  /** dct_momentum_result=gradient, for i < n: u = result[i]; result[i] = u - momentum * p; */     \
+  /** previous[i] = u, where p is previous[i] if finite, else 0 (a heavy-ball momentum of the */   \
+  /** results gives the updates; a non-finite update is not carried into the next result). */      \
   virtual void momentum_unroll(T *result, T *previous, T momentum, std::size_t n,                  \
                                Stream stream) = 0;                                                 \
   /** out[idx[j]] = 0 for j < m; indices validated by the caller (< n). */                         \

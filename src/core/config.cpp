@@ -223,6 +223,10 @@ void parse_drop_in_limit(Config &config, const std::string &value, const std::st
   config.drop_in_limit = parse_integer(value, origin, 1, "an integer >= 1");
 }
 
+void parse_drop_in_memory(Config &config, const std::string &value, const std::string &origin) {
+  config.drop_in_memory = parse_integer(value, origin, 0, "an integer >= 0 (bytes)");
+}
+
 void parse_checkpoint_io(Config &config, const std::string &value, const std::string &origin) {
   if (value != "independent" && value != "collective")
     bad_value(origin, value, "independent or collective");
@@ -473,6 +477,7 @@ const Knob knobs[] = {
     // DCT_Allreduce (the drop-in), environment only (nullptr: no MPI_Info key): the states
     // kept per communicator.
     {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit, nullptr, KnobUse::drop_in},
+    {nullptr, "DCT_DROP_IN_MEMORY", parse_drop_in_memory, nullptr, KnobUse::drop_in},
     // Read by libdct_pmpi from the environment only.
     {nullptr, "DCT_PMPI", parse_pmpi, nullptr, KnobUse::pmpi},
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, KnobUse::pmpi},

@@ -123,6 +123,7 @@ struct Config {
   ErrorBoundConfig error_bound;
   /// Drop-in DCT_Allreduce states kept per communicator (environment only), LRU beyond.
   long long drop_in_limit = 16384;
+  long long drop_in_memory = 1LL << 30;  ///< bytes of the drop-in states per communicator
   /// A checkpoint saved on another number of ranks: this request's state is refused
   /// (strict) or redistributed (dct_restart, read at DCT_Allreduce_init like every key).
   bool redistribute_on_restart = false;

@@ -26,7 +26,9 @@
 
 #include "core/comm_context.hpp"
 #include "core/config.hpp"
+#include "core/drop_in_states.hpp"
 #include "core/error.hpp"
+#include "core/number_text.hpp"
 #include "dct/dct.h"
 #include "dp/allreduce.hpp"
 
@@ -83,25 +85,49 @@ const Config &settings() {
 }
 
 int report_at_finalize(MPI_Comm, int, void *, void *) {
-  long long mine[7] = {tally.compressed, tally.passed,   tally.bytes_sent, tally.dense_bytes,
-                       tally.entries,    tally.elements, tally.whole};
-  long long all[7] = {};
+  // The drop-in states' totals outlive the contexts (whose finalize hook may have run first).
+  const DropInTotals states = drop_in_totals();
+  long long mine[10] = {tally.compressed, tally.passed,         tally.bytes_sent, tally.dense_bytes,
+                        tally.entries,    tally.elements,       tally.whole,      states.made,
+                        states.evicted,   states.evicted_unused};
+  long long all[10] = {};
+  double stranded = 0, peak = double(states.peak_bytes), peak_max = 0;
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  PMPI_Reduce(mine, all, 7, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(mine, all, 10, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(&states.evicted_mass, &stranded, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(&peak, &peak_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank != 0) return MPI_SUCCESS;
-  if (all[6] > 0)  // dct_density=1: no "1.0x less" that reads like compression (issue 37)
+  // (Numbers formatted by to_chars: the application's LC_NUMERIC does not change the report.)
+  if (all[6] > 0) {  // dct_density=1: no "1.0x less" that reads like compression (issue 37)
     std::fprintf(stderr,
                  "dct-pmpi: nothing compressed: %lld allreduce calls at dct_density=1 (sent "
                  "whole, as MPI_Allreduce), %lld passed to MPI unchanged\n",
                  all[6], all[1]);
-  else
+    return MPI_SUCCESS;
+  }
+  std::fprintf(stderr,
+               "dct-pmpi: %lld allreduce calls compressed, %lld passed to MPI unchanged; "
+               "bytes sent %lld vs %lld for ring MPI_Allreduce (%sx less); achieved "
+               "density %s\n",
+               all[0], all[1], all[2], all[3],
+               fixed(all[2] > 0 ? double(all[3]) / all[2] : 0.0, 1).c_str(),
+               fixed(all[5] > 0 ? double(all[4]) / all[5] : 0.0, 5).c_str());
+  // The error-feedback states behind those calls (issue 61: a receive buffer that moves every
+  // call makes a state per call, and what each did not send is stranded in it).
+  std::fprintf(stderr,
+               "dct-pmpi: error-feedback states: %lld made (summed over ranks), %lld evicted "
+               "(DCT_DROP_IN_LIMIT, DCT_DROP_IN_MEMORY), %lld of them used for one call only; "
+               "residual mass never sent (sum of |residual| evicted): %s; largest memory of "
+               "one rank's states %s MiB\n",
+               all[7], all[8], all[9], decimal(stranded).c_str(),
+               fixed(peak_max / (1 << 20), 1).c_str());
+  if (all[0] > 0 && 2 * all[7] > all[0])
     std::fprintf(stderr,
-                 "dct-pmpi: %lld allreduce calls compressed, %lld passed to MPI unchanged; "
-                 "bytes sent %lld vs %lld for ring MPI_Allreduce (%.1fx less); achieved "
-                 "density %.5f\n",
-                 all[0], all[1], all[2], all[3], all[2] > 0 ? double(all[3]) / all[2] : 0.0,
-                 all[5] > 0 ? double(all[4]) / all[5] : 0.0);
+                 "dct-pmpi: warning: most compressed calls met a receive buffer no earlier call "
+                 "used, so their residuals were never sent: error feedback cannot work. Reduce "
+                 "into the same buffer every step, or use a persistent request "
+                 "(DCT_Allreduce_init)\n");
   return MPI_SUCCESS;
 }
 

@@ -26,6 +26,12 @@ run LD_PRELOAD="$lib" DCT_PMPI=1 DCT_PMPI_REPORT=1 > "$work/on" 2> "$work/on.err
 cat "$work/on.err"
 grep -q "dct-pmpi: $compressed allreduce calls compressed, $passed passed" "$work/on.err" ||
   { echo "FAILED: report"; exit 1; }
+# The states behind them (issue 61): the same few buffers every step, none evicted, no warning.
+grep -q "dct-pmpi: error-feedback states: [0-9]* made (summed over ranks), 0 evicted" "$work/on.err" ||
+  { echo "FAILED: report of the states"; exit 1; }
+if grep -q "error feedback cannot work" "$work/on.err"; then
+  echo "FAILED: a moving-buffer warning for fixed buffers"; exit 1
+fi
 grep -vE '^(float_sum|real_sums|double_inplace_sum)' "$work/plain" > "$work/plain.kept"
 grep -vE '^(float_sum|real_sums|double_inplace_sum)' "$work/on" > "$work/on.kept"
 diff "$work/plain.kept" "$work/on.kept" || { echo "FAILED: an uncompressed call changed"; exit 1; }

@@ -193,6 +193,9 @@ class GpuBackend final : public Backend {
   void fill_zero(T *out, std::size_t n, Stream stream) override {                                  \
     fill_zero_impl(out, n, stream);                                                                \
   }                                                                                                \
+  void add(const T *x, T *sum, std::size_t n, Stream stream) override {                            \
+    add_impl(x, sum, n, stream);                                                                   \
+  }                                                                                                \
   void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,        \
                        Stream stream) override {                                                   \
     momentum_update_impl(send, velocity, momentum, out, n, stream);                                \
@@ -643,6 +646,14 @@ class GpuBackend final : public Backend {
     if (n == 0) return;
     const api::stream_t s = resolve(stream);
     check(api::zero_async(out, n * sizeof(T), s), "fill_zero");  // all-zero bits: +0.0
+  }
+
+  template <typename T>
+  void add_impl(const T *x, T *sum, std::size_t n, Stream stream) {
+    if (n == 0) return;
+    const api::stream_t s = resolve(stream);
+    DCT_GPU_LAUNCH(add_kernel<T>, grid_for(n), kBlock, s, x, sum, n);
+    check_launch("add");
   }
 
   template <typename T>

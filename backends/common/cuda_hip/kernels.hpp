@@ -301,17 +301,30 @@ __global__ void scatter_add_kernel(const WireIndex *idx, const T *val, std::size
 }
 
 template <typename T>
+__global__ void add_kernel(const T *x, T *sum, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) sum[i] += x[i];
+}
+
+/// Whether `v` is neither NaN nor +-Inf (the Kokkos core's is_finite).
+template <typename T>
+__device__ inline bool finite_value(T v) {
+  return v - v == T(0);
+}
+
+template <typename T>
 __global__ void momentum_update_kernel(const T *send, const T *velocity, T momentum, T *out,
                                        std::size_t n) {
-  for (std::size_t i = first_index(); i < n; i += index_stride())
-    out[i] = momentum * velocity[i] + send[i];
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const T v = velocity[i];
+    out[i] = (finite_value(v) ? momentum * v : T(0)) + send[i];
+  }
 }
 
 template <typename T>
 __global__ void momentum_unroll_kernel(T *result, T *previous, T momentum, std::size_t n) {
   for (std::size_t i = first_index(); i < n; i += index_stride()) {
-    const T update = result[i];
-    result[i] = update - momentum * previous[i];
+    const T update = result[i], last = previous[i];
+    result[i] = finite_value(last) ? update - momentum * last : update;
     previous[i] = update;
   }
 }

@@ -312,8 +312,7 @@ class RecursiveDoublingExchange final : public SparseExchange<T> {
         dense_ = true;
         return;
       }
-      // sum + theirs, elementwise (1 * x is x exactly: the host's sum_[i] += theirs[i]).
-      device.momentum_update(theirs, sum, T(1), sum, in_.count, in_.stream);
+      device.add(theirs, sum, in_.count, in_.stream);  // the host's sum_[i] += theirs[i]
       return;
     }
     const std::size_t entries = static_cast<std::size_t>(peer_size_);
