@@ -332,11 +332,12 @@ DigitOfRank digit_of_rank(const std::uint64_t *histogram, std::size_t rank) {
   return at;
 }
 
-/// The keys of |acc| whose first digit is `digit` (or `other`), appended to `sink` in any order.
+/// The keys of |acc| whose first digit is `digit` (or `other`), appended to `sink` in any order;
+/// with `nonzero`, only the keys of nonzero entries.
 template <typename T, typename Exec>
 void copy_bucket_keys(const Exec &exec, const T *send, const T *residual, std::size_t n,
                       std::uint32_t digit, std::uint32_t other,
-                      const CandidateSink<KeyBits<T>, Exec> &sink) {
+                      const CandidateSink<KeyBits<T>, Exec> &sink, bool nonzero = false) {
   using Bits = KeyBits<T>;
   using Digit = FirstDigit<T>;
   constexpr std::size_t kBatch = CandidateSink<Bits, Exec>::kBatch;
@@ -350,7 +351,7 @@ void copy_bucket_keys(const Exec &exec, const T *send, const T *residual, std::s
         for (std::size_t i = begin; i < end; ++i) {
           const Bits key = abs_key<T>((send ? send[i] : T(0)) + residual[i]);
           const std::uint32_t top = top_digit<T>(key);
-          if (top != digit && top != other) continue;
+          if ((top != digit && top != other) || (nonzero && key == Bits(0))) continue;
           found[found_count++] = key;
           if (found_count == kBatch) {
             sink.append(found, found_count);
@@ -375,7 +376,7 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
   const Scratch<FilledTag, std::uint64_t, Exec> filled(1);
 
   const LowerBound<T> bound = sampled_lower_bound(exec, send, residual, n, k);
-  if (bound.usable) {
+  if (bound.usable && bound.value > T(0)) {  // (a bound of 0 lets every entry through)
     const Scratch<CandidateTag, Bits, Exec> candidates(bound.capacity);
     const CandidateSink<Bits, Exec> sink(exec, candidates.data(), bound.capacity, filled.data());
     if (send)
@@ -392,6 +393,22 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
   const std::uint64_t *histogram = histogram_on_host(exec, send, residual, n, histogram_copy);
   const DigitOfRank at = digit_of_rank<T>(histogram, k);
   const std::size_t count = histogram[at.digit];
+  if (at.digit == 0) {
+    // The lowest bucket holds the zeros: fewer than k entries are nonzero or of a larger
+    // binade (a mostly-zero tensor: embeddings, masked layers). Its nonzero keys alone are
+    // copied, into room for a few times the rank: copying the whole bucket cost a temporary
+    // of nearly n keys and a selection over it (issue 61: 8.9 s, 1.4 GB more, at 2^28 floats).
+    const std::size_t rank = k - at.above;
+    const std::size_t room = std::min(count, 4 * rank + 4096);
+    const Scratch<CandidateTag, Bits, Exec> nonzero(room);
+    const CandidateSink<Bits, Exec> sink(exec, nonzero.data(), room, filled.data());
+    copy_bucket_keys(exec, send, residual, n, 0, 0, sink, true);
+    const std::size_t found = sink.filled();
+    if (found < rank) return T(0);  // fewer nonzero entries than k: the k-th largest |acc| is 0
+    if (found <= room)
+      return kth_largest_key<T>(keys_on_host(exec, nonzero.data(), found, host_copy), found, rank,
+                                FirstDigit<T>::shift);
+  }
   // The keys in the chosen bucket, in any order (each work item appends its own).
   const Scratch<CandidateTag, Bits, Exec> candidates(count);
   const CandidateSink<Bits, Exec> sink(exec, candidates.data(), count, filled.data());

@@ -12,8 +12,11 @@ same persistent requests, error feedback, statuses and checkpoints, with
   ``momentum=0.9``, ``values="fp16"``; docs/configuration.md lists them);
 - errors raised as :class:`dct.Error`, carrying dct's code and message.
 
-A persistent request binds its buffers: keep them alive and do not reallocate them while the
-request lives (the request object keeps a reference to each).
+A persistent request binds its buffers: do not resize or reallocate them while the request
+lives (the request keeps a reference to each). Every buffer is checked before dct is called:
+``TypeError`` for what cannot be that buffer, ``ValueError`` for a wrong size (dct/_buffers.py).
+A started request keeps its buffers until it completes, even when its object is dropped
+(dct/_pending.py).
 
     from mpi4py import MPI
     import numpy as np, dct
@@ -30,11 +33,12 @@ request lives (the request object keeps a reference to each).
 
 import ctypes
 import dataclasses
+import os
 
 import numpy as np
 from mpi4py import MPI
 
-from . import _capi
+from . import _buffers, _capi, _pending
 from ._capi import lib as _lib
 
 __all__ = ["Error", "Status", "Request", "IN_PLACE", "allreduce_init", "alltoallv_init",
@@ -77,15 +81,34 @@ class Error(RuntimeError):
         super().__init__(f"{self.name}: {message}")
 
 
+def _error(code):
+    """The Error of ``code`` (None for success), with dct's message: read it before any other
+    dct call on this thread, which replaces it."""
+    if code == 0:
+        return None
+    message = _lib.DCT_Get_last_error().decode(errors="replace")
+    if not message:
+        text = ctypes.create_string_buffer(_capi.DCT_MAX_ERROR_STRING)
+        length = ctypes.c_int(0)
+        _lib.DCT_Error_string(code, text, ctypes.byref(length))
+        message = text.value.decode(errors="replace")
+    return Error(code, message)
+
+
 def _check(code):
-    if code != 0:
-        message = _lib.DCT_Get_last_error().decode(errors="replace")
-        if not message:
-            text = ctypes.create_string_buffer(_capi.DCT_MAX_ERROR_STRING)
-            length = ctypes.c_int(0)
-            _lib.DCT_Error_string(code, text, ctypes.byref(length))
-            message = text.value.decode(errors="replace")
-        raise Error(code, message)
+    error = _error(code)
+    if error is not None:
+        raise error
+
+
+def _completed(code):
+    """After a completion call (wait, test, waitall, the drop-in allreduce), which progressed
+    every call in flight: frees the dropped requests that are now complete, then raises the
+    call's error, if any."""
+    error = _error(code)
+    _pending.collect_dropped()
+    if error is not None:
+        raise error
 
 
 def version():
@@ -134,50 +157,38 @@ class Status:
         return cls(**values)
 
 
-# --- buffers ----------------------------------------------------------------------------------
+# --- arguments --------------------------------------------------------------------------------
 
-class _Buffer:
-    """A buffer's address, element count and MPI datatype; ``owner`` keeps its memory alive."""
-
-    def __init__(self, obj, writable, name):
-        self.owner = obj
-        self.device = False
-        if _is_torch_tensor(obj):
-            if not obj.is_contiguous():
-                raise TypeError(f"dct: {name} is a non-contiguous tensor; pass .contiguous()")
-            self.address = obj.data_ptr()
-            self.count = obj.numel()
-            try:
-                self.dtype = np.dtype(str(obj.dtype).replace("torch.", ""))
-            except TypeError:  # bfloat16, complex32, quantised types: no numpy (nor MPI) type
-                raise TypeError(f"dct: {name} has dtype {obj.dtype}, which MPI has no datatype "
-                                "for") from None
-            self.device = obj.device.type != "cpu"
-            if self.device and not (backend_compiled("cuda") or backend_compiled("hip")):
-                raise TypeError(f"dct: {name} is on {obj.device}, but this libdct was built "
-                                "without a GPU backend")
-        else:
-            try:
-                array = obj if isinstance(obj, np.ndarray) else np.asarray(memoryview(obj))
-            except TypeError:
-                raise TypeError(f"dct: {name} ({type(obj).__name__}) does not expose its "
-                                "memory; pass a numpy array, a torch tensor or a buffer") from None
-            if not array.flags.c_contiguous:
-                raise TypeError(f"dct: {name} is not C-contiguous; pass np.ascontiguousarray()")
-            if writable and not array.flags.writeable:
-                raise TypeError(f"dct: {name} is read-only")
-            self.address = array.ctypes.data
-            self.count = array.size
-            self.dtype = array.dtype
-        try:
-            self.datatype = MPI._typedict[self.dtype.char]
-        except KeyError:
-            raise TypeError(f"dct: {name} has dtype {self.dtype}, which MPI has no datatype "
-                            "for") from None
+def _communicator(comm):
+    """``comm`` (default ``MPI.COMM_WORLD``), an mpi4py communicator."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"dct: comm is a {type(comm).__name__}; pass an mpi4py communicator "
+                        "(MPI.COMM_WORLD, ...)")
+    return comm
 
 
-def _is_torch_tensor(obj):
-    return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
+def _operation(op):
+    """``op`` (default ``MPI.SUM``), an mpi4py reduction."""
+    op = MPI.SUM if op is None else op
+    if not isinstance(op, MPI.Op):
+        raise TypeError(f"dct: op is a {type(op).__name__}; pass an mpi4py op (MPI.SUM, ...)")
+    return op
+
+
+def _ranks(comm):
+    """The size of ``comm``, for alltoallv's per-rank arrays (needed before dct sees it)."""
+    if comm == MPI.COMM_NULL:
+        raise Error(6, "dct: comm is MPI.COMM_NULL")  # DCT_ERR_COMM, as dct answers
+    return comm.Get_size()
+
+
+def _path(path):
+    """A checkpoint path as dct's C string: a NUL would cut it short, at another path."""
+    path = os.fsencode(path)
+    if b"\0" in path:
+        raise ValueError(f"dct: the checkpoint path {path!r} contains a NUL byte")
+    return path
 
 
 def _info(keys):
@@ -211,28 +222,47 @@ def _info_dict(handle):
 
 class Request:
     """A persistent compressed collective (``DCT_Request``): ``start()``, then ``wait()`` or
-    ``test()``; ``free()`` (or a ``with`` block) releases it and its residual."""
+    ``test()``; ``free()`` (or a ``with`` block) releases it and its residual.
+
+    Between ``start()`` and its completion the buffers belong to dct: the package keeps them
+    alive (dct/_pending.py) even if this object is dropped; a dropped started request is freed
+    once a later completion call finds it complete."""
 
     def __init__(self, handle, buffers, count, dtype, comm):
-        self._handle = handle
-        self._buffers = buffers  # the bound memory stays alive as long as the request
-        self.count = count
+        self._binding = _pending.RequestBinding(handle, buffers, comm)
+        self.count = count  # elements of the residual (DCT_Request_get_residual)
         self.dtype = dtype
         self.comm = comm
 
+    @property
+    def _handle(self):
+        return self._binding.handle
+
     def _ref(self):
-        if not self._handle:
+        """The handle by reference, for the calls that take ``DCT_Request *``."""
+        binding = self._binding
+        if not binding.handle or binding.dropped:
             raise Error(8, "dct: the request was freed")  # DCT_ERR_REQUEST
-        return ctypes.byref(self._handle)
+        return ctypes.byref(binding.handle)
+
+    def _live(self):
+        """The handle by value, for the calls that take ``DCT_Request``."""
+        self._ref()  # refuses a freed request
+        return self._binding.handle
 
     def start(self):
         """Compresses ``sendbuf`` into the exchange and posts it (``DCT_Start``)."""
-        _check(_lib.DCT_Start(self._ref()))
+        code = _lib.DCT_Start(self._ref())
+        if code == 0:
+            self._binding.mark_started()
+        _check(code)
 
     def wait(self):
         """Completes the call (``DCT_Wait``): ``recvbuf`` holds the result. Returns a Status."""
         status = _capi.new_status(_VERSION_CODE)
-        _check(_lib.DCT_Wait(self._ref(), ctypes.byref(status)))
+        code = _lib.DCT_Wait(self._ref(), ctypes.byref(status))
+        self._binding.mark_completed(code)
+        _completed(code)
         return Status._from_c(status)
 
     def test(self):
@@ -240,60 +270,70 @@ class Request:
         completed, else None."""
         status = _capi.new_status(_VERSION_CODE)
         flag = ctypes.c_int(0)
-        _check(_lib.DCT_Test(self._ref(), ctypes.byref(flag), ctypes.byref(status)))
+        code = _lib.DCT_Test(self._ref(), ctypes.byref(flag), ctypes.byref(status))
+        if flag.value or code != 0:  # an error completes the call, as DCT_Wait's does
+            self._binding.mark_completed(code)
+        _completed(code)
         return Status._from_c(status) if flag.value else None
 
     def residual(self, out=None):
         """This rank's residual (mass not sent yet): a new numpy array, or written into ``out``
-        (any buffer of ``count`` elements of the request's dtype)."""
+        (any C-contiguous CPU buffer of ``count`` elements of the request's dtype)."""
+        handle = self._live()
         if out is None:
             out = np.empty(self.count, dtype=self.dtype)
-        buffer = _Buffer(out, True, "out")
-        if buffer.count != self.count or buffer.dtype != self.dtype:
-            raise TypeError(f"dct: out must hold {self.count} elements of {self.dtype}")
-        _check(_lib.DCT_Request_get_residual(self._handle, ctypes.c_void_p(buffer.address)))
+        buffer = _buffers.bind(out, "out", written=True, dtype=self.dtype, count=self.count,
+                               host_only=True)
+        _check(_lib.DCT_Request_get_residual(handle, ctypes.c_void_p(buffer.address)))
         return out
 
     @property
     def info(self):
         """Every key in force for this request and its value (``DCT_Request_get_info``)."""
         handle = _capi.MPI_Info()
-        _check(_lib.DCT_Request_get_info(self._handle, ctypes.byref(handle)))
+        _check(_lib.DCT_Request_get_info(self._live(), ctypes.byref(handle)))
         return _info_dict(handle.value)
 
     def set_stream(self, stream):
         """The CUDA/HIP stream (an integer handle, e.g. ``torch.cuda.current_stream().cuda_stream``)
         the request's kernels run on from its next start."""
-        _check(_lib.DCT_Request_set_stream(self._handle, ctypes.c_void_p(stream)))
+        _check(_lib.DCT_Request_set_stream(self._live(), ctypes.c_void_p(stream)))
 
     def backward_init(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
-        """The backward request of this DCT-MP forward (``DCT_Alltoallv_backward_init_c``)."""
-        send = _Buffer(sendbuf, False, "sendbuf")
-        recv = _Buffer(recvbuf, True, "recvbuf")
-        arrays = _counts(sendcounts, sdispls, recvcounts, rdispls, self.comm)
+        """The backward request of this DCT-MP forward (``DCT_Alltoallv_backward_init_c``):
+        both buffers of the forward's dtype."""
+        forward = self._live()
+        send, recv, arrays, count = _alltoallv_buffers(
+            sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, _ranks(self.comm),
+            self.dtype)
         handle = _capi.DCT_Request()
         _check(_lib.DCT_Alltoallv_backward_init_c(
-            self._handle, ctypes.c_void_p(send.address), *arrays[:2],
+            forward, ctypes.c_void_p(send.address), *arrays[:2],
             ctypes.c_void_p(recv.address), *arrays[2:], ctypes.byref(handle)))
-        return Request(handle, (send, recv, arrays, self), recv.count, recv.dtype, self.comm)
+        return Request(handle, (send, recv, arrays, self), count, self.dtype, self.comm)
 
     def free(self):
-        """Frees the request and its residual (``DCT_Request_free``); idempotent."""
-        if self._handle:
-            _check(_lib.DCT_Request_free(ctypes.byref(self._handle)))
-            self._buffers = None
+        """Frees the request and its residual (``DCT_Request_free``); idempotent. A started
+        request is refused (``DCT_ERR_ACTIVE``): complete it first."""
+        binding = self._binding
+        if binding.handle and not binding.dropped:
+            _check(binding.free())
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.free()
+    def __exit__(self, exc_type, *exc):
+        if exc_type is not None and self._binding.started:
+            # Left by an exception between start and completion: free it once it completes,
+            # rather than hide the exception behind DCT_ERR_ACTIVE.
+            _pending.drop_request(self._binding)
+        else:
+            self.free()
 
     def __del__(self):
-        # DCT_Request_free is callable after MPI_Finalize; never raise from a finaliser.
+        # Never raises; DCT_Request_free is callable after MPI_Finalize.
         try:
-            if self._handle:
-                _lib.DCT_Request_free(ctypes.byref(self._handle))
+            _pending.drop_request(self._binding)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
@@ -302,41 +342,47 @@ def allreduce_init(sendbuf, recvbuf, comm=None, op=None, **keys):
     """A persistent compressed allreduce (``DCT_Allreduce_init``), collective over ``comm``
     (default ``MPI.COMM_WORLD``). ``sendbuf`` may be :data:`IN_PLACE`; ``op`` defaults to
     ``MPI.SUM``; ``keys`` are dct's configuration keys (``density=0.01``, ``name="layer0"``)."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    op = MPI.SUM if op is None else op
-    recv = _Buffer(recvbuf, True, "recvbuf")
-    if sendbuf is IN_PLACE:
-        send, send_address = None, _capi.IN_PLACE
-    else:
-        send = _Buffer(sendbuf, False, "sendbuf")
-        if send.count != recv.count or send.dtype != recv.dtype:
-            raise TypeError(f"dct: sendbuf ({send.count} x {send.dtype}) and recvbuf "
-                            f"({recv.count} x {recv.dtype}) differ")
-        send_address = send.address
+    comm = _communicator(comm)
+    op = _operation(op)
+    send, recv = _allreduce_buffers(sendbuf, recvbuf)
     info = _info(keys)
     try:
         handle = _capi.DCT_Request()
         _check(_lib.DCT_Allreduce_init(
-            ctypes.c_void_p(send_address), ctypes.c_void_p(recv.address), recv.count,
-            _capi.handle(recv.datatype), _capi.handle(op), _capi.handle(comm),
-            _capi.handle(info), ctypes.byref(handle)))
+            ctypes.c_void_p(_capi.IN_PLACE if send is None else send.address),
+            ctypes.c_void_p(recv.address), recv.count, _capi.handle(recv.datatype),
+            _capi.handle(op), _capi.handle(comm), _capi.handle(info), ctypes.byref(handle)))
     finally:
         info.Free()
     return Request(handle, (send, recv), recv.count, recv.dtype, comm)
 
 
-def _counts(sendcounts, sdispls, recvcounts, rdispls, comm):
-    size = comm.Get_size()
-    arrays = []
-    for name, values, ctype in (("sendcounts", sendcounts, _capi.MPI_Count),
-                                ("sdispls", sdispls, _capi.MPI_Aint),
-                                ("recvcounts", recvcounts, _capi.MPI_Count),
-                                ("rdispls", rdispls, _capi.MPI_Aint)):
-        values = [int(v) for v in values]
-        if len(values) != size:
-            raise ValueError(f"dct: {name} has {len(values)} entries for {size} ranks")
-        arrays.append((ctype * size)(*values))
-    return arrays
+def _allreduce_buffers(sendbuf, recvbuf):
+    """(send or None for IN_PLACE, recv): the same count and dtype; one buffer passed twice
+    reduces in place (dct.h), a partial overlap is refused."""
+    recv = _buffers.bind(recvbuf, "recvbuf", written=True)
+    if sendbuf is IN_PLACE:
+        return None, recv
+    send = _buffers.bind(sendbuf, "sendbuf", written=False, dtype=recv.dtype, count=recv.count)
+    if send.byte_range() != recv.byte_range():
+        _buffers.refuse_overlap(send, [(0, send.count)], recv, [(0, recv.count)],
+                                "pass dct.IN_PLACE (or the same buffer twice) to reduce in place")
+    return send, recv
+
+
+def _alltoallv_buffers(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, ranks,
+                       dtype=None):
+    """The checked buffers of an alltoallv (both of ``dtype``, default the send buffer's), the
+    C arrays of counts and displacements, and the request's count (the elements it sends)."""
+    send = _buffers.bind(sendbuf, "sendbuf", written=False, dtype=dtype)
+    recv = _buffers.bind(recvbuf, "recvbuf", written=True, dtype=send.dtype)
+    send_counts, send_displs, count, send_blocks = _buffers.bind_blocks(
+        send, sendcounts, sdispls, ranks, "sendcounts", "sdispls", written=False)
+    recv_counts, recv_displs, _, recv_blocks = _buffers.bind_blocks(
+        recv, recvcounts, rdispls, ranks, "recvcounts", "rdispls", written=True)
+    _buffers.refuse_overlap(send, send_blocks, recv, recv_blocks,
+                            "alltoallv has no in-place form: pass separate buffers")
+    return send, recv, (send_counts, send_displs, recv_counts, recv_displs), count
 
 
 def alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm=None,
@@ -344,10 +390,9 @@ def alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, c
     """A persistent compressed alltoallv of activations (DCT-MP forward,
     ``DCT_Alltoallv_init_c``); counts and displacements in elements; ``row_length`` is
     required. Its backward: :meth:`Request.backward_init`."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    send = _Buffer(sendbuf, False, "sendbuf")
-    recv = _Buffer(recvbuf, True, "recvbuf")
-    arrays = _counts(sendcounts, sdispls, recvcounts, rdispls, comm)
+    comm = _communicator(comm)
+    send, recv, arrays, count = _alltoallv_buffers(sendbuf, sendcounts, sdispls, recvbuf,
+                                                   recvcounts, rdispls, _ranks(comm))
     info = _info(keys)
     try:
         handle = _capi.DCT_Request()
@@ -357,35 +402,41 @@ def alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, c
             ctypes.byref(handle)))
     finally:
         info.Free()
-    return Request(handle, (send, recv, arrays), send.count, send.dtype, comm)
+    return Request(handle, (send, recv, arrays), count, send.dtype, comm)
 
 
 def waitall(requests):
     """Completes every request (``DCT_Waitall``); a list of their Statuses."""
+    requests = list(requests)
+    for request in requests:
+        if not isinstance(request, Request):
+            raise TypeError(f"dct: waitall takes Requests, not {type(request).__name__}")
     handles = (_capi.DCT_Request * len(requests))(*(r._handle for r in requests))
     statuses = (_capi.DCT_Status * len(requests))(
         *(_capi.new_status(_VERSION_CODE) for _ in requests))
-    _check(_lib.DCT_Waitall(len(requests), handles, statuses))
+    code = _lib.DCT_Waitall(len(requests), handles, statuses)
+    for request in requests:
+        request._binding.mark_completed(code)
+    _completed(code)
     return [Status._from_c(s) for s in statuses]
 
 
 def allreduce(sendbuf, recvbuf, comm=None, op=None):
     """The drop-in ``MPI_Allreduce`` replacement (``DCT_Allreduce``), configured by the
     ``DCT_*`` environment variables; its error-feedback state is kept per (comm, recvbuf)."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    op = MPI.SUM if op is None else op
-    recv = _Buffer(recvbuf, True, "recvbuf")
-    send_address = _capi.IN_PLACE if sendbuf is IN_PLACE else \
-        _Buffer(sendbuf, False, "sendbuf").address
-    _check(_lib.DCT_Allreduce(ctypes.c_void_p(send_address), ctypes.c_void_p(recv.address),
-                              recv.count, _capi.handle(recv.datatype), _capi.handle(op),
-                              _capi.handle(comm)))
+    comm = _communicator(comm)
+    op = _operation(op)
+    send, recv = _allreduce_buffers(sendbuf, recvbuf)
+    code = _lib.DCT_Allreduce(ctypes.c_void_p(_capi.IN_PLACE if send is None else send.address),
+                              ctypes.c_void_p(recv.address), recv.count,
+                              _capi.handle(recv.datatype), _capi.handle(op), _capi.handle(comm))
+    _completed(code)
 
 
 def allreduce_status(recvbuf, comm=None):
     """The Status of the last :func:`allreduce` into ``recvbuf`` on ``comm``."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    recv = _Buffer(recvbuf, True, "recvbuf")
+    comm = _communicator(comm)
+    recv = _buffers.bind(recvbuf, "recvbuf", written=False)  # a key: dct reads nothing there
     status = _capi.new_status(_VERSION_CODE)
     _check(_lib.DCT_Allreduce_status(ctypes.c_void_p(recv.address), recv.count,
                                      _capi.handle(recv.datatype), _capi.handle(comm),
@@ -395,39 +446,44 @@ def allreduce_status(recvbuf, comm=None):
 
 def comm_get_info(comm=None):
     """The configuration of the drop-in :func:`allreduce` on ``comm`` (``DCT_Comm_get_info``)."""
-    comm = MPI.COMM_WORLD if comm is None else comm
+    comm = _communicator(comm)
     handle = _capi.MPI_Info()
     _check(_lib.DCT_Comm_get_info(_capi.handle(comm), ctypes.byref(handle)))
     return _info_dict(handle.value)
 
 
+# --- checkpoints ------------------------------------------------------------------------------
+
 def checkpoint_save(path, comm=None):
     """Saves every live persistent request on ``comm`` into the HDF5 file ``path``
     (``DCT_Checkpoint_save``; atomic: a crash leaves the previous file)."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    _check(_lib.DCT_Checkpoint_save(_capi.handle(comm), str(path).encode()))
+    comm, path = _communicator(comm), _path(path)
+    _pending.before_checkpoint(comm)
+    _check(_lib.DCT_Checkpoint_save(_capi.handle(comm), path))
 
 
 class CheckpointSave:
     """An asynchronous checkpoint save (``DCT_Checkpoint_isave``): the state of the moment it
     is made, written by a thread while training goes on; :meth:`wait` (collective, like the
-    constructor) gives the file its name. As a context manager it waits on exit."""
+    constructor) gives the file its name. As a context manager it waits on exit. Dropped
+    before its wait, it is completed at the next checkpoint call on ``comm``, or at exit."""
 
     def __init__(self, path, comm=None):
-        comm = MPI.COMM_WORLD if comm is None else comm
-        self._handle = _capi.DCT_Checkpoint()
-        _check(_lib.DCT_Checkpoint_isave(_capi.handle(comm), str(path).encode(),
-                                         ctypes.byref(self._handle)))
+        comm, path = _communicator(comm), _path(path)
+        _pending.before_checkpoint(comm)
+        handle = _capi.DCT_Checkpoint()
+        _check(_lib.DCT_Checkpoint_isave(_capi.handle(comm), path, ctypes.byref(handle)))
+        self._save = _pending.SaveBinding(handle, comm, path)
 
     @property
     def pending(self):
         """Whether the save is still to be waited."""
-        return bool(self._handle.value)
+        return self._save.pending
 
     def wait(self):
         """``DCT_Checkpoint_wait``: raises :class:`Error` (on every rank) if the file could not
         be written; the previous checkpoint at the path is then intact."""
-        _check(_lib.DCT_Checkpoint_wait(ctypes.byref(self._handle)))
+        _check(self._save.wait())
 
     def __enter__(self):
         return self
@@ -435,6 +491,12 @@ class CheckpointSave:
     def __exit__(self, *exc):
         if self.pending:
             self.wait()
+
+    def __del__(self):
+        try:
+            _pending.drop_save(self._save)
+        except Exception:  # noqa: BLE001 - a half-made object, interpreter shutdown
+            pass
 
 
 def checkpoint_isave(path, comm=None):
@@ -446,5 +508,6 @@ def checkpoint_isave(path, comm=None):
 def checkpoint_load(path, comm=None):
     """Restores every live persistent request on ``comm`` from ``path``
     (``DCT_Checkpoint_load``; validated whole before anything changes)."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    _check(_lib.DCT_Checkpoint_load(_capi.handle(comm), str(path).encode()))
+    comm, path = _communicator(comm), _path(path)
+    _pending.before_checkpoint(comm)
+    _check(_lib.DCT_Checkpoint_load(_capi.handle(comm), path))
