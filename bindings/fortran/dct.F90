@@ -43,7 +43,7 @@ module dct
 
   !> DCT_Status's header (dct.h): every type(dct_status) sets it by default initialisation
   !> (intent(out) arguments included), so the library knows the layout compiled here.
-  integer(c_size_t), parameter, public :: DCT_STATUS_SIZE = 128
+  integer(c_size_t), parameter, public :: DCT_STATUS_SIZE = 136
   integer(c_int), parameter, public :: DCT_STATUS_MAGIC = int(z'44435453', c_int)
   integer(c_int), parameter, public :: DCT_VERSION_CODE_F = DCT_VERSION_CODE
 
@@ -57,6 +57,7 @@ module dct
     integer(c_int) :: tau_reestimated, algorithm
     integer(c_long_long) :: calls, total_bytes_sent, total_dense_bytes
     real(c_double) :: compression_ratio, max_abs_error
+    integer(c_long_long) :: nonfinite
   end type dct_status
 
   public :: dct_alltoallv_init, dct_alltoallv_backward_init

@@ -223,6 +223,11 @@ typedef struct DCT_Status {
   double max_abs_error;        /**< `dct_mp_compressor=error_bounded`: the largest |received -
                                     sent| over the values this rank sent in this call (0 when
                                     exact); 0 for every other request. */
+  MPI_Count nonfinite;         /**< (0.5) NaN and +-Inf entries this rank's compressed
+                                    allreduce met in this call (of sendbuf plus residual, or of
+                                    the velocity with `dct_momentum`), all of them sent, or -1
+                                    where the call does not look at the entries: density 1,
+                                    pass-through and DCT-MP requests. */
   /* Later versions append fields here (and only here). */
 } DCT_Status;
 #undef DCT_STATUS_DEFAULT_
@@ -234,7 +239,7 @@ typedef struct DCT_Status {
 #define DCT_STATUS_INITIALIZER                                                                   \
   {                                                                                              \
     sizeof(DCT_Status), DCT_STATUS_MAGIC, DCT_VERSION_CODE, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, \
-        0, 0, 0.0, 0.0                                                                           \
+        0, 0, 0.0, 0.0, 0                                                                        \
   }
 
 /** @brief Pass as the status argument when the status is not wanted. */

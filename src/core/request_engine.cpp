@@ -18,6 +18,7 @@ void RequestEngine::begin_call() {
   require(!active_, DCT_ERR_ACTIVE, "request already started: complete it with DCT_Wait");
   status_ = DCT_Status{};
   status_.count = count_;
+  status_.nonfinite = -1;  // not looked at, unless a compressed call counts them
   status_.dense_bytes = wire::ring_bytes(count_ * element_size_, context_->size());
 }
 

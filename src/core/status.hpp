@@ -17,8 +17,9 @@ constexpr std::size_t kStatusMinSize = 128;
 /// A larger `size` is damage, not a future layout.
 constexpr std::size_t kStatusMaxSize = 4096;
 constexpr std::size_t kStatusBody = offsetof(DCT_Status, count);
-static_assert(sizeof(MPI_Count) != 8 || (sizeof(DCT_Status) == kStatusMinSize && kStatusBody == 16),
-              "DCT_Status: append fields after max_abs_error and keep 0.4.0's layout in front");
+static_assert(sizeof(MPI_Count) != 8 ||
+                  (offsetof(DCT_Status, nonfinite) == kStatusMinSize && kStatusBody == 16),
+              "DCT_Status: append fields after nonfinite and keep 0.4.0's layout in front");
 
 /// The name of a caller's status in messages: `what`, or `what[index]` for index >= 0.
 inline std::string status_name(const char *what, int index) {

@@ -335,6 +335,7 @@ class CompressedEngine final : public RequestEngine {
     status_.tau = selection.tau;
     if (selection.reestimated) status_.tau_reestimated = 1;
     status_.nnz_sent = static_cast<MPI_Count>(kept);
+    status_.nonfinite = static_cast<MPI_Count>(compressor_.nonfinite());
     status_.density = elements() > 0 ? double(kept) / double(elements()) : 0.0;
   }
 

@@ -30,6 +30,7 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   stream_ = stream;
   const std::size_t n = elements();
   kept_ = 0;
+  nonfinite_ = 0;
   previous_tau_ = tau_;
   reestimated_ = false;
   pending_this_call_ = false;
@@ -257,6 +258,7 @@ Selected GradientCompressor<T>::select(const T *send, T threshold, std::size_t l
       backend_->select(send, residual_.data(), elements(), threshold, limit, candidate_idx_.data(),
                        candidate_val_.data(), candidate_idx_.size(), pending(), stream_);
   pending_ = 0;
+  nonfinite_ = found.nonfinite;  // every pass of a call sees the same acc: the last one's count
   return found;
 }
 

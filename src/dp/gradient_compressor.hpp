@@ -53,6 +53,8 @@ class GradientCompressor {
   void commit();
 
   std::size_t kept() const { return kept_; }
+  /// NaN and +-Inf entries of acc in the last compress (the selection sends every one).
+  std::size_t nonfinite() const { return nonfinite_; }
   /// The kept entries' indices in the backend's memory (the momentum mask uses them).
   const WireIndex *kept_indices() const { return idx_.data(); }
   /// The kept entries' values in the backend's memory: as they travel, except with
@@ -145,6 +147,7 @@ class GradientCompressor {
   BackendArray<T> val_host_;
   mutable bool on_host_ = false;  // this call's entries are in idx_host_ / val_host_
   std::size_t kept_ = 0;
+  std::size_t nonfinite_ = 0;
 };
 
 }  // namespace dct::detail

@@ -63,6 +63,7 @@ TEST(StatusLayout, CAndCxxStatusesCarryTheHeader) {
   EXPECT_EQ(c.version, unsigned(DCT_VERSION_CODE));
   EXPECT_EQ(c.count, 0);
   EXPECT_EQ(c.max_abs_error, 0.0);
+  EXPECT_EQ(c.nonfinite, 0);
 }
 
 TEST(StatusLayout, StatusWithoutAValidHeaderIsRefusedBeforeAnythingHappens) {

@@ -148,6 +148,7 @@ class Status:
     total_dense_bytes: int
     compression_ratio: float
     max_abs_error: float
+    nonfinite: int
 
     @classmethod
     def _from_c(cls, status):

@@ -51,6 +51,7 @@ class DCT_Status(ctypes.Structure):
         ("total_dense_bytes", MPI_Count),
         ("compression_ratio", ctypes.c_double),
         ("max_abs_error", ctypes.c_double),
+        ("nonfinite", MPI_Count),
     ]
 
 
