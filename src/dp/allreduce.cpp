@@ -607,16 +607,17 @@ bool AllreduceArgs::compressed() const {
 namespace {
 
 /// MPI has no query for whether a datatype is committed, but checks it wherever a communication
-/// names the type (Open MPI and MPICH even for count 0 to MPI_PROC_NULL), so a send of nothing
-/// to no one on `probe_comm`, whose errors return, tells: an uncommitted type passed through to
-/// MPI would otherwise fail in MPI_Allreduce, through the user communicator's handler.
+/// names the type (Open MPI and MPICH 4.0 also for MPI_PROC_NULL, where nothing is read; MPICH
+/// not for count 0), so a send of one element to no one on `probe_comm`, whose errors return,
+/// tells: an uncommitted type passed through to MPI would otherwise fail in MPI_Allreduce,
+/// through the user communicator's handler.
 void require_committed(MPI_Datatype datatype, MPI_Comm probe_comm) {
   int integers = 0, addresses = 0, datatypes = 0, combiner = MPI_COMBINER_NAMED;
   check_mpi(MPI_Type_get_envelope(datatype, &integers, &addresses, &datatypes, &combiner),
             "MPI_Type_get_envelope");
   if (combiner == MPI_COMBINER_NAMED) return;  // predefined: always committed
   const char nothing = 0;
-  require(MPI_Send(&nothing, 0, datatype, MPI_PROC_NULL, 0, probe_comm) == MPI_SUCCESS,
+  require(MPI_Send(&nothing, 1, datatype, MPI_PROC_NULL, 0, probe_comm) == MPI_SUCCESS,
           DCT_ERR_DATATYPE, "datatype is not committed (MPI_Type_commit) or not valid");
 }
 
