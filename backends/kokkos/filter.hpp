@@ -78,13 +78,8 @@ void scan_counts(const Exec &exec, std::uint64_t *counts, const std::uint32_t *n
   }
 }
 
-/// How an entry that the keep rule selected at tau counts toward a limit.
-enum class Selection { above, tie, nonfinite };
-template <typename T>
-KOKKOS_INLINE_FUNCTION Selection classify(T acc, T tau) {
-  if (!is_finite(acc)) return Selection::nonfinite;
-  return std::fabs(acc) == tau ? Selection::tie : Selection::above;
-}
+using kernel_logic::classify;
+using kernel_logic::Selection;
 
 /// Emits selected entries in index order from `position` on: every one but the ties whose rank
 /// (counted from `tie`) reaches `budget`; writes while `position < capacity`.
@@ -141,7 +136,7 @@ struct SelectPasses {
     WireIndex *const slot_index = staged_index + c * slot;
     T *const slot_acc = staged_acc + c * slot;
     StageCounts counts;
-    std::size_t p = pending.size > 0 ? first_at(pending.idx, pending.size, begin) : 0;
+    std::size_t p = pending.size > 0 ? count_below(pending.idx, pending.size, begin) : 0;
     for (std::size_t from = begin; from < end; from += kFilterChunk) {
       const std::size_t to = from + kFilterChunk < end ? from + kFilterChunk : end;
       for (; p < pending.size && std::size_t(pending.idx[p]) < to; ++p)

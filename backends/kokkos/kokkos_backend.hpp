@@ -1,5 +1,5 @@
 // The Kokkos core as a dct Backend, for any Kokkos execution space: KokkosBackend<Exec> runs
-// every kernel of filter.hpp and select.hpp, and the element-wise ones below, on an instance
+// every kernel of filter.hpp and kth_largest.hpp, and the element-wise ones below, on an instance
 // of Exec over unmanaged Views of the caller's buffers, which live in Exec's memory space. The
 // library's "kokkos" backend is KokkosBackend<Kokkos::DefaultHostExecutionSpace>
 // (kokkos_kernels.cpp); the tests instantiate it for every execution space the build's Kokkos has
@@ -28,9 +28,9 @@
 #include "core/sign_values.hpp"
 #include "core/wire.hpp"
 #include "filter.hpp"
+#include "kth_largest.hpp"
 #include "lists.hpp"
 #include "portable.hpp"
-#include "select.hpp"
 
 namespace dct::detail::kernels::kokkos {
 
@@ -52,7 +52,7 @@ void for_each_index(const Exec &exec, const char *label, std::size_t n, const Bo
 }
 
 template <typename Exec>
-class KokkosBackend final : public Backend {
+class KokkosBackend final : public TypedBackend<KokkosBackend<Exec>> {
  public:
   using Memory = typename Exec::memory_space;
 
@@ -144,95 +144,99 @@ class KokkosBackend final : public Backend {
       const Kokkos::View<std::uint64_t *, Memory> bounds(
           Kokkos::view_alloc(Kokkos::WithoutInitializing, "dct::bounds"), count);
       Kokkos::deep_copy(exec, bounds, Buffer<const std::uint64_t, Host>(keys, count));
-      Kokkos::parallel_for(
-          "dct_lower_bounds", range(exec, count),
-          KOKKOS_LAMBDA(const std::int64_t j) { bounds(j) = count_below(idx, m, bounds(j)); });
+      Kokkos::parallel_for("dct_lower_bounds", range(exec, count),
+                           kernel_logic::LowerBounds{idx, m, bounds.data(), bounds.data()});
       Kokkos::deep_copy(exec, Buffer<std::uint64_t, Host>(host_out, count), bounds);
       fence(exec);
     }
   }
 
-#define DCT_KOKKOS_KERNELS(T)                                                                     \
-  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream)       \
-      override {                                                                                  \
-    return kokkos::kth_largest_abs<T>(exec(), in(send, n), in(residual, n), k);                   \
-  }                                                                                               \
-  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,          \
-                         std::uint64_t seed, T *host_out, Stream) override {                      \
-    sample_to_host(send, residual, n, m, seed, host_out);                                         \
-  }                                                                                               \
-  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,            \
-                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,     \
-                  Stream) override {                                                              \
-    return kokkos::select<T>(exec(), in(send, n), Buffer<T, Exec>(residual, n), tau, limit,       \
-                             Buffer<WireIndex, Exec>(idx, capacity),                              \
-                             Buffer<T, Exec>(val, capacity), capacity, pending);                  \
-  }                                                                                               \
-  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,    \
-                             std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val, \
-                             T *remainders, Stream) override {                                    \
-    return kokkos::trim<T>(exec(), idx, val, m, k, aim, coding, out_idx, out_val, remainders);    \
-  }                                                                                               \
-  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                  \
-                       std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,     \
-                       T *remainders, Stream) override {                                          \
-    return kokkos::keep_top<T>(exec(), idx, val, m, tau, limit, coding, out_idx, out_val,         \
-                               remainders);                                                       \
-  }                                                                                               \
-  void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin,        \
-                 std::size_t end, Stream) override {                                              \
-    kokkos::sum_lists<T>(exec(), lists, count, out, begin, end);                                  \
-  }                                                                                               \
-  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream) override {  \
-    for_each_index(                                                                               \
-        exec(), "dct_scatter_add", m,                                                             \
-        KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] += val[j]; });                          \
-  }                                                                                               \
-  void fill_zero(T *out, std::size_t n, Stream) override {                                        \
-    for_each_index(                                                                               \
-        exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });      \
-  }                                                                                               \
-  void add(const T *x, T *sum, std::size_t n, Stream) override {                                  \
-    for_each_index(                                                                               \
-        exec(), "dct_add", n, KOKKOS_LAMBDA(const std::int64_t i) { sum[i] += x[i]; });           \
-  }                                                                                               \
-  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,       \
-                       Stream) override {                                                         \
-    for_each_index(                                                                               \
-        exec(), "dct_momentum", n, KOKKOS_LAMBDA(const std::int64_t i) {                          \
-          const T v = velocity[i];                                                                \
-          out[i] = (is_finite(v) ? momentum * v : T(0)) + send[i];                                \
-        });                                                                                       \
-  }                                                                                               \
-  void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream) override {      \
-    for_each_index(                                                                               \
-        exec(), "dct_momentum_unroll", n, KOKKOS_LAMBDA(const std::int64_t i) {                   \
-          const T update = result[i], last = previous[i];                                         \
-          result[i] = is_finite(last) ? update - momentum * last : update;                        \
-          previous[i] = update;                                                                   \
-        });                                                                                       \
-  }                                                                                               \
-  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) override {               \
-    for_each_index(                                                                               \
-        exec(), "dct_zero_at", m, KOKKOS_LAMBDA(const std::int64_t j) { out[idx[j]] = T(0); });   \
-  }                                                                                               \
-  /* The wire codec and the sign coding themselves, on host memory (the library hands device */   \
-  /* buffers to the native backends, which run them on the device; Kokkos' device spaces */       \
-  /* never get one). */                                                                           \
-  void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,          \
-                    std::uint64_t begin, std::byte *out, Stream) override {                       \
-    wire::encode_block(format, idx, val, begin, out);                                             \
-  }                                                                                               \
-  void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream) override {     \
-    sign_values::quantise_on_host(val, m, wire, remainders);                                      \
-  }                                                                                               \
-  bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,   \
-                    std::uint64_t begin, WireIndex *idx, T *val, Stream) override {               \
-    return wire::decode_block(format, in, in_bytes, begin, idx, val);                             \
+  // The typed operations (compute_backend.hpp's list), each once for float and double.
+  template <typename T>
+  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream) {
+    return kokkos::kth_largest_abs<T>(exec(), in(send, n), in(residual, n), k);
   }
-  DCT_KOKKOS_KERNELS(float)
-  DCT_KOKKOS_KERNELS(double)
-#undef DCT_KOKKOS_KERNELS
+  template <typename T>
+  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,
+                         std::uint64_t seed, T *host_out, Stream) {
+    sample_to_host(send, residual, n, m, seed, host_out);
+  }
+  template <typename T>
+  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,
+                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,
+                  Stream) {
+    return kokkos::select<T>(exec(), in(send, n), Buffer<T, Exec>(residual, n), tau, limit,
+                             Buffer<WireIndex, Exec>(idx, capacity), Buffer<T, Exec>(val, capacity),
+                             capacity, pending);
+  }
+  template <typename T>
+  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
+                             std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
+                             T *remainders, Stream) {
+    return kokkos::trim<T>(exec(), idx, val, m, k, aim, coding, out_idx, out_val, remainders);
+  }
+  template <typename T>
+  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau, std::size_t limit,
+                       ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream) {
+    return kokkos::keep_top<T>(exec(), idx, val, m, tau, limit, coding, out_idx, out_val,
+                               remainders);
+  }
+  template <typename T>
+  void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin,
+                 std::size_t end, Stream) {
+    kokkos::sum_lists<T>(exec(), lists, count, out, begin, end);
+  }
+  template <typename T>
+  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream) {
+    for_each_index(exec(), "dct_scatter_add", m, kernel_logic::ScatterAdd<T>{idx, val, out});
+  }
+  template <typename T>
+  void fill_zero(T *out, std::size_t n, Stream) {
+    for_each_index(
+        exec(), "dct_fill_zero", n, KOKKOS_LAMBDA(const std::int64_t i) { out[i] = T(0); });
+  }
+  template <typename T>
+  void add(const T *x, T *sum, std::size_t n, Stream) {
+    for_each_index(exec(), "dct_add", n, kernel_logic::Add<T>{x, sum});
+  }
+  template <typename T>
+  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,
+                       Stream) {
+    for_each_index(exec(), "dct_momentum", n,
+                   kernel_logic::MomentumUpdate<T>{send, velocity, momentum, out});
+  }
+  template <typename T>
+  void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream) {
+    for_each_index(exec(), "dct_momentum_unroll", n,
+                   kernel_logic::MomentumUnroll<T>{result, previous, momentum});
+  }
+  template <typename T>
+  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream) {
+    for_each_index(exec(), "dct_zero_at", m, kernel_logic::ScatterSet<T>{idx, nullptr, out});
+  }
+  // The wire codec and the sign coding themselves, on host memory (the library hands device
+  // buffers to the native backends, which run them on the device; Kokkos' device spaces never
+  // get one).
+  template <typename T>
+  void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,
+                    std::uint64_t begin, std::byte *out, Stream) {
+    wire::encode_block(format, idx, val, begin, out);
+  }
+  template <typename T>
+  void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream) {
+    sign_values::quantise_on_host(val, m, wire, remainders);
+  }
+  template <typename T>
+  bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,
+                    std::uint64_t begin, WireIndex *idx, T *val, Stream) {
+    return wire::decode_block(format, in, in_bytes, begin, idx, val);
+  }
+  template <typename T>
+  void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream) {
+    for (std::size_t b = 0; b < count; ++b)
+      blocks[b].valid = wire::decode_block(*blocks[b].format, blocks[b].in, blocks[b].in_bytes,
+                                           blocks[b].begin, blocks[b].idx, blocks[b].val);
+  }
 
  public:
   /// The instance every kernel runs on, made at first use (Kokkos must be up by then) and kept:
@@ -242,9 +246,7 @@ class KokkosBackend final : public Backend {
     if (!exec_) exec_.emplace();
     return *exec_;
   }
-  void release() {
-    exec_.reset();
-  }
+  void release() { exec_.reset(); }
 
  private:
   /// A read-only View of n entries at `pointer` (empty for nullptr: a send of zeros).

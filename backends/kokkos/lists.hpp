@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "filter.hpp"
+#include "kth_largest.hpp"
 #include "portable.hpp"
-#include "select.hpp"
 #include "trim.hpp"
 
 namespace dct::detail::kernels::kokkos {
@@ -137,7 +137,7 @@ std::size_t keep_top(const Exec &exec, const WireIndex *idx, const T *val, std::
 }
 
 /// Backend::trim_candidates on `exec`: every buffer in its memory space. Long lists on the
-/// host take trim_in_window (trim.hpp); the rest, ranks (select.hpp) then keep_top.
+/// host take trim_in_window (trim.hpp); the rest, ranks (kth_largest.hpp) then keep_top.
 template <typename T, typename Exec>
 Trimmed<T> trim(const Exec &exec, const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
                 std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
@@ -169,7 +169,7 @@ KOKKOS_INLINE_FUNCTION void sum_stripe(const SparseList<T> *lists, std::size_t c
     const WireIndex *const idx = lists[l].idx;
     const T *const val = lists[l].val;
     const std::size_t size = lists[l].size;
-    std::size_t j = first ? 0 : first_at(idx, size, from);
+    std::size_t j = first ? 0 : count_below(idx, size, from);
     for (; j < size && std::size_t(idx[j]) < to; ++j) out[idx[j]] += val[j];
   }
 }
@@ -177,8 +177,7 @@ KOKKOS_INLINE_FUNCTION void sum_stripe(const SparseList<T> *lists, std::size_t c
 #if defined(DCT_KOKKOS_HOST_SSE2)
 /// Results from this size on are written with non-temporal stores (sum_stripe_lines): past the
 /// caches they save the read of each line, and smaller ones stay in cache for the optimiser
-/// that reads them next (dct-bench, 1 rank: 16 MiB 4.1-4.9 ms streamed against 6.0-6.3 ms
-/// plain; 4 MiB alike; 4 KB 10% of the call in the streamed stores).
+/// that reads them next (docs/kernels.md has the measurements).
 constexpr std::size_t kStreamedResultBytes = std::size_t(8) << 20;
 
 /// One 64-byte line of `out`: `source`'s, or zeros where it is null; streamed or plain.
@@ -219,7 +218,7 @@ inline void sum_stripe_lines(const SparseList<T> *lists, std::size_t count, T *o
   for (std::size_t group = 0; group < count; group += kMaxLists) {
     const std::size_t lists_here = count - group < kMaxLists ? count - group : kMaxLists;
     for (std::size_t l = 0; l < lists_here; ++l)
-      cursor[l] = first_at(lists[group + l].idx, lists[group + l].size, lines_from);
+      cursor[l] = count_below(lists[group + l].idx, lists[group + l].size, lines_from);
     std::size_t line = lines_from;
     if (count <= kMaxLists) {
       // The lines before the lists' next entry are zeros, streamed as they are: at density

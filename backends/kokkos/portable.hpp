@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/kernel_logic.hpp"
 #include "core/compute_backend.hpp"
 
 namespace dct::detail::kernels::kokkos {
@@ -107,31 +108,10 @@ KOKKOS_INLINE_FUNCTION int set_bits(unsigned mask) {
 #endif
 }
 
-/// Unsigned integer with the bits of T; for non-negative floats its order is the float order,
-/// with NaN patterns above +Inf.
-template <typename T>
-using KeyBits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-
-/// The bits of |value| (the sign cleared) as an unsigned integer.
-template <typename T>
-KOKKOS_INLINE_FUNCTION KeyBits<T> abs_key(T value) {
-#if KOKKOS_VERSION >= 40100
-  const KeyBits<T> bits = Kokkos::bit_cast<KeyBits<T>>(value);
-#else
-  KeyBits<T> bits;
-  std::memcpy(&bits, &value, sizeof bits);
-#endif
-  constexpr KeyBits<T> sign = KeyBits<T>(1) << (8 * sizeof(T) - 1);
-  return bits & ~sign;
-}
-
-/// The value whose bits are `key` (host code: the selection's last step).
-template <typename T>
-T value_of_key(KeyBits<T> key) {
-  T value;
-  std::memcpy(&value, &key, sizeof value);
-  return value;
-}
+using kernel_logic::abs_key;
+using kernel_logic::is_finite;
+using kernel_logic::KeyBits;
+using kernel_logic::value_of_key;
 
 /// The mask passes (filter, selection above a bound) work on blocks of 16 entries, and a work
 /// item is a run of blocks.
@@ -204,26 +184,6 @@ KOKKOS_INLINE_FUNCTION unsigned block_mask(const T *send, const T *residual, T *
 #else
   return block_mask_scalar<kPass, kHasSend>(send, residual, acc_out, bound);
 #endif
-}
-
-/// The first entry of a sorted index list at or after index `at` (binary search).
-KOKKOS_INLINE_FUNCTION std::size_t first_at(const WireIndex *idx, std::size_t size,
-                                            std::uint64_t at) {
-  std::size_t low = 0, high = size;
-  while (low < high) {
-    const std::size_t middle = low + (high - low) / 2;
-    if (std::uint64_t(idx[middle]) < at)
-      low = middle + 1;
-    else
-      high = middle;
-  }
-  return low;
-}
-
-/// Whether `v` is neither NaN nor +-Inf.
-template <typename T>
-KOKKOS_INLINE_FUNCTION bool is_finite(T v) {
-  return v - v == T(0);
 }
 
 /// The kept values at [from, to) as the wire carries them (wire_value), and what it does not

@@ -69,7 +69,7 @@ struct Selected {
   std::size_t nonfinite = 0;
 };
 
-/// Backend::rank_candidates: of a candidate list, the finite entries and two of their ranks.
+/// ranks_by_selections: of a candidate list, the finite entries and two of their ranks.
 template <typename T>
 struct CandidateRanks {
   std::size_t finite = 0;  ///< entries that are neither NaN nor +-Inf
@@ -129,8 +129,8 @@ struct BlockToDecode {
 };
 
 class Backend;
-/// Backend::rank_candidates composed of select (at tau = Inf it selects exactly NaN and +-Inf;
-/// with send == nullptr the list is only read) and kth_largest_abs.
+/// The ranks Backend::trim_candidates needs, composed of select (at tau = Inf it selects exactly
+/// NaN and +-Inf; with send == nullptr the list is only read) and kth_largest_abs.
 template <typename T>
 CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
                                       std::size_t aim, Stream stream);
@@ -140,6 +140,106 @@ template <typename T>
 Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
                          const T *val, std::size_t m, std::size_t k, ValueCoding coding,
                          WireIndex *out_idx, T *out_val, T *remainders, Stream stream);
+
+// The typed operations of every backend, for T = float and double: the one list of them.
+// Backend declares them from it, TypedBackend forwards them to a backend's member templates.
+// X(T, result, name, (parameters), (arguments)).
+//
+// kth_largest_abs: the k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix
+//   selection. NaN ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr
+//   (zeros).
+// gather_abs_sample: |send[p] + residual[p]| at the m positions sample_position(j, m, n, seed),
+//   into `host_out` (host memory, m values).
+// select: the one pass over the tensor. First the previous call's `pending` writes:
+//   residual[pending.idx[j]] = pending.val[j] (0 where val is nullptr; sorted, distinct). Then
+//   acc = send + residual is stored into the residual (with send == nullptr the residual holds
+//   acc already and is only read), and the entries that keep_entry(acc, tau, limit) selects
+//   are written in index order as (idx, acc), the first `capacity` of them. Returns how many it
+//   selected (possibly more than capacity) and how many of those are NaN or +-Inf.
+// trim_candidates: of the m candidates (idx, val = acc), in index order: the finite count, the
+//   k-th largest finite |val| and about the aim-th (exact, or from a sample: it only steers the
+//   next call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the
+//   top k finite (ties to the lowest indices) and every NaN/Inf; otherwise nothing is written
+//   and `kept` is 0 (trim_by_ranks of ranks_by_selections, below, composes it of the others).
+// keep_top: the candidates (idx, val = acc) that keep_entry(acc, tau, limit) selects, in index
+//   order, into out_idx / out_val as (idx, wire_value(acc)), and what the wire does not carry
+//   of each, wire_remainder(acc, wire_value(acc)), into `remainders` (the next call's pending
+//   writes; nullptr: not written, the caller knows them to be 0). Returns how many it kept
+//   (<= m). The outputs must not overlap the inputs.
+// sum_lists: out[i] = the sum of the lists' values at i (in list order, from +0), for i in
+//   [begin, end); each list sorted, its indices distinct and in [begin, end) (the caller
+//   validated them). `lists` is host memory, their arrays the backend's; the same bits as
+//   fill_zero, then scatter_add of each list in list order.
+// encode_block: wire::encode_block in this backend's memory: the block of the `format.entries`
+//   entries idx/val (indices in [begin, begin + format.range), increasing; values already the
+//   wire's), format.units() units into `out`, the same bytes (host backends: that function).
+// quantise_signs: dct_values=sign (core/sign_values.hpp): the m kept values `val` as they
+//   travel, +-w, into `wire`, and what stays in the residual into `remainders`; the magnitude
+//   summed in its fixed order, so the same bits on every backend.
+// decode_block: wire::decode_block in this backend's memory: the same validation and verdict on
+//   the `in_bytes` bytes at `in` (false leaves idx/val unspecified).
+// decode_blocks: decode_block of each of `count` blocks (a host array), its verdict into its
+//   `valid`: what a rank does with every peer's block at once (on a GPU: one wait for all).
+// scatter_add: out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n).
+// fill_zero: out[i] = 0 for i < n.
+// add: sum[i] += x[i] for i < n.
+// momentum_update: momentum correction (dct_momentum): out[i] = momentum * v + send[i], i < n,
+//   where v is velocity[i] if finite, else 0: a non-finite entry is delivered once, then
+//   forgotten.
+// momentum_unroll: dct_momentum_result=gradient, for i < n: u = result[i];
+//   result[i] = u - momentum * p; previous[i] = u, where p is previous[i] if finite, else 0 (a
+//   heavy-ball momentum of the results gives the updates; a non-finite update is not carried
+//   into the next result).
+// scatter_zero: out[idx[j]] = 0 for j < m; indices validated by the caller (< n).
+#define DCT_BACKEND_TYPED_OPERATIONS(X, T)                                                         \
+  X(T, T, kth_largest_abs,                                                                         \
+    (const T *send, const T *residual, std::size_t n, std::size_t k, Stream stream),               \
+    (send, residual, n, k, stream))                                                                \
+  X(T, void, gather_abs_sample,                                                                    \
+    (const T *send, const T *residual, std::size_t n, std::size_t m, std::uint64_t seed,           \
+     T *host_out, Stream stream),                                                                  \
+    (send, residual, n, m, seed, host_out, stream))                                                \
+  X(T, Selected, select,                                                                           \
+    (const T *send, T *residual, std::size_t n, T tau, std::size_t limit, WireIndex *idx, T *val,  \
+     std::size_t capacity, const SparseList<T> &pending, Stream stream),                           \
+    (send, residual, n, tau, limit, idx, val, capacity, pending, stream))                          \
+  X(T, Trimmed<T>, trim_candidates,                                                                \
+    (const WireIndex *idx, const T *val, std::size_t m, std::size_t k, std::size_t aim,            \
+     ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream stream),            \
+    (idx, val, m, k, aim, coding, out_idx, out_val, remainders, stream))                           \
+  X(T, std::size_t, keep_top,                                                                      \
+    (const WireIndex *idx, const T *val, std::size_t m, T tau, std::size_t limit,                  \
+     ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream stream),            \
+    (idx, val, m, tau, limit, coding, out_idx, out_val, remainders, stream))                       \
+  X(T, void, sum_lists,                                                                            \
+    (const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin, std::size_t end,    \
+     Stream stream),                                                                               \
+    (lists, count, out, begin, end, stream))                                                       \
+  X(T, void, encode_block,                                                                         \
+    (const wire::BlockFormat &format, const WireIndex *idx, const T *val, std::uint64_t begin,     \
+     std::byte *out, Stream stream),                                                               \
+    (format, idx, val, begin, out, stream))                                                        \
+  X(T, void, quantise_signs, (const T *val, std::size_t m, T *wire, T *remainders, Stream stream), \
+    (val, m, wire, remainders, stream))                                                            \
+  X(T, bool, decode_block,                                                                         \
+    (const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,                   \
+     std::uint64_t begin, WireIndex *idx, T *val, Stream stream),                                  \
+    (format, in, in_bytes, begin, idx, val, stream))                                               \
+  X(T, void, decode_blocks, (BlockToDecode<T> * blocks, std::size_t count, Stream stream),         \
+    (blocks, count, stream))                                                                       \
+  X(T, void, scatter_add,                                                                          \
+    (const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream),                    \
+    (idx, val, m, out, stream))                                                                    \
+  X(T, void, fill_zero, (T * out, std::size_t n, Stream stream), (out, n, stream))                 \
+  X(T, void, add, (const T *x, T *sum, std::size_t n, Stream stream), (x, sum, n, stream))         \
+  X(T, void, momentum_update,                                                                      \
+    (const T *send, const T *velocity, T momentum, T *out, std::size_t n, Stream stream),          \
+    (send, velocity, momentum, out, n, stream))                                                    \
+  X(T, void, momentum_unroll,                                                                      \
+    (T * result, T * previous, T momentum, std::size_t n, Stream stream),                          \
+    (result, previous, momentum, n, stream))                                                       \
+  X(T, void, scatter_zero, (const WireIndex *idx, std::size_t m, T *out, Stream stream),           \
+    (idx, m, out, stream))
 
 /// The kernels and memory operations of one backend. Pointers passed to a backend live in
 /// its memory space (device memory for CUDA/HIP, host memory for Kokkos on the host), except
@@ -192,97 +292,26 @@ class Backend {
   virtual void lower_bounds(const WireIndex *idx, std::size_t m, const std::uint64_t *keys,
                             std::size_t count, std::uint64_t *host_out, Stream stream) = 0;
 
-#define DCT_BACKEND_KERNELS(T)                                                                     \
-  /** k-th largest |send[i] + residual[i]| (1 <= k <= n), exact, O(n) radix selection. NaN */      \
-  /** ranks above +Inf; a NaN result is returned as +Inf. `send` may be nullptr (zeros). */        \
-  virtual T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k,        \
-                            Stream stream) = 0;                                                    \
-  /** |send[p] + residual[p]| at the m positions sample_position(j, m, n, seed), into */           \
-  /** `host_out` (host memory, m values). */                                                       \
-  virtual void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,   \
-                                 std::uint64_t seed, T *host_out, Stream stream) = 0;              \
-  /** The one pass over the tensor. First the previous call's `pending` writes: */                 \
-  /** residual[pending.idx[j]] = pending.val[j] (0 where val is nullptr; sorted, distinct). */     \
-  /** Then acc = send + residual is stored into the residual (with send == nullptr the */          \
-  /** residual holds acc already and is only read), and the entries that keep_entry(acc, tau, */   \
-  /** limit) selects are written in index order as (idx, acc), the first `capacity` of them. */    \
-  /** Returns how many it selected (possibly more than capacity) and how many of those are */      \
-  /** NaN or +-Inf. */                                                                             \
-  virtual Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,     \
-                          WireIndex *idx, T *val, std::size_t capacity,                            \
-                          const SparseList<T> &pending, Stream stream) = 0;                        \
-  /** Of the m candidates (idx, val = acc), in index order: the finite count, the k-th largest */  \
-  /** finite |val| and about the aim-th (exact, or from a sample: it only steers the next */       \
-  /** call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the */    \
-  /** top k finite (ties to the lowest indices) and every NaN/Inf; otherwise nothing is */         \
-  /** written and `kept` is 0. The default composes select, kth_largest_abs and keep_top. */       \
-  virtual Trimmed<T> trim_candidates(                                                              \
-      const WireIndex *idx, const T *val, std::size_t m, std::size_t k, std::size_t aim,           \
-      ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {          \
-    return trim_by_ranks(*this, ranks_by_selections(*this, val, m, k, aim, stream), idx, val, m,   \
-                         k, coding, out_idx, out_val, remainders, stream);                         \
-  }                                                                                                \
-  /** The candidates (idx, val = acc) that keep_entry(acc, tau, limit) selects, in index */        \
-  /** order, into out_idx / out_val as (idx, wire_value(acc)), and what the wire does not carry */ \
-  /** of each, wire_remainder(acc, wire_value(acc)), into `remainders` (the next call's */         \
-  /** pending writes; nullptr: not written, the caller knows them to be 0). Returns how many */    \
-  /** it kept (<= m). The outputs must not overlap the inputs. */                                  \
-  virtual std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,           \
-                               std::size_t limit, ValueCoding coding, WireIndex *out_idx,          \
-                               T *out_val, T *remainders, Stream stream) = 0;                      \
-  /** out[i] = the sum of the lists' values at i (in list order, from +0), for i in */             \
-  /** [begin, end); each list sorted, its indices distinct and in [begin, end) (the caller */      \
-  /** validated them). `lists` is host memory, their arrays the backend's. The default is */       \
-  /** fill_zero then scatter_add per list. */                                                      \
-  virtual void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin, \
-                         std::size_t end, Stream stream) {                                         \
-    if (end > begin) fill_zero(out + begin, end - begin, stream);                                  \
-    for (std::size_t l = 0; l < count; ++l) /* in list order: the Kokkos core's bits */            \
-      scatter_add(lists[l].idx, lists[l].val, lists[l].size, out, stream);                         \
-  }                                                                                                \
-  /** wire::encode_block in this backend's memory: the block of the `format.entries` entries */    \
-  /** idx/val (indices in [begin, begin + format.range), increasing; values already the */         \
-  /** wire's), format.units() units into `out`, the same bytes (host backends: that function). */  \
-  virtual void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,   \
-                            std::uint64_t begin, std::byte *out, Stream stream) = 0;               \
-  /** dct_values=sign (core/sign_values.hpp): the m kept values `val` as they travel, +-w, */      \
-  /** into `wire`, and what stays in the residual into `remainders`; the magnitude summed in */    \
-  /** its fixed order, so the same bits on every backend. */                                       \
-  virtual void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders,                 \
-                              Stream stream) = 0;                                                  \
-  /** wire::decode_block in this backend's memory: the same validation and verdict on the */       \
-  /** `in_bytes` bytes at `in` (false leaves idx/val unspecified). */                              \
-  virtual bool decode_block(const wire::BlockFormat &format, const std::byte *in,                  \
-                            std::size_t in_bytes, std::uint64_t begin, WireIndex *idx, T *val,     \
-                            Stream stream) = 0;                                                    \
-  /** decode_block of each of `count` blocks (a host array), its verdict into its `valid`: */      \
-  /** what a rank does with every peer's block at once (on a GPU: one wait for all). */            \
-  virtual void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream stream) {         \
-    for (std::size_t b = 0; b < count; ++b)                                                        \
-      blocks[b].valid = decode_block(*blocks[b].format, blocks[b].in, blocks[b].in_bytes,          \
-                                     blocks[b].begin, blocks[b].idx, blocks[b].val, stream);       \
-  }                                                                                                \
-  /** out[idx[j]] += val[j] for j < m; indices validated by the caller (distinct, < n). */         \
-  virtual void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out,              \
-                           Stream stream) = 0;                                                     \
-  /** out[i] = 0 for i < n. */                                                                     \
-  virtual void fill_zero(T *out, std::size_t n, Stream stream) = 0;                                \
-  /** sum[i] += x[i] for i < n. */                                                                 \
-  virtual void add(const T *x, T *sum, std::size_t n, Stream stream) = 0;                          \
-  /** Momentum correction (dct_momentum): out[i] = momentum * v + send[i], i < n, where v is */    \
-  /** velocity[i] if finite, else 0: a non-finite entry is delivered once, then forgotten. */      \
-  virtual void momentum_update(const T *send, const T *velocity, T momentum, T *out,               \
-                               std::size_t n, Stream stream) = 0;                                  \
-  /** dct_momentum_result=gradient, for i < n: u = result[i]; result[i] = u - momentum * p; */     \
-  /** previous[i] = u, where p is previous[i] if finite, else 0 (a heavy-ball momentum of the */   \
-  /** results gives the updates; a non-finite update is not carried into the next result). */      \
-  virtual void momentum_unroll(T *result, T *previous, T momentum, std::size_t n,                  \
-                               Stream stream) = 0;                                                 \
-  /** out[idx[j]] = 0 for j < m; indices validated by the caller (< n). */                         \
-  virtual void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) = 0;
-  DCT_BACKEND_KERNELS(float)
-  DCT_BACKEND_KERNELS(double)
-#undef DCT_BACKEND_KERNELS
+  // The typed operations, declared from the one list of them (DCT_BACKEND_TYPED_OPERATIONS).
+#define DCT_BACKEND_DECLARE(T, result, name, parameters, arguments) \
+  virtual result name parameters = 0;
+  DCT_BACKEND_TYPED_OPERATIONS(DCT_BACKEND_DECLARE, float)
+  DCT_BACKEND_TYPED_OPERATIONS(DCT_BACKEND_DECLARE, double)
+#undef DCT_BACKEND_DECLARE
+};
+
+/// A Backend whose typed operations are `Implementation`'s member templates of the same names
+/// and parameters (`template <typename T> Selected select(...)`), for float and double: each
+/// backend writes an operation once, and a missing or mistyped one fails to compile here.
+template <typename Implementation>
+class TypedBackend : public Backend {
+#define DCT_BACKEND_FORWARD(T, result, name, parameters, arguments)         \
+  result name parameters final {                                            \
+    return static_cast<Implementation *>(this)->template name<T> arguments; \
+  }
+  DCT_BACKEND_TYPED_OPERATIONS(DCT_BACKEND_FORWARD, float)
+  DCT_BACKEND_TYPED_OPERATIONS(DCT_BACKEND_FORWARD, double)
+#undef DCT_BACKEND_FORWARD
 };
 
 template <typename T>

@@ -74,7 +74,8 @@ std::vector<std::byte> host_block(const wire::BlockFormat &format, const WireInd
 template <typename T>
 class BlockCodec : public ::testing::Test {
  protected:
-  emulation::GpuBackend backend_;
+  emulation::GpuBackend gpu_;
+  Backend &backend_ = gpu_;  // the calls the library makes: through the interface
 
   /// Both decoders on `bytes` (the first `in_bytes` of them): the same verdict, and where they
   /// accept, the same entries.

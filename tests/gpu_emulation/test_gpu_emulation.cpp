@@ -22,7 +22,8 @@ namespace {
 template <typename T>
 class Emulated : public ::testing::Test {
  protected:
-  emulation::GpuBackend backend_;
+  emulation::GpuBackend gpu_;
+  Backend &backend_ = gpu_;  // the calls the library makes: through the interface
 
   static std::vector<T> random_values(std::size_t n, unsigned seed) {
     std::mt19937 engine(seed);
@@ -277,12 +278,30 @@ TYPED_TEST(Emulated, SampleScatterAddAndFillZero) {
   this->backend_.fill_zero(out.data(), n, nullptr);
   this->backend_.synchronize(nullptr);
   for (T v : out) EXPECT_EQ(v, T(0));
+
+  // sum_lists over [2, n): zeros, then the lists added in list order.
+  const std::vector<WireIndex> other_idx = {3, 4};
+  const std::vector<T> other_val = {T(0.25), T(8)};
+  const SparseList<T> lists[2] = {{idx.data() + 1, val.data() + 1, 2},
+                                  {other_idx.data(), other_val.data(), 2}};
+  out.assign(n, T(-7));
+  this->backend_.sum_lists(lists, 2, out.data(), 2, n, nullptr);
+  this->backend_.synchronize(nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    const T expected = i < 2      ? T(-7)
+                       : i == 3   ? T(-2) + T(0.25)
+                       : i == 4   ? T(8)
+                       : i == 999 ? T(0.5)
+                                  : T(0);
+    EXPECT_EQ(out[i], expected) << i;
+  }
 }
 
 // split's cuts of a rank's sorted indices, one thread per key: std::lower_bound's positions,
 // with more keys than one block has threads.
 TEST(EmulatedLowerBounds, AreStdLowerBound) {
-  emulation::GpuBackend backend;
+  emulation::GpuBackend gpu;
+  Backend &backend = gpu;
   std::mt19937 engine(11);
   std::vector<WireIndex> idx(5000);
   std::uint64_t next = 0;

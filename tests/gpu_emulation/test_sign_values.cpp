@@ -31,7 +31,8 @@ struct Quantised {
 
 template <typename T>
 Quantised<T> on_device(const std::vector<T> &val) {
-  static emulation::GpuBackend gpu;
+  static emulation::GpuBackend emulated;
+  Backend &gpu = emulated;
   const std::size_t m = val.size();
   BackendArray<T> in(gpu, m + 1), wire(gpu, m + 1), remainders(gpu, m + 1);
   gpu.copy(in.data(), val.data(), m * sizeof(T), nullptr);

@@ -25,6 +25,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/kernel_logic.hpp"
 #include "core/compute_backend.hpp"
 #include "core/elias_fano.hpp"
 #include "core/error.hpp"
@@ -57,7 +58,9 @@ std::size_t aligned(std::size_t bytes) {
   return (bytes + kAlign - 1) / kAlign * kAlign;
 }
 
-class GpuBackend final : public Backend {
+class GpuBackend final : public TypedBackend<GpuBackend> {
+  friend class TypedBackend<GpuBackend>;  // calls the typed operations below
+
  public:
   GpuBackend() = default;
   GpuBackend(const GpuBackend &) = delete;
@@ -138,78 +141,10 @@ class GpuBackend final : public Backend {
     auto *device_keys = reinterpret_cast<std::uint64_t *>(scratch);
     auto *bounds = reinterpret_cast<std::uint64_t *>(scratch + aligned(bytes));
     check(api::copy_async(device_keys, keys, bytes, s), "lower_bounds (keys)");
-    DCT_GPU_LAUNCH(lower_bounds_kernel, grid_for(count), kBlock, s, idx, m, device_keys, count,
-                   bounds);
-    check_launch("lower_bounds");
+    for_each("lower_bounds", count, kernel_logic::LowerBounds{idx, m, device_keys, bounds}, s);
     check(api::copy_async(host_out, bounds, bytes, s), "lower_bounds (copy)");
     check(api::stream_synchronize(s), "lower_bounds");
   }
-
-#define DCT_GPU_KERNELS(T)                                                                         \
-  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream stream) \
-      override {                                                                                   \
-    return kth_largest_abs_impl(send, residual, n, k, stream);                                     \
-  }                                                                                                \
-  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,           \
-                         std::uint64_t seed, T *host_out, Stream stream) override {                \
-    gather_abs_sample_impl(send, residual, n, m, seed, host_out, stream);                          \
-  }                                                                                                \
-  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,             \
-                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,      \
-                  Stream stream) override {                                                        \
-    return select_impl(send, residual, n, tau, limit, idx, val, capacity, pending, stream);        \
-  }                                                                                                \
-  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau,                   \
-                       std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,      \
-                       T *remainders, Stream stream) override {                                    \
-    return keep_top_impl(idx, val, m, tau, limit, coding, out_idx, out_val, remainders, stream);   \
-  }                                                                                                \
-  void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,           \
-                    std::uint64_t begin, std::byte *out, Stream stream) override {                 \
-    encode_block_impl(format, idx, val, begin, out, stream);                                       \
-  }                                                                                                \
-  bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,    \
-                    std::uint64_t begin, WireIndex *idx, T *val, Stream stream) override {         \
-    BlockToDecode<T> block{&format, in, in_bytes, begin, idx, val};                                \
-    decode_blocks_impl(&block, 1, stream);                                                         \
-    return block.valid;                                                                            \
-  }                                                                                                \
-  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,     \
-                             std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,  \
-                             T *remainders, Stream stream) override {                              \
-    return trim_impl(idx, val, m, k, aim, coding, out_idx, out_val, remainders, stream);           \
-  }                                                                                                \
-  void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream stream) override {        \
-    decode_blocks_impl(blocks, count, stream);                                                     \
-  }                                                                                                \
-  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream)       \
-      override {                                                                                   \
-    scatter_add_impl(idx, val, m, out, stream);                                                    \
-  }                                                                                                \
-  void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream stream)          \
-      override {                                                                                   \
-    quantise_signs_impl(val, m, wire, remainders, stream);                                         \
-  }                                                                                                \
-  void fill_zero(T *out, std::size_t n, Stream stream) override {                                  \
-    fill_zero_impl(out, n, stream);                                                                \
-  }                                                                                                \
-  void add(const T *x, T *sum, std::size_t n, Stream stream) override {                            \
-    add_impl(x, sum, n, stream);                                                                   \
-  }                                                                                                \
-  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,        \
-                       Stream stream) override {                                                   \
-    momentum_update_impl(send, velocity, momentum, out, n, stream);                                \
-  }                                                                                                \
-  void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream stream)           \
-      override {                                                                                   \
-    momentum_unroll_impl(result, previous, momentum, n, stream);                                   \
-  }                                                                                                \
-  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) override {         \
-    scatter_zero_impl(idx, m, out, stream);                                                        \
-  }
-  DCT_GPU_KERNELS(float)
-  DCT_GPU_KERNELS(double)
-#undef DCT_GPU_KERNELS
 
  private:
   /// `stream`, or the backend's own non-blocking stream (created on first use, on the device
@@ -330,7 +265,9 @@ class GpuBackend final : public Backend {
     for (int j = 0; j < 2; ++j) {
       KeyBits<T> key;
       std::memcpy(&key, host + 1 + j, sizeof key);
-      const T kth = rank_of[j] >= 1 && rank_of[j] <= ranks.finite ? threshold_of<T>(key) : T(0);
+      const T kth = rank_of[j] >= 1 && rank_of[j] <= ranks.finite
+                        ? kernel_logic::threshold_of_key<T>(key)
+                        : T(0);
       (j == 0 ? ranks.kth : ranks.aimth) = kth;
     }
     return ranks;
@@ -342,9 +279,9 @@ class GpuBackend final : public Backend {
   /// and compaction at that threshold, all queued; then the ranks and the count read back
   /// together.
   template <typename T>
-  Trimmed<T> trim_impl(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
-                       std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
-                       T *remainders, Stream stream) {
+  Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
+                             std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
+                             T *remainders, Stream stream) {
     if (m == 0) return Trimmed<T>{};
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
@@ -372,8 +309,7 @@ class GpuBackend final : public Backend {
   }
 
   template <typename T>
-  T kth_largest_abs_impl(const T *send, const T *residual, std::size_t n, std::size_t k,
-                         Stream stream) {
+  T kth_largest_abs(const T *send, const T *residual, std::size_t n, std::size_t k, Stream stream) {
     using Bits = KeyBits<T>;
     require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
     const api::stream_t s = resolve(stream);
@@ -386,19 +322,19 @@ class GpuBackend final : public Backend {
     auto *host_prefix = reinterpret_cast<Bits *>(readback(sizeof(Bits)));
     check(api::copy_async(host_prefix, &state->prefix, sizeof(Bits), s), "kth_largest_abs (copy)");
     check(api::stream_synchronize(s), "kth_largest_abs");
-    return threshold_of<T>(*host_prefix);
+    return kernel_logic::threshold_of_key<T>(*host_prefix);
   }
 
   template <typename T>
-  void gather_abs_sample_impl(const T *send, const T *residual, std::size_t n, std::size_t m,
-                              std::uint64_t seed, T *host_out, Stream stream) {
+  void gather_abs_sample(const T *send, const T *residual, std::size_t n, std::size_t m,
+                         std::uint64_t seed, T *host_out, Stream stream) {
     if (m == 0) return;
     require(n > 0, DCT_ERR_INTERNAL, "gather_abs_sample: samples of an empty tensor");
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     T *samples = reinterpret_cast<T *>(workspace(m * sizeof(T), s));
-    DCT_GPU_LAUNCH(gather_abs<T>, grid_for(m), kBlock, s, send, residual, n, m, seed, samples);
-    check_launch("gather_abs_sample");
+    for_each("gather_abs_sample", m,
+             kernel_logic::GatherAbsSample<T>{send, residual, n, m, seed, samples}, s);
     check(api::copy_async(host_out, samples, m * sizeof(T), s), "gather_abs_sample (copy)");
     check(api::stream_synchronize(s), "gather_abs_sample");
   }
@@ -481,16 +417,15 @@ class GpuBackend final : public Backend {
   }
 
   template <typename T>
-  Selected select_impl(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,
-                       WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,
-                       Stream stream) {
+  Selected select(const T *send, T *residual, std::size_t n, T tau, std::size_t limit,
+                  WireIndex *idx, T *val, std::size_t capacity, const SparseList<T> &pending,
+                  Stream stream) {
     if (n == 0) return Selected{};
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
     if (pending.size > 0) {  // a kernel of their own, before the pass (it reads the residual)
-      DCT_GPU_LAUNCH(scatter_set_kernel<T>, grid_for(pending.size), kBlock, s, pending.idx,
-                     pending.val, pending.size, residual);
-      check_launch("select (pending writes)");
+      for_each("select (pending writes)", pending.size,
+               kernel_logic::ScatterSet<T>{pending.idx, pending.val, residual}, s);
     }
     Selected selected;
     const Positions<T> positions = select_positions(send, residual, n, tau, limit, s, selected);
@@ -503,9 +438,9 @@ class GpuBackend final : public Backend {
   }
 
   template <typename T>
-  std::size_t keep_top_impl(const WireIndex *idx, const T *val, std::size_t m, T tau,
-                            std::size_t limit, ValueCoding coding, WireIndex *out_idx, T *out_val,
-                            T *remainders, Stream stream) {
+  std::size_t keep_top(const WireIndex *idx, const T *val, std::size_t m, T tau, std::size_t limit,
+                       ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders,
+                       Stream stream) {
     if (m == 0) return 0;
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
@@ -518,8 +453,8 @@ class GpuBackend final : public Backend {
   }
 
   template <typename T>
-  void encode_block_impl(const wire::BlockFormat &format, const WireIndex *idx, const T *val,
-                         std::uint64_t begin, std::byte *out, Stream stream) {
+  void encode_block(const wire::BlockFormat &format, const WireIndex *idx, const T *val,
+                    std::uint64_t begin, std::byte *out, Stream stream) {
     const BlockBits b = block_bits(format);
     const api::stream_t s = resolve(stream);
     if (b.words > 0) check(api::zero_async(out, 4 * b.words, s), "encode_block (zero)");
@@ -533,7 +468,7 @@ class GpuBackend final : public Backend {
   // The verdicts need the device's: per block a flag and the count of set bits, all read back
   // together after every block's kernels were queued (one wait, however many peers).
   template <typename T>
-  void decode_blocks_impl(BlockToDecode<T> *blocks, std::size_t count, Stream stream) {
+  void decode_blocks(BlockToDecode<T> *blocks, std::size_t count, Stream stream) {
     const auto decodable = [](const BlockToDecode<T> &block) {
       return block.in_bytes >= block.format->bytes() && block.format->entries > 0;
     };
@@ -615,7 +550,7 @@ class GpuBackend final : public Backend {
   }
 
   template <typename T>
-  void quantise_signs_impl(const T *val, std::size_t m, T *wire, T *remainders, Stream stream) {
+  void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream stream) {
     if (m == 0) return;
     const api::stream_t s = resolve(stream);
     std::lock_guard<std::mutex> lock(workspace_mutex_);
@@ -634,53 +569,65 @@ class GpuBackend final : public Backend {
   }
 
   template <typename T>
-  void scatter_add_impl(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream) {
-    if (m == 0) return;
-    const api::stream_t s = resolve(stream);
-    DCT_GPU_LAUNCH(scatter_add_kernel<T>, grid_for(m), kBlock, s, idx, val, m, out);
-    check_launch("scatter_add");
+  void scatter_add(const WireIndex *idx, const T *val, std::size_t m, T *out, Stream stream) {
+    for_each("scatter_add", m, kernel_logic::ScatterAdd<T>{idx, val, out}, stream);
   }
 
   template <typename T>
-  void fill_zero_impl(T *out, std::size_t n, Stream stream) {
+  void fill_zero(T *out, std::size_t n, Stream stream) {
     if (n == 0) return;
     const api::stream_t s = resolve(stream);
     check(api::zero_async(out, n * sizeof(T), s), "fill_zero");  // all-zero bits: +0.0
   }
 
   template <typename T>
-  void add_impl(const T *x, T *sum, std::size_t n, Stream stream) {
-    if (n == 0) return;
-    const api::stream_t s = resolve(stream);
-    DCT_GPU_LAUNCH(add_kernel<T>, grid_for(n), kBlock, s, x, sum, n);
-    check_launch("add");
+  void add(const T *x, T *sum, std::size_t n, Stream stream) {
+    for_each("add", n, kernel_logic::Add<T>{x, sum}, stream);
   }
 
   template <typename T>
-  void momentum_update_impl(const T *send, const T *velocity, T momentum, T *out, std::size_t n,
-                            Stream stream) {
-    if (n == 0) return;
-    const api::stream_t s = resolve(stream);
-    DCT_GPU_LAUNCH(momentum_update_kernel<T>, grid_for(n), kBlock, s, send, velocity, momentum, out,
-                   n);
-    check_launch("momentum_update");
+  void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,
+                       Stream stream) {
+    for_each("momentum_update", n, kernel_logic::MomentumUpdate<T>{send, velocity, momentum, out},
+             stream);
   }
 
   template <typename T>
-  void momentum_unroll_impl(T *result, T *previous, T momentum, std::size_t n, Stream stream) {
-    if (n == 0) return;
-    const api::stream_t s = resolve(stream);
-    DCT_GPU_LAUNCH(momentum_unroll_kernel<T>, grid_for(n), kBlock, s, result, previous, momentum,
-                   n);
-    check_launch("momentum_unroll");
+  void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream stream) {
+    for_each("momentum_unroll", n, kernel_logic::MomentumUnroll<T>{result, previous, momentum},
+             stream);
   }
 
   template <typename T>
-  void scatter_zero_impl(const WireIndex *idx, std::size_t m, T *out, Stream stream) {
-    if (m == 0) return;
-    const api::stream_t s = resolve(stream);
-    DCT_GPU_LAUNCH(scatter_zero_kernel<T>, grid_for(m), kBlock, s, idx, m, out);
-    check_launch("scatter_zero");
+  void scatter_zero(const WireIndex *idx, std::size_t m, T *out, Stream stream) {
+    for_each("scatter_zero", m, kernel_logic::ScatterSet<T>{idx, nullptr, out}, stream);
+  }
+
+  template <typename T>
+  bool decode_block(const wire::BlockFormat &format, const std::byte *in, std::size_t in_bytes,
+                    std::uint64_t begin, WireIndex *idx, T *val, Stream stream) {
+    BlockToDecode<T> block{&format, in, in_bytes, begin, idx, val};
+    decode_blocks(&block, 1, stream);
+    return block.valid;
+  }
+  template <typename T>
+  void sum_lists(const SparseList<T> *lists, std::size_t count, T *out, std::size_t begin,
+                 std::size_t end, Stream stream) {
+    // fill_zero, then scatter_add per list in list order: the Kokkos backend's bits. Its own
+    // templates, not the Backend calls: GCC 12 at -O3 devirtualised those calls made on *this
+    // into code that wrote nothing (the emulated backend in tests/gpu_emulation; -O0, -O1 and
+    // -fno-devirtualize were right).
+    if (end > begin) fill_zero(out + begin, end - begin, stream);
+    for (std::size_t l = 0; l < count; ++l)
+      scatter_add(lists[l].idx, lists[l].val, lists[l].size, out, stream);
+  }
+
+  /// body(i) for i < n (kernel_logic's element-wise kernels), queued on the stream.
+  template <typename Body>
+  void for_each(const char *what, std::size_t n, const Body &body, Stream stream) {
+    if (n == 0) return;
+    DCT_GPU_LAUNCH(for_each_kernel<Body>, grid_for(n), kBlock, resolve(stream), body, n);
+    check_launch(what);
   }
 
   mutable std::once_flag available_once_;

@@ -37,9 +37,16 @@ __device__ inline std::size_t index_stride() {
   return static_cast<std::size_t>(gridDim.x) * blockDim.x;
 }
 
-template <typename T>
-__host__ __device__ inline T accumulated(const T *send, const T *residual, std::size_t i) {
-  return (send ? send[i] : T(0)) + residual[i];
+using kernel_logic::accumulated;
+using kernel_logic::classify;
+using kernel_logic::KeyBits;
+using kernel_logic::Selection;
+constexpr unsigned int kBins = kernel_logic::kDigitBins;
+
+/// body(i) for i < n, grid-stride: kernel_logic.hpp's element-wise kernels.
+template <typename Body>
+__global__ void for_each_kernel(Body body, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) body(i);
 }
 
 // --- Exact k-th largest |acc|: radix selection -------------------------------------------
@@ -50,19 +57,8 @@ __host__ __device__ inline T accumulated(const T *send, const T *residual, std::
 // the digit that holds the k-th largest. The selection state stays on the device, so the
 // passes run back to back on the stream and the host waits once.
 
-template <typename T>
-using KeyBits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-
-template <typename T>
-__device__ inline KeyBits<T> abs_key(T value) {
-  KeyBits<T> bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  constexpr KeyBits<T> sign = KeyBits<T>(1) << (8 * sizeof(T) - 1);
-  return bits & ~sign;
-}
-
-constexpr int kDigitBits = 11;
-constexpr unsigned int kBins = 1u << kDigitBits;
+using kernel_logic::abs_key;
+using kernel_logic::kDigitBits;
 
 template <typename Bits>
 struct SelectState {
@@ -82,21 +78,6 @@ __global__ void select_init(SelectState<Bits> *state, unsigned long long k,
     state->mask = 0;
     state->remaining = k + (past != nullptr ? *past : 0);
   }
-}
-
-/// A selected key as the threshold it stands for: |acc|, a NaN (a key above +Inf's) as +Inf.
-/// From the bit patterns: no numeric_limits in device code.
-template <typename T>
-__host__ __device__ inline T threshold_of(KeyBits<T> key) {
-  KeyBits<T> infinity;
-  if constexpr (sizeof(T) == 4)
-    infinity = KeyBits<T>(0xffu) << 23;
-  else
-    infinity = KeyBits<T>(0x7ffu) << 52;
-  if (key > infinity) key = infinity;
-  T tau;
-  std::memcpy(&tau, &key, sizeof tau);
-  return tau;
 }
 
 template <typename T>
@@ -123,10 +104,7 @@ template <typename Bits>
 __global__ void select_digit(SelectState<Bits> *state, int shift, Bits digit_mask,
                              unsigned long long *histogram) {
   if (threadIdx.x == 0) {
-    unsigned long long above = 0;
-    Bits digit = digit_mask;
-    while (digit > 0 && above + histogram[digit] < state->remaining) above += histogram[digit--];
-    state->remaining -= above;
+    const Bits digit = kernel_logic::digit_of_rank(histogram, digit_mask, state->remaining);
     state->prefix |= digit << shift;
     state->mask |= digit_mask << shift;
   }
@@ -134,16 +112,7 @@ __global__ void select_digit(SelectState<Bits> *state, int shift, Bits digit_mas
   for (unsigned int b = threadIdx.x; b < kBins; b += blockDim.x) histogram[b] = 0;
 }
 
-// --- Sampling, selection, decode ---------------------------------------------------------
-
-template <typename T>
-__global__ void gather_abs(const T *send, const T *residual, std::size_t n, std::size_t m,
-                           std::uint64_t seed, T *out) {
-  for (std::size_t j = first_index(); j < m; j += index_stride()) {
-    const std::size_t p = sample_position(j, m, n, seed);
-    out[j] = std::fabs(accumulated(send, residual, p));
-  }
-}
+// --- Selection at a threshold ----------------------------------------------------------------
 
 /// A selection's threshold where a kernel left it on the device, so that the host need not read
 /// it first (the trim: keep_top at its own k-th largest). With `active` 0 the selection keeps
@@ -173,7 +142,7 @@ __global__ void trim_threshold(const SelectState<KeyBits<T>> *kth,
                                DeviceThreshold<T> *out) {
   if (threadIdx.x != 0) return;
   const std::size_t finite = m - static_cast<std::size_t>(*nonfinite);
-  out->tau = k >= 1 && k <= finite ? threshold_of<T>(kth->prefix) : T(0);
+  out->tau = k >= 1 && k <= finite ? kernel_logic::threshold_of_key<T>(kth->prefix) : T(0);
   out->active = finite > k ? 1u : 0u;
 }
 
@@ -195,10 +164,9 @@ __global__ void count_selected(const T *send, const T *residual, std::size_t n, 
   for (std::size_t i = first_index(); i < n; i += index_stride()) {
     const T acc = accumulated(send, residual, i);
     if (!keep_entry(acc, tau)) continue;
-    if (acc - acc != T(0))
-      ++nonfinite;
-    else if (std::fabs(acc) > tau)
-      ++above;
+    const Selection kind = classify(acc, tau);
+    nonfinite += kind == Selection::nonfinite;
+    above += kind == Selection::above;
   }
   if (above) atomicAdd(&block_counts[0], above);
   if (nonfinite) atomicAdd(&block_counts[1], nonfinite);
@@ -230,8 +198,7 @@ template <typename T>
 struct TieFlag : SelectionRule<T> {
   __host__ __device__ unsigned int operator()(std::size_t i) const {
     T acc = T(0), threshold = T(0);
-    return this->kept(i, acc, threshold) && acc - acc == T(0) && std::fabs(acc) == threshold ? 1u
-                                                                                             : 0u;
+    return this->kept(i, acc, threshold) && classify(acc, threshold) == Selection::tie ? 1u : 0u;
   }
 };
 
@@ -247,7 +214,7 @@ struct SelectFlag : SelectionRule<T> {
   __host__ __device__ unsigned int operator()(std::size_t i) const {
     T acc = T(0), threshold = T(0);
     if (!this->kept(i, acc, threshold)) return 0u;
-    if (tie_inclusive == nullptr || acc - acc != T(0) || std::fabs(acc) != threshold) return 1u;
+    if (tie_inclusive == nullptr || classify(acc, threshold) != Selection::tie) return 1u;
     const std::size_t budget = limit > *above ? limit - static_cast<std::size_t>(*above) : 0;
     return static_cast<std::size_t>(tie_inclusive[i]) <= budget ? 1u : 0u;
   }
@@ -286,58 +253,6 @@ __global__ void keep_compact(const WireIndex *idx, const T *val, std::size_t m, 
     out_val[position] = sent;
     if (remainders != nullptr) remainders[position] = wire_remainder(acc, sent);
   }
-}
-
-/// The pending writes of Backend::select: residual[idx[j]] = val[j] (0 without val).
-template <typename T>
-__global__ void scatter_set_kernel(const WireIndex *idx, const T *val, std::size_t m, T *out) {
-  for (std::size_t j = first_index(); j < m; j += index_stride())
-    out[idx[j]] = val != nullptr ? val[j] : T(0);
-}
-
-template <typename T>
-__global__ void scatter_add_kernel(const WireIndex *idx, const T *val, std::size_t m, T *out) {
-  for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] += val[j];
-}
-
-template <typename T>
-__global__ void add_kernel(const T *x, T *sum, std::size_t n) {
-  for (std::size_t i = first_index(); i < n; i += index_stride()) sum[i] += x[i];
-}
-
-/// Whether `v` is neither NaN nor +-Inf (the Kokkos core's is_finite).
-template <typename T>
-__device__ inline bool finite_value(T v) {
-  return v - v == T(0);
-}
-
-template <typename T>
-__global__ void momentum_update_kernel(const T *send, const T *velocity, T momentum, T *out,
-                                       std::size_t n) {
-  for (std::size_t i = first_index(); i < n; i += index_stride()) {
-    const T v = velocity[i];
-    out[i] = (finite_value(v) ? momentum * v : T(0)) + send[i];
-  }
-}
-
-template <typename T>
-__global__ void momentum_unroll_kernel(T *result, T *previous, T momentum, std::size_t n) {
-  for (std::size_t i = first_index(); i < n; i += index_stride()) {
-    const T update = result[i], last = previous[i];
-    result[i] = finite_value(last) ? update - momentum * last : update;
-    previous[i] = update;
-  }
-}
-
-__global__ void lower_bounds_kernel(const WireIndex *idx, std::size_t m, const std::uint64_t *keys,
-                                    std::size_t count, std::uint64_t *out) {
-  for (std::size_t j = first_index(); j < count; j += index_stride())
-    out[j] = count_below(idx, m, keys[j]);
-}
-
-template <typename T>
-__global__ void scatter_zero_kernel(const WireIndex *idx, std::size_t m, T *out) {
-  for (std::size_t j = first_index(); j < m; j += index_stride()) out[idx[j]] = T(0);
 }
 
 // --- dct_values=sign (core/sign_values.hpp) -------------------------------------------------

@@ -25,8 +25,8 @@ namespace dct::detail::kernels::kokkos {
 // and a second pass copies that bucket's keys. Either way, radix rounds over the candidates
 // alone narrow them further while they are many, and std::nth_element finishes. The later
 // radix passes of a textbook radix select would each read all of n again.
-constexpr int kDigitBits = 11;
-constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
+using kernel_logic::kDigitBits;
+constexpr std::size_t kBuckets = kernel_logic::kDigitBins;
 
 /// The first pass's digit: 11 bits of a float (8 of exponent, 3 of mantissa), 14 of a double
 /// (11 of exponent, 3 of mantissa): the same resolution, so that the bucket of the k-th largest
@@ -60,13 +60,10 @@ std::size_t refine_candidates(Bits *keys, std::size_t count, std::size_t &rank, 
     const Bits digit_mask = (Bits(1) << width) - 1;
     std::fill(histogram, histogram + kBuckets, 0u);
     for (std::size_t j = 0; j < count; ++j) ++histogram[(keys[j] >> shift) & digit_mask];
-    std::size_t above = 0;
-    Bits digit = digit_mask;
-    while (above + histogram[digit] < rank) above += histogram[digit--];
+    const Bits digit = kernel_logic::digit_of_rank(histogram, digit_mask, rank);
     std::size_t survivors = 0;
     for (std::size_t j = 0; j < count; ++j)
       if (((keys[j] >> shift) & digit_mask) == digit) keys[survivors++] = keys[j];
-    rank -= above;
     count = survivors;
     high = shift;
   }
@@ -117,8 +114,7 @@ T kth_largest_key(KeyBits<T> *keys, std::size_t count, std::size_t rank, int hig
   using Bits = KeyBits<T>;
   const std::size_t kept = refine_candidates<Bits>(keys, count, rank, high);
   std::nth_element(keys, keys + (rank - 1), keys + kept, std::greater<Bits>());
-  const T tau = value_of_key<T>(keys[rank - 1]);
-  return tau != tau ? std::numeric_limits<T>::infinity() : tau;
+  return kernel_logic::threshold_of_key<T>(keys[rank - 1]);
 }
 
 /// `count` keys of `Exec`'s memory where the host can reorder them: the keys themselves on
@@ -143,11 +139,8 @@ template <typename T, typename Exec>
 void gather_abs_sample(const Exec &exec, const T *send, const T *residual, std::size_t n,
                        std::uint64_t seed, const Buffer<T, Exec> &out) {
   const std::size_t m = out.extent(0);
-  Kokkos::parallel_for(
-      "dct_sample", range(exec, m), KOKKOS_LAMBDA(const std::int64_t j) {
-        const std::size_t i = sample_position(static_cast<std::size_t>(j), m, n, seed);
-        out(j) = std::fabs((send ? send[i] : T(0)) + residual[i]);
-      });
+  Kokkos::parallel_for("dct_sample", range(exec, m),
+                       kernel_logic::GatherAbsSample<T>{send, residual, n, m, seed, out.data()});
   fence(exec);
 }
 
@@ -326,10 +319,11 @@ struct DigitOfRank {
   std::size_t above = 0;
 };
 template <typename T>
-DigitOfRank digit_of_rank(const std::uint64_t *histogram, std::size_t rank) {
-  DigitOfRank at{FirstDigit<T>::buckets - 1, 0};
-  while (at.above + histogram[at.digit] < rank) at.above += histogram[at.digit--];
-  return at;
+DigitOfRank first_digit_of_rank(const std::uint64_t *histogram, std::size_t rank) {
+  std::size_t within = rank;
+  const auto digit = kernel_logic::digit_of_rank(
+      histogram, static_cast<std::uint32_t>(FirstDigit<T>::buckets - 1), within);
+  return {digit, rank - within};
 }
 
 /// The keys of |acc| whose first digit is `digit` (or `other`), appended to `sink` in any order;
@@ -391,7 +385,7 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
 
   std::vector<std::uint64_t> histogram_copy;
   const std::uint64_t *histogram = histogram_on_host(exec, send, residual, n, histogram_copy);
-  const DigitOfRank at = digit_of_rank<T>(histogram, k);
+  const DigitOfRank at = first_digit_of_rank<T>(histogram, k);
   const std::size_t count = histogram[at.digit];
   if (at.digit == 0) {
     // The lowest bucket holds the zeros: fewer than k entries are nonzero or of a larger
@@ -469,8 +463,8 @@ CandidateRanks<T> rank_list(const Exec &exec, const T *val, std::size_t m, std::
   ranks.finite = m - nonfinite;
   const bool want_k = k >= 1 && k <= ranks.finite, want_aim = aim >= 1 && aim <= ranks.finite;
   if (!want_k && !want_aim) return ranks;
-  const DigitOfRank at_k = digit_of_rank<T>(histogram, (want_k ? k : aim) + nonfinite);
-  const DigitOfRank at_aim = digit_of_rank<T>(histogram, (want_aim ? aim : k) + nonfinite);
+  const DigitOfRank at_k = first_digit_of_rank<T>(histogram, (want_k ? k : aim) + nonfinite);
+  const DigitOfRank at_aim = first_digit_of_rank<T>(histogram, (want_aim ? aim : k) + nonfinite);
   const std::size_t count_k = histogram[at_k.digit];
   const std::size_t count = count_k + (at_aim.digit != at_k.digit ? histogram[at_aim.digit] : 0);
   const Scratch<CandidateTag, Bits, Exec> candidates(count);
