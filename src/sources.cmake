@@ -37,6 +37,7 @@ set(DCT_MP_SOURCES
   src/mp/alltoallv_init.cpp
   src/mp/alltoallv_validate.cpp
   src/mp/error_bounded_codec.cpp
+  src/mp/error_bounded_coders.cpp
   src/mp/forward_headers.cpp
   src/mp/row_codec.cpp)
 set(DCT_MP_HOOKED_SOURCES src/mp/alltoallv.cpp src/mp/alltoallv_exchange.cpp
