@@ -22,21 +22,27 @@ set(DCT_CORE_SOURCES
 # Which backend runs a call: tests stand the host emulation of the GPU code in for CUDA.
 set(DCT_CORE_HOOKED_SOURCES src/core/compute_backend.cpp)
 set(DCT_DP_SOURCES
+  src/dp/allreduce_args.cpp
   src/dp/call_message.cpp
+  src/dp/connect_agreement.cpp
   src/dp/exchange/allgather.cpp
   src/dp/exchange/dense.cpp
   src/dp/exchange/exchange.cpp
+  src/dp/exchange/exchange_set.cpp
   src/dp/exchange/hierarchical.cpp
   src/dp/exchange/recursive_doubling.cpp
   src/dp/exchange/split.cpp
   src/dp/exchange/split_owner_on_device.cpp
   src/dp/gradient_compressor.cpp
+  src/dp/passthrough.cpp
   src/dp/threshold.cpp)
 set(DCT_DP_HOOKED_SOURCES src/dp/allreduce.cpp)
 set(DCT_MP_SOURCES
+  src/mp/alltoallv_backward.cpp
   src/mp/alltoallv_init.cpp
   src/mp/alltoallv_validate.cpp
   src/mp/error_bounded_codec.cpp
+  src/mp/error_bounded_coders.cpp
   src/mp/forward_headers.cpp
   src/mp/row_codec.cpp)
 set(DCT_MP_HOOKED_SOURCES src/mp/alltoallv.cpp src/mp/alltoallv_exchange.cpp

@@ -326,8 +326,9 @@ int DCT_Request_get_residual(DCT_Request request, void *residual) {
     require(!engine.active(), DCT_ERR_ACTIVE, "request is started: complete it first");
     const std::size_t bytes = static_cast<std::size_t>(engine.count()) * engine.element_size();
     if (bytes == 0) return;
-    if (engine.residual() != nullptr)
-      std::memcpy(residual, engine.residual(), bytes);
+    const void *kept = engine.state() != nullptr ? engine.state()->residual() : nullptr;
+    if (kept != nullptr)
+      std::memcpy(residual, kept, bytes);
     else
       std::memset(residual, 0, bytes);
   });

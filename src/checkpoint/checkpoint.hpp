@@ -38,7 +38,7 @@ std::uint32_t checksum(const void *data, std::size_t bytes, std::uint32_t start 
 /// What a checkpoint stores per request and saved rank (format version 2): the CRC-32 of the
 /// rank's residual bytes (none without residual), then (version 4) of its momentum velocity's
 /// (none without), followed by its tau and the call counter.
-/// Format 5: then of its state row (the words of RequestEngine::extra_state, see
+/// Format 5: then of its state row (the words of EngineState::extra, see
 /// docs/checkpoint-format.md), format 6: then of its last update (none without), before tau
 /// and the counter.
 std::uint32_t row_checksum(const void *residual, std::size_t bytes, double tau, std::int64_t calls,
@@ -57,7 +57,7 @@ inline constexpr std::int64_t kMaxStateWords = std::int64_t(1) << 20;
 /// One request as a checkpoint holds it.
 struct SavedRequest {
   std::string name;
-  std::string kind;  // RequestEngine::kind(): "allreduce", "alltoallv", "alltoallv_backward"
+  std::string kind;  // EngineState::kind(): "allreduce", "alltoallv", "alltoallv_backward"
   std::int64_t count = 0;
   int element_size = 0;  // 4: float, 8: double
   bool has_residual = false;
@@ -65,7 +65,7 @@ struct SavedRequest {
   bool has_last_update = false;  // dct_momentum_result=gradient's last update (format 6 on)
   std::int64_t state_words = 0;  // width of the per-rank state rows (format 5; 0: none)
   std::int64_t calls = 0;
-  std::int64_t result_nonzeros = 0;  // RequestEngine::algorithm_hint (0 where absent)
+  std::int64_t result_nonzeros = 0;  // EngineState::result_nonzeros (0 where absent)
   double density = 0;
   std::int64_t interval = 0;
   std::string algorithm;

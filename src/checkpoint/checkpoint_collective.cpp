@@ -24,7 +24,7 @@ namespace {
 std::vector<RequestEngine *> live_engines(const CommContext *context) {
   std::vector<RequestEngine *> engines;
   for (PersistentRequest *request : RequestTable::instance().on_context(context))
-    if (request->engine->checkpointed()) engines.push_back(request->engine.get());
+    if (request->engine->state() != nullptr) engines.push_back(request->engine.get());
   std::sort(engines.begin(), engines.end(),
             [](const RequestEngine *a, const RequestEngine *b) { return a->name() < b->name(); });
   for (std::size_t i = 0; i < engines.size(); ++i) {
@@ -48,10 +48,10 @@ std::vector<RequestEngine *> agreed_engines(MPI_Comm comm, const CommContext *co
   run_agreed(comm, [&] {
     engines = live_engines(context);
     for (const RequestEngine *e : engines)
-      manifest += e->name() + ' ' + std::to_string(e->counts_per_rank() ? 0 : e->count()) + ' ' +
-                  std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) + ' ' +
-                  std::to_string(has_velocity(*e)) + ' ' + std::to_string(has_last_update(*e)) +
-                  '\n';
+      manifest += e->name() + ' ' + std::to_string(e->state()->counts_per_rank() ? 0 : e->count()) +
+                  ' ' + std::to_string(e->element_size()) + ' ' + std::to_string(has_residual(*e)) +
+                  ' ' + std::to_string(has_velocity(*e)) + ' ' +
+                  std::to_string(has_last_update(*e)) + '\n';
   });
   const std::uint32_t mine = checksum(manifest.data(), manifest.size());
   std::uint32_t lowest = 0, highest = 0;
@@ -120,15 +120,15 @@ void run_agreed(MPI_Comm comm, const std::function<void()> &body) {
 }
 
 bool has_residual(const RequestEngine &engine) {
-  return engine.residual() != nullptr && engine.count() > 0;
+  return engine.state() != nullptr && engine.state()->residual() != nullptr && engine.count() > 0;
 }
 
 bool has_velocity(const RequestEngine &engine) {
-  return engine.checkpointed() && engine.keeps_velocity();
+  return engine.state() != nullptr && engine.state()->keeps_velocity();
 }
 
 bool has_last_update(const RequestEngine &engine) {
-  return engine.checkpointed() && engine.keeps_last_update();
+  return engine.state() != nullptr && engine.state()->keeps_last_update();
 }
 
 std::string directory_of(const std::string &path) {

@@ -27,8 +27,8 @@ struct Collective {
   MPI_Comm comm;
   int rank;
   int ranks;
-  std::vector<RequestEngine *> engines;
-  bool collective_rows;  ///< DCT_CHECKPOINT_IO=collective, the same on every rank
+  std::vector<RequestEngine *> engines;  ///< the live requests with a state(), by name
+  bool collective_rows;                  ///< DCT_CHECKPOINT_IO=collective, the same on every rank
   /// This rank's row checksums on a second thread (DCT_CHECKPOINT_CHECKSUM_THREAD; each
   /// rank's own: it changes no byte and no call another rank makes).
   bool checksum_thread;

@@ -101,8 +101,8 @@ void direct_targets(const CheckpointReader &reader, PendingState &state, bool re
       (!saved.has_residual && !saved.has_velocity))
     return;
   const KernelTurn kernels;  // the residual's pending writes may run kernels
-  void *residual = saved.has_residual ? state.engine->loadable_residual() : nullptr;
-  void *velocity = saved.has_velocity ? state.engine->loadable_velocity() : nullptr;
+  void *residual = saved.has_residual ? state.engine->state()->loadable_residual() : nullptr;
+  void *velocity = saved.has_velocity ? state.engine->state()->loadable_velocity() : nullptr;
   const std::size_t bytes = static_cast<std::size_t>(saved.count) * saved.element_size;
   if ((saved.has_residual && residual == nullptr) || (saved.has_velocity && velocity == nullptr))
     return;
@@ -130,10 +130,10 @@ PendingState plan(const CheckpointReader &reader, RequestEngine *engine, int ran
   const SavedRequest *saved = reader.find(engine->name());
   require(saved != nullptr, DCT_ERR_CKPT_MISMATCH,
           "request '" + engine->name() + "' is not in the checkpoint");
-  require(saved->kind == engine->kind(), DCT_ERR_CKPT_MISMATCH,
-          "request '" + engine->name() + "' is an " + engine->kind() +
+  require(saved->kind == engine->state()->kind(), DCT_ERR_CKPT_MISMATCH,
+          "request '" + engine->name() + "' is an " + engine->state()->kind() +
               " request, the checkpoint holds an " + saved->kind + " one");
-  const MPI_Count count = engine->counts_per_rank() ? 0 : engine->count();  // see the save
+  const MPI_Count count = engine->state()->counts_per_rank() ? 0 : engine->count();  // see the save
   require(
       saved->count == count && saved->element_size == engine->element_size(), DCT_ERR_CKPT_MISMATCH,
       "request '" + engine->name() + "' has " + std::to_string(engine->count()) + " elements of " +
@@ -275,7 +275,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     redistribute = reader->ranks() != ranks;
     // Each request's own dct_restart (from its info, else DCT_RESTART at its init) decides.
     for (const RequestEngine *engine : engines) {
-      require(!redistribute || !engine->counts_per_rank(), DCT_ERR_CKPT_MISMATCH,
+      require(!redistribute || !engine->state()->counts_per_rank(), DCT_ERR_CKPT_MISMATCH,
               "the checkpoint was saved on " + std::to_string(reader->ranks()) +
                   " ranks and this job has " + std::to_string(ranks) + ": DCT-MP request '" +
                   engine->name() +
@@ -290,7 +290,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
     }
     for (RequestEngine *engine : engines) {
       // Files before format 5 hold no DCT-MP request: those keep the state they have.
-      if (engine->counts_per_rank() && reader->format_version() < 5) continue;
+      if (engine->state()->counts_per_rank() && reader->format_version() < 5) continue;
       pending.push_back(plan(*reader, engine, rank, ranks, redistribute));
       direct_targets(*reader, pending.back(), redistribute);
     }
@@ -320,7 +320,7 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
                       comm);
       }
       if (failure) std::rethrow_exception(failure);
-      for (const PendingState &state : pending) state.engine->check_extra_state(state.extra);
+      for (const PendingState &state : pending) state.engine->state()->check_extra(state.extra);
     });
   } catch (...) {
     for (const PendingState &state : pending) state.undo_direct();
@@ -329,12 +329,12 @@ void checkpoint_load(MPI_Comm user_comm, const std::string &path) {
   // Everything is validated on every rank: now, and only now, the state changes.
   const KernelTurn kernels;
   for (const PendingState &state : pending)
-    state.engine->restore(state.residual_data(), state.velocity_data(), state.tau,
-                          state.saved->calls);
+    state.engine->state()->restore(state.residual_data(), state.velocity_data(), state.tau,
+                                   state.saved->calls);
   for (const PendingState &state : pending) {
-    state.engine->restore_extra_state(state.extra);
-    if (state.last_update) state.engine->restore_last_update(state.last_update->data());
-    state.engine->restore_algorithm_hint(state.saved->result_nonzeros);
+    state.engine->state()->restore_extra(state.extra);
+    if (state.last_update) state.engine->state()->restore_last_update(state.last_update->data());
+    state.engine->state()->restore_result_nonzeros(state.saved->result_nonzeros);
   }
 }
 

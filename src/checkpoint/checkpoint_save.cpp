@@ -41,7 +41,7 @@ void sync_to_disk(const std::string &path, int code) {
   require(rc == 0, code, "fsync of " + path + " failed: " + std::strerror(error));
 }
 
-/// Each engine's state row (format 5): [words used, extra_state()..., zeros], as wide as the
+/// Each engine's state row (format 5): [words used, EngineState::extra()..., zeros], as wide as the
 /// widest rank's (one row width per dataset); empty for engines with no extra state anywhere.
 /// The rows are taken under run_agreed first, so that no rank fails between collectives.
 std::vector<std::vector<double>> state_rows(MPI_Comm comm,
@@ -49,7 +49,7 @@ std::vector<std::vector<double>> state_rows(MPI_Comm comm,
   std::vector<std::vector<double>> rows;
   run_agreed(comm, [&] {
     for (const RequestEngine *engine : engines) {
-      rows.push_back(engine->extra_state());
+      rows.push_back(engine->state()->extra());
       if (!rows.back().empty()) rows.back().insert(rows.back().begin(), double(rows.back().size()));
       require(std::int64_t(rows.back().size()) <= kMaxStateWords, DCT_ERR_INTERNAL,
               "the state of '" + engine->name() + "' is too large for a checkpoint");
@@ -129,29 +129,31 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
         H5Gclose, DCT_ERR_CKPT_IO, "cannot create group for " + engine->name());
     const Config &config = engine->config();
     const bool residual = has_residual(*engine);
-    h5::write_attribute(group.get(), "kind", std::string(engine->kind()));
+    h5::write_attribute(group.get(), "kind", std::string(engine->state()->kind()));
     // DCT-MP's counts are per rank (in the state row); an allreduce's is every rank's.
-    h5::write_attribute(group.get(), "count",
-                        static_cast<std::int64_t>(engine->counts_per_rank() ? 0 : engine->count()));
+    h5::write_attribute(
+        group.get(), "count",
+        static_cast<std::int64_t>(engine->state()->counts_per_rank() ? 0 : engine->count()));
     h5::write_attribute(group.get(), "element_size",
                         static_cast<std::int64_t>(engine->element_size()));
     h5::write_attribute(group.get(), "datatype",
                         std::string(engine->element_size() == 4 ? "float" : "double"));
     h5::write_attribute(group.get(), "calls", static_cast<std::int64_t>(engine->calls()));
-    h5::write_attribute(group.get(), "result_nonzeros", engine->algorithm_hint());
+    h5::write_attribute(group.get(), "result_nonzeros", engine->state()->result_nonzeros());
     h5::write_attribute(group.get(), "density", config.density);
     h5::write_attribute(group.get(), "interval", config.interval);
     h5::write_attribute(group.get(), "algorithm", std::string(algorithm_name(config.algorithm)));
     h5::write_attribute(group.get(), "has_residual", static_cast<std::int64_t>(residual));
-    const double tau = engine->tau();
+    const double tau = engine->state()->tau();
     const void *data = nullptr;
     const void *velocity = nullptr;
     const void *last_update = nullptr;
     {  // may run kernels (pending writes, a device copy)
       const KernelTurn kernels;
-      if (residual) data = engine->residual();
-      velocity = engine->velocity();        // nullptr without momentum or elements
-      last_update = engine->last_update();  // nullptr but with dct_momentum_result=gradient
+      if (residual) data = engine->state()->residual();
+      velocity = engine->state()->velocity();  // nullptr without momentum or elements
+      last_update =
+          engine->state()->last_update();  // nullptr but with dct_momentum_result=gradient
     }
     h5::write_attribute(group.get(), "has_velocity",
                         static_cast<std::int64_t>(velocity != nullptr));

@@ -15,14 +15,15 @@ DropInTotals totals;  // guarded by library_mutex()
 /// The memory a state holds: its residual, and the velocity (two buffers: committed and this
 /// call's) and last update of the momentum forms.
 long long state_bytes(const RequestEngine &engine) {
-  const long long tensors =
-      1 + (engine.keeps_velocity() ? 2 : 0) + (engine.keeps_last_update() ? 1 : 0);
+  const EngineState *state = engine.state();
+  const long long tensors = 1 + (state != nullptr && state->keeps_velocity() ? 2 : 0) +
+                            (state != nullptr && state->keeps_last_update() ? 1 : 0);
   return tensors * static_cast<long long>(engine.count()) * engine.element_size();
 }
 
 /// Sum of |residual| of `engine` (on the host; a device residual is copied there once).
 double residual_mass(const RequestEngine &engine) {
-  const void *residual = engine.residual();
+  const void *residual = engine.state() != nullptr ? engine.state()->residual() : nullptr;
   if (residual == nullptr) return 0;
   const std::size_t n = static_cast<std::size_t>(engine.count());
   double mass = 0;

@@ -1,7 +1,7 @@
 // The lifecycle every dct request shares, whatever it computes: start, progress, wait/test,
-// the status and its running totals, the stream, and the error-feedback state checkpoints
-// save. The compressed allreduce (allreduce.cpp), MPI's passthrough and both DCT-MP
-// compressors (alltoallv.cpp, error_bounded.cpp) derive from it, so handles,
+// the status and its running totals, the stream, and a way to the state it carries between
+// calls (engine_state.hpp). The compressed allreduce (allreduce.cpp), MPI's passthrough and both
+// DCT-MP compressors (alltoallv.cpp, error_bounded.cpp) derive from it, so handles,
 // DCT_Start/Wait/Test/Waitall, the in-flight order (progress.hpp) and DCT_Request_free serve
 // every kind alike.
 #pragma once
@@ -12,11 +12,11 @@
 #include <memory>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "core/comm_context.hpp"
 #include "core/compute_backend.hpp"
 #include "core/config.hpp"
+#include "core/engine_state.hpp"
 #include "core/error.hpp"
 #include "dct/dct.h"
 
@@ -54,61 +54,10 @@ class RequestEngine {
   const DCT_Status &last_status() const { return status_; }
   const Config &config() const { return config_; }
 
-  /// Error-feedback state, for tests and checkpoints: `count` elements of the request's
-  /// datatype (nullptr when the request keeps no residual), and the threshold in use.
-  virtual const void *residual() const = 0;
-  virtual double tau() const = 0;
-  /// dct_momentum's velocity, `count` elements of the request's datatype (nullptr without
-  /// momentum): state a checkpoint saves with the residual (format 4).
-  virtual const void *velocity() const { return nullptr; }
-  /// dct_momentum_result=gradient's last update, `count` elements of the request's datatype
-  /// (nullptr without): state a checkpoint saves with the velocity (format 6).
-  virtual const void *last_update() const { return nullptr; }
-  /// Whether the request keeps a velocity / a last update (with elements), which checkpoints
-  /// then hold.
-  virtual bool keeps_velocity() const { return false; }
-  virtual bool keeps_last_update() const { return false; }
-
-  /// What the request computes, as checkpoints record it (the `kind` attribute):
-  /// "allreduce", "alltoallv" or "alltoallv_backward".
-  virtual const char *kind() const = 0;
-  /// Whether checkpoints save this engine (compressed ones; MPI's passthrough has no state).
-  virtual bool checkpointed() const = 0;
-  /// Replaces the error-feedback state: `residual` and `velocity` hold `count` elements each
-  /// (each ignored when the request keeps none), `calls` the number of completed calls (it
-  /// drives the tau schedule).
-  virtual void restore(const void *residual, const void *velocity, double tau, MPI_Count calls) = 0;
-
-  /// The live residual and velocity in writable host memory, with every pending write done,
-  /// for a checkpoint load to read into directly when they hold nothing yet (nullptr: not in
-  /// host memory, or none); restore() then gets these same pointers back.
-  virtual void *loadable_residual() { return nullptr; }
-  virtual void *loadable_velocity() { return nullptr; }
-
-  /// What dct_algorithm=auto learnt from the last call and decides the next one by: the
-  /// result's nonzeros, the same on every rank (0 before the first call, and for engines that
-  /// decide nothing). Checkpoints save it (attribute `result_nonzeros`), so that a resumed run
-  /// takes the algorithm (and so the order of the additions) the uninterrupted one takes.
-  virtual std::int64_t algorithm_hint() const { return 0; }
-  virtual void restore_algorithm_hint(std::int64_t hint) { static_cast<void>(hint); }
-
-  /// State beyond the residual, velocity, tau and call counter that a checkpoint saves per
-  /// rank (format 5: DCT-MP's schedule position and adaptive bounds), as float64 words; empty
-  /// when there is none.
-  virtual std::vector<double> extra_state() const { return {}; }
-  /// Checks `words` (what extra_state() saved, read from a file: untrusted) against this
-  /// engine and throws DCT_ERR_CKPT_MISMATCH or DCT_ERR_CKPT_FORMAT without changing anything.
-  virtual void check_extra_state(const std::vector<double> &words) const {
-    require(words.empty(), DCT_ERR_CKPT_FORMAT,
-            "request '" + name() + "' keeps no state beyond its residual, the checkpoint has some");
-  }
-  /// Installs checked words (after restore()).
-  virtual void restore_extra_state(const std::vector<double> &words) { static_cast<void>(words); }
-  /// Replaces the last update (`count` elements; requests that keep one, after restore()).
-  virtual void restore_last_update(const void *update) { static_cast<void>(update); }
-  /// Whether count() is this rank's own (DCT-MP: the elements it sends), which may differ
-  /// between ranks; checkpoints then record it in extra_state(), not in the `count` attribute.
-  virtual bool counts_per_rank() const { return false; }
+  /// The state the request carries between calls (engine_state.hpp), which checkpoints
+  /// save; nullptr for a request that carries none (MPI's passthrough).
+  EngineState *state() { return state_; }
+  const EngineState *state() const { return state_; }
 
   const std::string &name() const { return config_.name; }
   /// A DCT-MP backward request's own name (it shares its forward's configuration).
@@ -141,6 +90,8 @@ class RequestEngine {
   MPI_Count count_;
   int element_size_;
   Config config_;
+  /// Set by an engine that carries state (itself, as an EngineState), in its constructor.
+  EngineState *state_ = nullptr;
   Stream stream_ = nullptr;
   bool active_ = false;
   bool complete_ = false;

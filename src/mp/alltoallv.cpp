@@ -1,6 +1,5 @@
-// DCT-MP's top-k engines: the forward (per-row selection, masks, encoded messages) and the
-// backward that reuses its masks. Over 400 lines because the two engines share one message
-// protocol (headers, validation of peers' messages, the staged receive) kept in one place.
+// DCT-MP's top-k forward request (per-row selection, masks, encoded messages, validation of
+// peers' messages), whose masks its backward (alltoallv_backward.cpp) reuses.
 #include "mp/alltoallv.hpp"
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include "mp/error_bounded.hpp"
 #include "mp/forward_headers.hpp"
 #include "mp/row_codec.hpp"
+#include "mp/topk_engine.hpp"
 
 namespace dct::detail {
 
@@ -45,103 +45,7 @@ using mp::RowMasks;
 using Layout = AlltoallvLayout;
 using Units = MessageUnits;
 
-/// The masks of the last completed forward call, shared by the forward request and every
-/// backward request paired with it (which may outlive it).
-struct MaskState {
-  std::vector<RowMasks> sent;      ///< per destination rank, rows of its send block
-  std::vector<RowMasks> received;  ///< per source rank, rows of its receive block
-  MPI_Count forward_calls = 0;     ///< completed forward calls
-  bool forward_active = false;     ///< a forward call is started and not completed
-  bool restored = false;           ///< loaded from a checkpoint, no forward call since (no masks)
-};
-
 using peer::ForwardAnnouncement;
-
-/// What forward and backward requests have in common: shape, layout, engine plumbing.
-class MpEngine : public RequestEngine {
- public:
-  MpEngine(std::shared_ptr<CommContext> context, MPI_Count count, int element_size,
-           const Config &config, Layout layout, std::shared_ptr<MaskState> state,
-           std::shared_ptr<const ExchangePlan> plan)
-      : RequestEngine(std::move(context), count, element_size, config),
-        layout_(std::move(layout)),
-        state_(std::move(state)),
-        plan_(std::move(plan)) {
-    format_.d = static_cast<std::size_t>(config.row_length);
-    format_.value_bytes = value_bytes(config.values, static_cast<std::size_t>(element_size));
-  }
-
-  // One blocking exchange per call, run in start order (see progress.hpp).
-  bool blocking() const override { return true; }
-  const void *residual() const override { return nullptr; }
-
-  // Checkpoints (format 5): the call counter (dct_interval's schedule of the threshold
-  // selections), the forward's threshold, and per rank its count and (forward) the forward
-  // calls completed. The masks are not saved: a backward needs its forward's call first.
-  bool checkpointed() const override { return true; }
-  bool counts_per_rank() const override { return true; }
-  void restore(const void *, const void *, double tau, MPI_Count calls) override {
-    totals_.calls = calls;
-    restore_tau(tau);
-  }
-  std::vector<double> extra_state() const override {
-    std::vector<double> words{double(count_)};
-    if (is_forward()) words.push_back(double(state_->forward_calls));
-    return words;
-  }
-  void check_extra_state(const std::vector<double> &words) const override {
-    check_mp_state(words, name(), count_, is_forward());
-  }
-  void restore_extra_state(const std::vector<double> &words) override {
-    if (!is_forward()) return;
-    state_->forward_calls = static_cast<MPI_Count>(words[1]);
-    state_->restored = true;  // the masks held are not the file's: no backward until a forward
-  }
-
-  virtual bool is_forward() const = 0;
-  virtual void restore_tau(double tau) { static_cast<void>(tau); }
-
-  const Layout &layout() const { return layout_; }
-  const std::shared_ptr<MaskState> &state() const { return state_; }
-  const std::shared_ptr<const ExchangePlan> &plan() const { return plan_; }
-  const std::shared_ptr<CommContext> &shared_context() const { return context_; }
-
- protected:
-  int ranks() const { return context_->size(); }
-  int rank() const { return context_->rank(); }
-  std::size_t rows(MPI_Count count) const { return static_cast<std::size_t>(count) / format_.d; }
-
-  /// Elements this rank's dense blocks to other ranks hold, in bytes (what MPI_Alltoallv
-  /// would send).
-  MPI_Count dense_bytes(const std::vector<MPI_Count> &counts) const {
-    MPI_Count bytes = 0;
-    for (int j = 0; j < ranks(); ++j)
-      if (j != rank()) bytes += counts[j] * element_size_;
-    return bytes;
-  }
-
-  /// Exchanges the messages (sizes in units known on both sides) and accounts their bytes;
-  /// the block to or from this rank itself is copied by MPI and not counted as traffic.
-  void exchange(std::vector<std::uint64_t> &out, const Units &out_units,
-                std::vector<std::uint64_t> &in, const Units &in_units) {
-    out.resize(std::max<std::size_t>(out_units.total, 1));
-    in.resize(std::max<std::size_t>(in_units.total, 1));
-    exchange_blocks(*plan_, Blocks{out.data(), out_units.counts, out_units.displs},
-                    Blocks{in.data(), in_units.counts, in_units.displs}, MPI_UINT64_T,
-                    wire::kUnitBytes, comm());
-    for (int j = 0; j < ranks(); ++j) {
-      if (j == rank()) continue;
-      status_.bytes_sent += MPI_Count(out_units.counts[j]) * MPI_Count(wire::kUnitBytes);
-      status_.bytes_received += MPI_Count(in_units.counts[j]) * MPI_Count(wire::kUnitBytes);
-    }
-  }
-
-  Layout layout_;
-  std::shared_ptr<MaskState> state_;
-  std::shared_ptr<const ExchangePlan> plan_;  // agreed at the forward's init
-  RowFormat format_;
-  std::vector<std::uint64_t> out_, in_;  // message buffers, reused by every call
-};
 
 /// The forward call: per-row selection, (mask, values) messages, validation, dense blocks.
 template <typename T>
@@ -158,7 +62,7 @@ class ForwardEngine final : public MpEngine {
     begin_call();
     send_ = static_cast<const T *>(send);
     recv_ = static_cast<T *>(recv);
-    state_->forward_active = true;
+    masks_->forward_active = true;
     launch();
   }
 
@@ -201,11 +105,11 @@ class ForwardEngine final : public MpEngine {
       kept += MPI_Count(sent[j].kept());
       arrived += MPI_Count(received[j].kept());
     }
-    std::swap(state_->sent, sent);
-    std::swap(state_->received, received);
-    state_->forward_calls += 1;
-    state_->forward_active = false;
-    state_->restored = false;
+    std::swap(masks_->sent, sent);
+    std::swap(masks_->received, received);
+    masks_->forward_calls += 1;
+    masks_->forward_active = false;
+    masks_->restored = false;
     status_.nnz_sent = kept;
     status_.nnz_received = arrived;
     status_.density = count_ > 0 ? double(kept) / double(count_) : 0.0;
@@ -220,7 +124,7 @@ class ForwardEngine final : public MpEngine {
 
   void abandon() override {
     tau_ = previous_tau_;
-    state_->forward_active = false;
+    masks_->forward_active = false;
   }
 
   /// The masks of every send block, by the configured selection.
@@ -397,64 +301,6 @@ class ForwardEngine final : public MpEngine {
   std::vector<RowMasks> next_sent_, next_received_;  // this call's masks until committed
 };
 
-/// The backward call: the gradients of the kept entries only, in the reverse direction.
-template <typename T>
-class BackwardEngine final : public MpEngine {
- public:
-  BackwardEngine(const MpEngine &forward, Layout layout, MPI_Count count)
-      : MpEngine(forward.shared_context(), count, sizeof(T), forward.config(), std::move(layout),
-                 forward.state(), forward.plan()) {}
-
-  const char *kind() const override { return "alltoallv_backward"; }
-
-  void start(const void *send, void *recv) override {
-    require_backward_ready(state_->forward_active, state_->forward_calls, state_->restored);
-    begin_call();
-    send_ = static_cast<const T *>(send);
-    recv_ = static_cast<T *>(recv);
-    launch();
-  }
-
-  double tau() const override { return 0.0; }
-  bool is_forward() const override { return false; }
-
- private:
-  bool advance(bool) override {
-    const std::size_t p = static_cast<std::size_t>(ranks());
-    // This call's send blocks have the rows of the forward's receive blocks: their masks.
-    const std::vector<RowMasks> &out_masks = state_->received;
-    const std::vector<RowMasks> &in_masks = state_->sent;
-    std::vector<std::size_t> out_units(p), in_units(p);
-    MPI_Count kept = 0, arrived = 0;
-    for (std::size_t j = 0; j < p; ++j) {
-      out_units[j] = Units::of(out_masks[j].kept() * format_.value_bytes);
-      in_units[j] = Units::of(in_masks[j].kept() * format_.value_bytes);
-      kept += MPI_Count(out_masks[j].kept());
-      arrived += MPI_Count(in_masks[j].kept());
-    }
-    const Units out_layout(out_units), in_layout(in_units);
-    std::vector<std::uint64_t> &out = out_, &in = in_;
-    out.resize(std::max<std::size_t>(out_layout.total, 1));
-    for (std::size_t j = 0; j < p; ++j)
-      mp::gather_values(send_ + layout_.sdispls[j], out_masks[j], format_, config_.values,
-                        out_layout.at(out, j));
-    exchange(out, out_layout, in, in_layout);
-    for (std::size_t j = 0; j < p; ++j)
-      mp::scatter_values(in_layout.at(in, j), in_masks[j], format_, config_.values,
-                         recv_ + layout_.rdispls[j]);
-    status_.nnz_sent = kept;
-    status_.nnz_received = arrived;
-    status_.density = count_ > 0 ? double(kept) / double(count_) : 0.0;
-    status_.dense_bytes = dense_bytes(layout_.sendcounts);
-    return true;
-  }
-
-  void abandon() override {}
-
-  const T *send_ = nullptr;
-  T *recv_ = nullptr;
-};
-
 }  // namespace
 
 std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
@@ -468,23 +314,6 @@ std::unique_ptr<RequestEngine> make_alltoallv_engine(const AlltoallvArgs &args,
   if (floating_element_size(args.datatype) == 4)
     return std::make_unique<ForwardEngine<float>>(context, args, config, count, std::move(plan));
   return std::make_unique<ForwardEngine<double>>(context, args, config, count, std::move(plan));
-}
-
-std::unique_ptr<RequestEngine> make_alltoallv_backward(const RequestEngine &forward,
-                                                       const AlltoallvArgs &args) {
-  if (auto backward = make_error_bounded_backward(forward, args)) return backward;
-  const auto *mp = dynamic_cast<const MpEngine *>(&forward);
-  const bool is_forward = dynamic_cast<const ForwardEngine<float> *>(&forward) != nullptr ||
-                          dynamic_cast<const ForwardEngine<double> *>(&forward) != nullptr;
-  require(mp != nullptr && is_forward, DCT_ERR_REQUEST,
-          "forward is not a request of DCT_Alltoallv_init");
-  const int ranks = mp->shared_context()->size();
-  const MPI_Count count =
-      check_backward_args(args, mp->layout(), ranks, mp->config().row_length, mp->element_size());
-  Layout layout(args, ranks);
-  if (mp->element_size() == 4)
-    return std::make_unique<BackwardEngine<float>>(*mp, std::move(layout), count);
-  return std::make_unique<BackwardEngine<double>>(*mp, std::move(layout), count);
 }
 
 bool is_alltoallv(const RequestEngine &engine) {

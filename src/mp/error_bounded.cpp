@@ -9,6 +9,7 @@
 
 #include "core/cost_model.hpp"
 #include "core/datatypes.hpp"
+#include "core/engine_state.hpp"
 #include "core/error.hpp"
 #include "core/test_hooks.hpp"
 #include "core/wire.hpp"
@@ -50,7 +51,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 template <typename T>
-class ErrorBoundedEngine final : public RequestEngine {
+class ErrorBoundedEngine final : public RequestEngine, public StateWithoutFeedback {
  public:
   ErrorBoundedEngine(std::shared_ptr<CommContext> context, MPI_Count count, const Config &config,
                      AlltoallvLayout layout, std::shared_ptr<PairState> pair, bool backward)
@@ -64,6 +65,7 @@ class ErrorBoundedEngine final : public RequestEngine {
     bounds_.assign(tables, eb.bounds.size() == 1 ? eb.bounds[0] : 0.0);
     if (eb.bounds.size() == tables) bounds_ = eb.bounds;
     coders_.chosen.assign(std::size_t(ranks()), Coder::none);
+    state_ = this;
   }
 
   void start(const void *send, void *recv) override {
@@ -77,7 +79,6 @@ class ErrorBoundedEngine final : public RequestEngine {
   }
 
   bool blocking() const override { return true; }
-  const void *residual() const override { return nullptr; }
   double tau() const override { return 0.0; }
   const char *kind() const override { return backward_ ? "alltoallv_backward" : "alltoallv"; }
 
@@ -86,22 +87,21 @@ class ErrorBoundedEngine final : public RequestEngine {
   // the tables' bounds (chosen by dct_error_bound=auto). The coders' measured speeds are not
   // saved: until the next probe every peer's message goes without a lossless stage, which
   // changes bytes, never values.
-  bool checkpointed() const override { return true; }
   bool counts_per_rank() const override { return true; }
   void restore(const void *, const void *, double, MPI_Count calls) override {
     totals_.calls = calls;
   }
-  std::vector<double> extra_state() const override {
+  std::vector<double> extra() const override {
     std::vector<double> words{double(count_)};
     if (backward_) return words;
     words.push_back(double(pair_->forward_calls));
     words.insert(words.end(), bounds_.begin(), bounds_.end());
     return words;
   }
-  void check_extra_state(const std::vector<double> &words) const override {
+  void check_extra(const std::vector<double> &words) const override {
     check_mp_state(words, name(), count_, !backward_, bounds_.size());
   }
-  void restore_extra_state(const std::vector<double> &words) override {
+  void restore_extra(const std::vector<double> &words) override {
     if (backward_) return;
     pair_->forward_calls = static_cast<MPI_Count>(words[1]);
     std::copy(words.begin() + 2, words.end(), bounds_.begin());

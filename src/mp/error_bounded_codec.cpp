@@ -1,11 +1,9 @@
+// The quantiser and its validating decoder (error_bounded_coders.cpp: the lossless stage).
 // Compiled with -ffp-contract=off (CMakeLists.txt): the encoder checks every reconstruction
-// with the very expression the decoder evaluates, so neither may be fused differently. Over
-// 400 lines because encoder and decoder stay side by side: each check of the decoder mirrors
-// a rule of the encoder, and a peer's message is validated field by field.
+// with the very expression the decoder evaluates, so neither may be fused differently. Encoder
+// and decoder stay side by side: each check of the decoder mirrors a rule of the encoder, and
+// a peer's message is validated field by field.
 #include "mp/error_bounded_codec.hpp"
-
-#include <lz4.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -30,10 +28,6 @@ HostSimd best_simd() {
 HostSimd simd = best_simd();
 
 namespace {
-
-/// zstd's fastest regular level: the codes are small and the network is the bottleneck only
-/// when it is slow, where level 1 already gets most of the ratio.
-constexpr int kZstdLevel = 1;
 
 struct TableHeader {
   double offset = 0.0;
@@ -193,72 +187,10 @@ TableHeader plan_table(double lo, double hi, double relative, double &bound) {
 
 }  // namespace
 
-const char *coder_name(Coder coder) {
-  switch (coder) {
-    case Coder::lz4:
-      return "lz4";
-    case Coder::zstd:
-      return "zstd";
-    default:
-      return "none";
-  }
-}
-
 std::size_t max_message_bytes(std::size_t rows, std::size_t d, std::size_t tables,
                               std::size_t value_bytes) {
   if (rows == 0) return 0;
   return kMessageHeaderBytes + tables * kTableHeaderBytes + rows * d * value_bytes;
-}
-
-struct Workspace::Contexts {
-  ZSTD_CCtx *compress = ZSTD_createCCtx();
-  ZSTD_DCtx *decompress = ZSTD_createDCtx();
-  ~Contexts() {
-    ZSTD_freeCCtx(compress);
-    ZSTD_freeDCtx(decompress);
-  }
-};
-
-Workspace::Workspace() : contexts_(std::make_unique<Contexts>()) {
-  require(contexts_->compress != nullptr && contexts_->decompress != nullptr, DCT_ERR_NO_MEMORY,
-          "zstd could not create its contexts");
-}
-Workspace::~Workspace() = default;
-
-std::size_t Workspace::compress(Coder coder, const std::byte *source, std::size_t bytes,
-                                std::byte *target, std::size_t capacity) {
-  if (coder == Coder::lz4) {
-    if (bytes > std::size_t(LZ4_MAX_INPUT_SIZE) || capacity > std::size_t(INT32_MAX)) return 0;
-    const int n = LZ4_compress_default(reinterpret_cast<const char *>(source),
-                                       reinterpret_cast<char *>(target), int(bytes), int(capacity));
-    return n > 0 ? std::size_t(n) : 0;
-  }
-  if (coder == Coder::zstd) {
-    const std::size_t n =
-        ZSTD_compressCCtx(contexts_->compress, target, capacity, source, bytes, kZstdLevel);
-    return ZSTD_isError(n) ? 0 : n;
-  }
-  if (bytes > capacity) return 0;
-  if (bytes > 0) std::memcpy(target, source, bytes);
-  return bytes;
-}
-
-bool Workspace::decompress(Coder coder, const std::byte *source, std::size_t bytes,
-                           std::byte *target, std::size_t expected) {
-  if (coder == Coder::lz4) {
-    if (bytes > std::size_t(INT32_MAX) || expected > std::size_t(INT32_MAX)) return false;
-    const int n = LZ4_decompress_safe(reinterpret_cast<const char *>(source),
-                                      reinterpret_cast<char *>(target), int(bytes), int(expected));
-    return n >= 0 && std::size_t(n) == expected;
-  }
-  if (coder == Coder::zstd) {
-    const std::size_t n =
-        ZSTD_decompressDCtx(contexts_->decompress, target, expected, source, bytes);
-    return !ZSTD_isError(n) && n == expected;
-  }
-  if (bytes != expected) return false;
-  if (bytes > 0) std::memcpy(target, source, bytes);
-  return true;
 }
 
 template <typename T>

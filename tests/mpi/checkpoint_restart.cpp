@@ -100,7 +100,7 @@ std::vector<double> saved_sum(const std::string &path, const std::string &name,
 
 /// A live dct_momentum_result=gradient request's last update (float).
 std::vector<float> live_last_update(DCT_Request r) {
-  const auto *update = static_cast<const float *>(engine_of(r).last_update());
+  const auto *update = static_cast<const float *>(state_of(r).last_update());
   return update ? std::vector<float>(update, update + kCount) : std::vector<float>();
 }
 

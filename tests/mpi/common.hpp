@@ -159,15 +159,20 @@ std::vector<T> residual_of(DCT_Request request, std::size_t n) {
   return residual;
 }
 
-/// The engine behind a live request (its tau, call counter, velocity: state dct.h does not show).
+/// The engine behind a live request (its call counter: state dct.h does not show).
 inline const detail::RequestEngine &engine_of(DCT_Request request) {
   return *detail::RequestTable::instance().find(&request).engine;
+}
+
+/// The state a live compressed request carries between calls (tau, velocity, last update).
+inline const detail::EngineState &state_of(DCT_Request request) {
+  return *engine_of(request).state();
 }
 
 /// The dct_momentum velocity of a request of `n` elements, as bits (empty when it keeps none).
 template <typename T>
 std::vector<T> velocity_of(DCT_Request request, std::size_t n) {
-  const T *velocity = static_cast<const T *>(engine_of(request).velocity());
+  const T *velocity = static_cast<const T *>(state_of(request).velocity());
   return velocity ? std::vector<T>(velocity, velocity + n) : std::vector<T>();
 }
 

@@ -76,12 +76,12 @@ struct Snapshot {
   explicit Snapshot(const Model &m)
       : a_residual(residual_of<float>(m.a, m.a_send.size())),
         b_residual(residual_of<double>(m.b, m.b_send.size())),
-        a_tau(engine_of(m.a).tau()),
-        b_tau(engine_of(m.b).tau()),
+        a_tau(state_of(m.a).tau()),
+        b_tau(state_of(m.b).tau()),
         a_calls(engine_of(m.a).calls()),
         b_calls(engine_of(m.b).calls()),
-        a_hint(engine_of(m.a).algorithm_hint()),
-        b_hint(engine_of(m.b).algorithm_hint()) {}
+        a_hint(state_of(m.a).result_nonzeros()),
+        b_hint(state_of(m.b).result_nonzeros()) {}
 
   bool operator==(const Snapshot &o) const {
     return same_bits(a_residual, o.a_residual) && same_bits(b_residual, o.b_residual) &&

@@ -63,7 +63,7 @@ struct Model {
     return {std::vector<double>(a_residual.begin(), a_residual.end()),
             std::vector<double>(a_velocity.begin(), a_velocity.end()),
             residual_of<double>(b, b_send.size()),
-            {engine_of(a).tau(), engine_of(b).tau(), double(engine_of(a).calls()),
+            {state_of(a).tau(), state_of(b).tau(), double(engine_of(a).calls()),
              double(engine_of(b).calls())}};
   }
 };
