@@ -151,6 +151,73 @@ std::string shown(const Config &config, const std::string &key) {
   return "(not shown)";
 }
 
+// Every enum knob takes each of its names (shown back as given where it has an MPI_Info key)
+// and refuses anything else with a message listing the names it takes, in this order.
+TEST(Config, EnumKnobsTakeTheirNamesAndListThem) {
+  struct Case {
+    const char *variable, *key;  // key nullptr: environment only
+    std::vector<const char *> names;
+    const char *listed;
+  };
+  const Case cases[] = {
+      {"DCT_TAU_CONTROL", "dct_tau_control", {"adaptive", "fixed"}, "adaptive or fixed"},
+      {"DCT_MOMENTUM_RESULT", "dct_momentum_result", {"update", "gradient"}, "update or gradient"},
+      {"DCT_ALGORITHM",
+       "dct_algorithm",
+       {"auto", "allgather", "split", "hierarchical", "recursive_doubling", "dense"},
+       "one of auto, allgather, split, hierarchical, recursive_doubling, dense"},
+      {"DCT_BACKEND",
+       "dct_backend",
+       {"auto", "kokkos", "cuda", "hip"},
+       "one of auto, kokkos, cuda, hip"},
+      {"DCT_VALUES",
+       "dct_values",
+       {"native", "fp16", "bf16", "sign"},
+       "one of native, fp16, bf16, sign"},
+      {"DCT_TRANSPORT", "dct_transport", {"auto", "mpi", "nccl"}, "one of auto, mpi, nccl"},
+      {"DCT_THRESHOLD", "dct_threshold", {"exact", "sampled"}, "exact or sampled"},
+      {"DCT_RESTART", "dct_restart", {"strict", "redistribute"}, "strict or redistribute"},
+      {"DCT_MP_SELECT",
+       "dct_mp_select",
+       {"exact", "laplace", "threshold"},
+       "exact, laplace or threshold"},
+      {"DCT_MP_COMPRESSOR",
+       "dct_mp_compressor",
+       {"topk", "error_bounded"},
+       "topk or error_bounded"},
+      {"DCT_LOSSLESS", "dct_lossless", {"auto", "none", "lz4", "zstd"}, "auto, none, lz4 or zstd"},
+      {"DCT_CHECKPOINT_IO", nullptr, {"independent", "collective"}, "independent or collective"},
+      {"DCT_CHECKPOINT_CHECKSUM_THREAD", nullptr, {"auto", "on", "off"}, "auto, on or off"},
+  };
+  for (const Case &c : cases) {
+    for (const char *name : c.names) {
+      ScopedEnv good(c.variable, name);
+      const Config config = Config::from(MPI_INFO_NULL);
+      if (c.key != nullptr) {
+        EXPECT_EQ(shown(config, c.key), name) << c.variable;
+      }
+    }
+    // passthrough is a name of DCT_Algorithm_name's, not a setting.
+    for (const char *bad : {"x", "", "passthrough", "Auto"}) {
+      ScopedEnv refused(c.variable, bad);
+      try {
+        Config::from(MPI_INFO_NULL);
+        ADD_FAILURE() << c.variable << "=" << bad << " taken";
+      } catch (const Error &e) {
+        EXPECT_EQ(e.code(), DCT_ERR_INFO);
+        EXPECT_EQ(std::string(e.what()), std::string("environment variable ") + c.variable + "='" +
+                                             bad + "' is invalid: expected " + c.listed);
+      }
+    }
+  }
+  EXPECT_STREQ(algorithm_name(DCT_ALGORITHM_PASSTHROUGH), "passthrough");
+  EXPECT_STREQ(algorithm_name(99), "unknown");
+  EXPECT_STREQ(backend_name(-1), "unknown");
+  EXPECT_STREQ(transport_name(Transport::nccl), "nccl");
+  EXPECT_STREQ(value_coding_name(ValueCoding::sign), "sign");
+  EXPECT_STREQ(value_coding_name(static_cast<ValueCoding>(7)), "native");
+}
+
 // Numbers are read and shown in the "C" locale's spelling whatever the process's locale is
 // (issue 61: under de_DE.UTF-8 strtod refused dct_density=0.05 and took 0,05, and no spelling of
 // dct_density_warmup=0.5,10 was accepted). ctest provides de_DE.UTF-8 (localedef into the build
