@@ -115,7 +115,7 @@ TEST(Config, DensityWarmup) {
   for (const char *value : {"0,10", "1.5,10", "0.5", "0.5,-1", "0.5,1.5", ",10", "0.5,", "x,1"}) {
     ScopedEnv bad("DCT_DENSITY_WARMUP", value);
     EXPECT_EQ(code_of([] { Config::from(MPI_INFO_NULL); }), DCT_ERR_INFO) << value;
-    // The message quotes the whole value, not the part that failed (issue 61: '0.5,' was '').
+    // The message quotes the whole value, not the part that failed ('0.5,' was quoted as '').
     try {
       Config::from(MPI_INFO_NULL);
     } catch (const Error &e) {
@@ -219,7 +219,7 @@ TEST(Config, EnumKnobsTakeTheirNamesAndListThem) {
 }
 
 // Numbers are read and shown in the "C" locale's spelling whatever the process's locale is
-// (issue 61: under de_DE.UTF-8 strtod refused dct_density=0.05 and took 0,05, and no spelling of
+// (under de_DE.UTF-8 strtod refused dct_density=0.05 and took 0,05, and no spelling of
 // dct_density_warmup=0.5,10 was accepted). ctest provides de_DE.UTF-8 (localedef into the build
 // tree, LOCPATH).
 TEST(Config, NumbersIgnoreTheProcessLocale) {
@@ -245,8 +245,8 @@ TEST(Config, NumbersIgnoreTheProcessLocale) {
   EXPECT_EQ(Config::from(MPI_INFO_NULL).density, 0.25);
 }
 
-// -0 reads as 0: ranks compare their settings bit for bit (issue 61: dct_momentum 0 on one rank
-// and -0 on another was DCT_ERR_MISMATCH).
+// -0 reads as 0: ranks compare their settings bit for bit (dct_momentum 0 on one rank and -0
+// on another was DCT_ERR_MISMATCH).
 TEST(Config, MinusZeroIsZero) {
   ScopedEnv momentum("DCT_MOMENTUM", "-0");
   const Config config = Config::from(MPI_INFO_NULL);
@@ -264,7 +264,7 @@ TEST(Config, ErrorMessageNamesTheOriginAndValue) {
   }
 }
 
-// The name a misspelt DCT_* variable is reported with (issue 37): the nearest of the knobs'
+// The name a misspelt DCT_* variable is reported with: the nearest of the knobs'
 // variables within 2 edits, a swap of neighbours counting one; nothing for names further away,
 // such as the variables dct's own scripts read.
 TEST(Config, MisspeltVariablesGetTheNearestKnob) {
