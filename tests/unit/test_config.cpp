@@ -186,6 +186,9 @@ TEST(Config, EnumKnobsTakeTheirNamesAndListThem) {
        {"topk", "error_bounded"},
        "topk or error_bounded"},
       {"DCT_LOSSLESS", "dct_lossless", {"auto", "none", "lz4", "zstd"}, "auto, none, lz4 or zstd"},
+      {"DCT_PMPI", nullptr, {"0", "1"}, "0 or 1"},
+      {"DCT_PMPI_REPORT", nullptr, {"0", "1"}, "0 or 1"},
+      {"DCT_PMPI_QUIET", nullptr, {"0", "1"}, "0 or 1"},
       {"DCT_CHECKPOINT_IO", nullptr, {"independent", "collective"}, "independent or collective"},
       {"DCT_CHECKPOINT_CHECKSUM_THREAD", nullptr, {"auto", "on", "off"}, "auto, on or off"},
   };
