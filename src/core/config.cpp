@@ -1,5 +1,6 @@
-// The one table of knobs and a parser per knob. Over 400 lines because every key's checks and
-// message live next to its parser (about 40 keys); the table itself is at the end.
+// The one table of knobs and a parser per knob (the enum knobs' names are in knob_names.hpp).
+// Over 400 lines because every key's checks and message live next to its parser (about 40
+// keys); the table itself is at the end.
 #include "core/config.hpp"
 
 #include <algorithm>
@@ -17,10 +18,13 @@
 
 #include "core/environment.hpp"
 #include "core/error.hpp"
+#include "core/knob_names.hpp"
 #include "core/number_text.hpp"
 
 namespace dct::detail {
 namespace {
+
+using namespace knob_names;
 
 struct Knob {
   const char *info_key;  // nullptr: environment only
@@ -30,14 +34,9 @@ struct Knob {
   unsigned uses;                              // KnobUse bits: where the key has an effect
 };
 
-/// The shortest decimal that reads back as `x` (what the read-back shows).
-std::string number(double x) {
-  return decimal(x);
-}
-
 std::string numbers(const std::vector<double> &xs) {
   std::string list;
-  for (double x : xs) list += (list.empty() ? "" : ",") + number(x);
+  for (double x : xs) list += (list.empty() ? "" : ",") + decimal(x);
   return list;
 }
 
@@ -93,11 +92,6 @@ void parse_interval(Config &config, const std::string &value, const std::string 
   config.interval = parse_integer(value, origin, 1, "an integer >= 1");
 }
 
-void parse_tau_control(Config &config, const std::string &value, const std::string &origin) {
-  if (value != "adaptive" && value != "fixed") bad_value(origin, value, "adaptive or fixed");
-  config.tau_control = value == "adaptive" ? TauControl::adaptive : TauControl::fixed;
-}
-
 void parse_momentum(Config &config, const std::string &value, const std::string &origin) {
   const char *expected = "a number in [0, 1)";
   const double momentum = read_double(value, origin, expected);
@@ -105,64 +99,10 @@ void parse_momentum(Config &config, const std::string &value, const std::string 
   config.momentum = momentum;
 }
 
-void parse_momentum_result(Config &config, const std::string &value, const std::string &origin) {
-  if (value != "update" && value != "gradient") bad_value(origin, value, "update or gradient");
-  config.momentum_result = value == "update" ? MomentumResult::update : MomentumResult::gradient;
-}
-
-void parse_algorithm(Config &config, const std::string &value, const std::string &origin) {
-  for (DCT_Algorithm a :
-       {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER, DCT_ALGORITHM_DENSE, DCT_ALGORITHM_SPLIT,
-        DCT_ALGORITHM_RECURSIVE_DOUBLING, DCT_ALGORITHM_HIERARCHICAL}) {
-    if (value == algorithm_name(a)) {
-      config.algorithm = a;
-      return;
-    }
-  }
-  bad_value(origin, value,
-            "one of auto, allgather, split, hierarchical, recursive_doubling, dense");
-}
-
 void parse_group_size(Config &config, const std::string &value, const std::string &origin) {
   config.group_size = static_cast<int>(parse_integer(
       value, origin, 0, "an integer in [0, 2147483647] (0: a node's ranks, or about sqrt(P))",
       INT_MAX));
-}
-
-void parse_backend(Config &config, const std::string &value, const std::string &origin) {
-  for (DCT_Backend b : {DCT_BACKEND_AUTO, DCT_BACKEND_KOKKOS, DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
-    if (value == backend_name(b)) {
-      config.backend = b;
-      return;
-    }
-  }
-  bad_value(origin, value, "one of auto, kokkos, cuda, hip");
-}
-
-void parse_values(Config &config, const std::string &value, const std::string &origin) {
-  for (ValueCoding coding :
-       {ValueCoding::native, ValueCoding::fp16, ValueCoding::bf16, ValueCoding::sign}) {
-    if (value == value_coding_name(coding)) {
-      config.values = coding;
-      return;
-    }
-  }
-  bad_value(origin, value, "one of native, fp16, bf16, sign");
-}
-
-void parse_transport(Config &config, const std::string &value, const std::string &origin) {
-  for (Transport transport : {Transport::automatic, Transport::mpi, Transport::nccl}) {
-    if (value == transport_name(transport)) {
-      config.transport = transport;
-      return;
-    }
-  }
-  bad_value(origin, value, "one of auto, mpi, nccl");
-}
-
-void parse_threshold(Config &config, const std::string &value, const std::string &origin) {
-  if (value != "exact" && value != "sampled") bad_value(origin, value, "exact or sampled");
-  config.sampled_threshold = value == "sampled";
 }
 
 void parse_sample_size(Config &config, const std::string &value, const std::string &origin) {
@@ -198,23 +138,6 @@ void parse_name(Config &config, const std::string &value, const std::string &ori
   config.name = value;
 }
 
-bool parse_flag(const std::string &value, const std::string &origin) {
-  if (value != "0" && value != "1") bad_value(origin, value, "0 or 1");
-  return value == "1";
-}
-
-void parse_pmpi(Config &config, const std::string &value, const std::string &origin) {
-  config.pmpi_enabled = parse_flag(value, origin);
-}
-
-void parse_pmpi_report(Config &config, const std::string &value, const std::string &origin) {
-  config.pmpi_report = parse_flag(value, origin);
-}
-
-void parse_pmpi_quiet(Config &config, const std::string &value, const std::string &origin) {
-  config.pmpi_quiet = parse_flag(value, origin);
-}
-
 void parse_pmpi_min_count(Config &config, const std::string &value, const std::string &origin) {
   config.pmpi_min_count = parse_integer(value, origin, 0, "an integer >= 0");
 }
@@ -227,46 +150,6 @@ void parse_drop_in_memory(Config &config, const std::string &value, const std::s
   config.drop_in_memory = parse_integer(value, origin, 0, "an integer >= 0 (bytes)");
 }
 
-void parse_checkpoint_io(Config &config, const std::string &value, const std::string &origin) {
-  if (value != "independent" && value != "collective")
-    bad_value(origin, value, "independent or collective");
-  config.checkpoint_collective_io = value == "collective";
-}
-
-void parse_checkpoint_checksum_thread(Config &config, const std::string &value,
-                                      const std::string &origin) {
-  if (value != "auto" && value != "on" && value != "off")
-    bad_value(origin, value, "auto, on or off");
-  config.checkpoint_checksum_thread = value == "on"    ? Config::ChecksumThread::on
-                                      : value == "off" ? Config::ChecksumThread::off
-                                                       : Config::ChecksumThread::automatic;
-}
-
-void parse_restart(Config &config, const std::string &value, const std::string &origin) {
-  if (value != "strict" && value != "redistribute")
-    bad_value(origin, value, "strict or redistribute");
-  config.redistribute_on_restart = value == "redistribute";
-}
-
-const char *mp_select_name(MpSelect select) {
-  return select == MpSelect::exact     ? "exact"
-         : select == MpSelect::laplace ? "laplace"
-                                       : "threshold";
-}
-
-const char *lossless_name(LosslessChoice choice) {
-  switch (choice) {
-    case LosslessChoice::none:
-      return "none";
-    case LosslessChoice::lz4:
-      return "lz4";
-    case LosslessChoice::zstd:
-      return "zstd";
-    default:
-      return "auto";
-  }
-}
-
 void parse_row_length(Config &config, const std::string &value, const std::string &origin) {
   config.row_length = parse_integer(value, origin, 1, "an integer >= 1");
 }
@@ -275,23 +158,6 @@ void parse_keep(Config &config, const std::string &value, const std::string &ori
   Config parsed;
   parse_density(parsed, value, origin);
   config.keep = parsed.density;
-}
-
-void parse_mp_select(Config &config, const std::string &value, const std::string &origin) {
-  if (value == "exact")
-    config.mp_select = MpSelect::exact;
-  else if (value == "laplace")
-    config.mp_select = MpSelect::laplace;
-  else if (value == "threshold")
-    config.mp_select = MpSelect::threshold;
-  else
-    bad_value(origin, value, "exact, laplace or threshold");
-}
-
-void parse_mp_compressor(Config &config, const std::string &value, const std::string &origin) {
-  if (value != "topk" && value != "error_bounded")
-    bad_value(origin, value, "topk or error_bounded");
-  config.mp_compressor = value == "topk" ? MpCompressor::topk : MpCompressor::error_bounded;
 }
 
 /// `part` of `whole` as a number in [low, high]; a refusal quotes `whole`.
@@ -367,21 +233,20 @@ void parse_backward_bound(Config &config, const std::string &value, const std::s
       value == "none" ? -1.0 : parse_number(value, origin, 0.0, 1.0, "none or a number in [0, 1]");
 }
 
-void parse_lossless(Config &config, const std::string &value, const std::string &origin) {
-  const std::pair<const char *, LosslessChoice> names[] = {{"auto", LosslessChoice::automatic},
-                                                           {"none", LosslessChoice::none},
-                                                           {"lz4", LosslessChoice::lz4},
-                                                           {"zstd", LosslessChoice::zstd}};
-  for (const auto &[name, choice] : names)
-    if (value == name) {
-      config.error_bound.lossless = choice;
-      return;
-    }
-  bad_value(origin, value, "auto, none, lz4 or zstd");
+/// The knob of the Config member `Field...` (a path: `&Config::error_bound,
+/// &ErrorBoundConfig::lossless`) spelt as `Names` says; an environment-only knob (no `info_key`)
+/// shows nothing.
+template <const auto &Names, auto... Field>
+constexpr Knob choice(const char *info_key, const char *env_var, unsigned uses) {
+  constexpr auto apply = [](Config &config, const std::string &value, const std::string &origin) {
+    if (!Names.find(value, (config.*....*Field))) bad_value(origin, value, Names.listed().c_str());
+  };
+  constexpr auto show = [](const Config &config) {
+    return std::string(Names.name((config.*....*Field)));
+  };
+  return {info_key, env_var, apply, info_key != nullptr ? +show : nullptr, uses};
 }
 
-// The one table of knobs: every MPI_Info key and DCT_* variable dct reads is declared here.
-// docs/configuration.md documents the same table for users.
 constexpr unsigned kDp = KnobUse::allreduce | KnobUse::drop_in;  // every DCT-DP state
 constexpr unsigned kAll = kDp | KnobUse::alltoallv;
 
@@ -389,67 +254,48 @@ constexpr unsigned kAll = kDp | KnobUse::alltoallv;
 // with how DCT_Request_get_info shows its value and which collectives it acts on.
 // docs/configuration.md documents the same table for users.
 const Knob knobs[] = {
-    {"dct_density", "DCT_DENSITY", parse_density, [](const Config &c) { return number(c.density); },
-     kDp},
+    {"dct_density", "DCT_DENSITY", parse_density,
+     [](const Config &c) { return decimal(c.density); }, kDp},
     {"dct_density_warmup", "DCT_DENSITY_WARMUP", parse_density_warmup,
      [](const Config &c) {
-       return number(c.density_warmup.start) + "," + std::to_string(c.density_warmup.calls);
+       return decimal(c.density_warmup.start) + "," + std::to_string(c.density_warmup.calls);
      },
      kDp},
     {"dct_interval", "DCT_INTERVAL", parse_interval,
      [](const Config &c) { return std::to_string(c.interval); }, kAll},
-    {"dct_tau_control", "DCT_TAU_CONTROL", parse_tau_control,
-     [](const Config &c) {
-       return std::string(c.tau_control == TauControl::adaptive ? "adaptive" : "fixed");
-     },
-     kAll},
+    choice<tau_controls, &Config::tau_control>("dct_tau_control", "DCT_TAU_CONTROL", kAll),
     {"dct_result_density", "DCT_RESULT_DENSITY", parse_result_density,
-     [](const Config &c) { return number(c.result_density); }, kDp},
+     [](const Config &c) { return decimal(c.result_density); }, kDp},
     {"dct_momentum", "DCT_MOMENTUM", parse_momentum,
-     [](const Config &c) { return number(c.momentum); }, kDp},
-    {"dct_momentum_result", "DCT_MOMENTUM_RESULT", parse_momentum_result,
-     [](const Config &c) {
-       return std::string(c.momentum_result == MomentumResult::update ? "update" : "gradient");
-     },
-     kDp},
-    {"dct_algorithm", "DCT_ALGORITHM", parse_algorithm,
-     [](const Config &c) { return std::string(algorithm_name(c.algorithm)); }, kDp},
+     [](const Config &c) { return decimal(c.momentum); }, kDp},
+    choice<momentum_results, &Config::momentum_result>("dct_momentum_result", "DCT_MOMENTUM_RESULT",
+                                                       kDp),
+    choice<algorithms, &Config::algorithm>("dct_algorithm", "DCT_ALGORITHM", kDp),
     {"dct_group_size", "DCT_GROUP_SIZE", parse_group_size,
      [](const Config &c) { return std::to_string(c.group_size); }, KnobUse::allreduce},
-    {"dct_backend", "DCT_BACKEND", parse_backend,
-     [](const Config &c) { return std::string(backend_name(c.backend)); }, kAll},
-    {"dct_values", "DCT_VALUES", parse_values,
-     [](const Config &c) { return std::string(value_coding_name(c.values)); }, kAll},
-    {"dct_transport", "DCT_TRANSPORT", parse_transport,
-     [](const Config &c) { return std::string(transport_name(c.transport)); }, KnobUse::allreduce},
-    {"dct_threshold", "DCT_THRESHOLD", parse_threshold,
-     [](const Config &c) { return std::string(c.sampled_threshold ? "sampled" : "exact"); }, kDp},
+    choice<backends, &Config::backend>("dct_backend", "DCT_BACKEND", kAll),
+    choice<value_codings, &Config::values>("dct_values", "DCT_VALUES", kAll),
+    choice<transports, &Config::transport>("dct_transport", "DCT_TRANSPORT", KnobUse::allreduce),
+    choice<thresholds, &Config::sampled_threshold>("dct_threshold", "DCT_THRESHOLD", kDp),
     {"dct_sample_size", "DCT_SAMPLE_SIZE", parse_sample_size,
      [](const Config &c) { return std::to_string(c.sample_size); }, kDp},
     {"dct_alpha_us", "DCT_ALPHA_US", parse_alpha,
-     [](const Config &c) { return number(c.network.alpha_us); }, kDp},
+     [](const Config &c) { return decimal(c.network.alpha_us); }, kDp},
     {"dct_beta_gbps", "DCT_BETA_GBPS", parse_beta,
-     [](const Config &c) { return number(c.network.beta_gbps); }, kAll},
+     [](const Config &c) { return decimal(c.network.beta_gbps); }, kAll},
     {"dct_name", nullptr, parse_name, [](const Config &c) { return c.name; },
      KnobUse::allreduce | KnobUse::alltoallv},
     // Persistent allreduces only: the drop-in states are not checkpointed.
-    {"dct_restart", "DCT_RESTART", parse_restart,
-     [](const Config &c) {
-       return std::string(c.redistribute_on_restart ? "redistribute" : "strict");
-     },
-     KnobUse::allreduce},
+    choice<restarts, &Config::redistribute_on_restart>("dct_restart", "DCT_RESTART",
+                                                       KnobUse::allreduce),
     // DCT-MP (DCT_Alltoallv_init).
     {"dct_row_length", "DCT_ROW_LENGTH", parse_row_length,
      [](const Config &c) { return std::to_string(c.row_length); }, KnobUse::alltoallv},
-    {"dct_keep", "DCT_KEEP", parse_keep, [](const Config &c) { return number(c.keep); },
+    {"dct_keep", "DCT_KEEP", parse_keep, [](const Config &c) { return decimal(c.keep); },
      KnobUse::alltoallv},
-    {"dct_mp_select", "DCT_MP_SELECT", parse_mp_select,
-     [](const Config &c) { return std::string(mp_select_name(c.mp_select)); }, KnobUse::alltoallv},
-    {"dct_mp_compressor", "DCT_MP_COMPRESSOR", parse_mp_compressor,
-     [](const Config &c) {
-       return std::string(c.mp_compressor == MpCompressor::topk ? "topk" : "error_bounded");
-     },
-     KnobUse::alltoallv},
+    choice<mp_selects, &Config::mp_select>("dct_mp_select", "DCT_MP_SELECT", KnobUse::alltoallv),
+    choice<mp_compressors, &Config::mp_compressor>("dct_mp_compressor", "DCT_MP_COMPRESSOR",
+                                                   KnobUse::alltoallv),
     {"dct_error_bound", "DCT_ERROR_BOUND", parse_error_bound,
      [](const Config &c) {
        const ErrorBoundConfig &eb = c.error_bound;
@@ -458,7 +304,7 @@ const Knob knobs[] = {
      KnobUse::alltoallv},
     {"dct_error_bound_schedule", "DCT_ERROR_BOUND_SCHEDULE", parse_error_bound_schedule,
      [](const Config &c) {
-       return number(c.error_bound.schedule_start) + "," +
+       return decimal(c.error_bound.schedule_start) + "," +
               std::to_string(c.error_bound.schedule_calls);
      },
      KnobUse::alltoallv},
@@ -468,25 +314,25 @@ const Knob knobs[] = {
     {"dct_backward_error_bound", "DCT_BACKWARD_ERROR_BOUND", parse_backward_bound,
      [](const Config &c) {
        const double bound = c.error_bound.backward_bound;
-       return bound < 0 ? std::string("none") : number(bound);
+       return bound < 0 ? std::string("none") : decimal(bound);
      },
      KnobUse::alltoallv},
-    {"dct_lossless", "DCT_LOSSLESS", parse_lossless,
-     [](const Config &c) { return std::string(lossless_name(c.error_bound.lossless)); },
-     KnobUse::alltoallv},
+    choice<losslesses, &Config::error_bound, &ErrorBoundConfig::lossless>(
+        "dct_lossless", "DCT_LOSSLESS", KnobUse::alltoallv),
     // DCT_Allreduce (the drop-in), environment only (nullptr: no MPI_Info key): the states
     // kept per communicator.
     {nullptr, "DCT_DROP_IN_LIMIT", parse_drop_in_limit, nullptr, KnobUse::drop_in},
     {nullptr, "DCT_DROP_IN_MEMORY", parse_drop_in_memory, nullptr, KnobUse::drop_in},
     // Read by libdct_pmpi from the environment only.
-    {nullptr, "DCT_PMPI", parse_pmpi, nullptr, KnobUse::pmpi},
+    choice<flags, &Config::pmpi_enabled>(nullptr, "DCT_PMPI", KnobUse::pmpi),
     {nullptr, "DCT_PMPI_MIN_COUNT", parse_pmpi_min_count, nullptr, KnobUse::pmpi},
-    {nullptr, "DCT_PMPI_REPORT", parse_pmpi_report, nullptr, KnobUse::pmpi},
-    {nullptr, "DCT_PMPI_QUIET", parse_pmpi_quiet, nullptr, KnobUse::pmpi},
+    choice<flags, &Config::pmpi_report>(nullptr, "DCT_PMPI_REPORT", KnobUse::pmpi),
+    choice<flags, &Config::pmpi_quiet>(nullptr, "DCT_PMPI_QUIET", KnobUse::pmpi),
     // Read by DCT_Checkpoint_save/load from the environment only.
-    {nullptr, "DCT_CHECKPOINT_IO", parse_checkpoint_io, nullptr, KnobUse::checkpoint},
-    {nullptr, "DCT_CHECKPOINT_CHECKSUM_THREAD", parse_checkpoint_checksum_thread, nullptr,
-     KnobUse::checkpoint},
+    choice<checkpoint_ios, &Config::checkpoint_collective_io>(nullptr, "DCT_CHECKPOINT_IO",
+                                                              KnobUse::checkpoint),
+    choice<checksum_threads, &Config::checkpoint_checksum_thread>(
+        nullptr, "DCT_CHECKPOINT_CHECKSUM_THREAD", KnobUse::checkpoint),
 };
 
 void check_no_unknown_dct_keys(MPI_Info info) {
@@ -512,62 +358,19 @@ void check_no_unknown_dct_keys(MPI_Info info) {
 }  // namespace
 
 const char *algorithm_name(int algorithm) {
-  switch (algorithm) {
-    case DCT_ALGORITHM_AUTO:
-      return "auto";
-    case DCT_ALGORITHM_ALLGATHER:
-      return "allgather";
-    case DCT_ALGORITHM_DENSE:
-      return "dense";
-    case DCT_ALGORITHM_PASSTHROUGH:
-      return "passthrough";
-    case DCT_ALGORITHM_SPLIT:
-      return "split";
-    case DCT_ALGORITHM_RECURSIVE_DOUBLING:
-      return "recursive_doubling";
-    case DCT_ALGORITHM_HIERARCHICAL:
-      return "hierarchical";
-  }
-  return "unknown";
+  return algorithms.name(algorithm);
 }
 
 const char *backend_name(int backend) {
-  switch (backend) {
-    case DCT_BACKEND_AUTO:
-      return "auto";
-    case DCT_BACKEND_KOKKOS:
-      return "kokkos";
-    case DCT_BACKEND_CUDA:
-      return "cuda";
-    case DCT_BACKEND_HIP:
-      return "hip";
-  }
-  return "unknown";
+  return backends.name(backend);
 }
 
 const char *transport_name(Transport transport) {
-  switch (transport) {
-    case Transport::automatic:
-      return "auto";
-    case Transport::mpi:
-      return "mpi";
-    case Transport::nccl:
-      return "nccl";
-  }
-  return "unknown";
+  return transports.name(transport);
 }
 
 const char *value_coding_name(ValueCoding coding) {
-  switch (coding) {
-    case ValueCoding::fp16:
-      return "fp16";
-    case ValueCoding::bf16:
-      return "bf16";
-    case ValueCoding::sign:
-      return "sign";
-    default:
-      return "native";
-  }
+  return value_codings.name(coding);
 }
 
 std::vector<KnobDescription> knob_descriptions() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A checkpoint save on a file system without room for it (issue 35): a 256 KiB tmpfs, mounted
+# A checkpoint save on a file system without room for it: a 256 KiB tmpfs, mounted
 # in a private mount namespace (needs root and unshare; skipped otherwise, exit 77).
 # usage: checkpoint_no_room.sh MPIEXEC FAULT_TESTS DIRECTORY
 set -euo pipefail

@@ -81,7 +81,7 @@ TEST(BadInput, NullHandles) {
 }
 
 // The drop-in passes what it does not compress to MPI; a pair MPI refuses is a code on every
-// rank, not an abort through the user communicator's MPI_ERRORS_ARE_FATAL (issue 61: the job
+// rank, not an abort through the user communicator's MPI_ERRORS_ARE_FATAL (the job
 // exited with rc 10). An uncommitted derived datatype is refused before MPI sees it.
 TEST(BadInput, PairsMpiRefusesReturnACode) {
   Buffers b;
@@ -129,7 +129,7 @@ TEST(BadInput, BadInfoValues) {
       {"dct_interval", "0"},   {"dct_interval", "-1"},     {"dct_interval", "2.5"},
       {"dct_interval", "ten"}, {"dct_algorithm", "ring"},  {"dct_algorithm", "AUTO"},
       {"dct_name", "."},       {"dct_name", ".."},         {"dct_name", "layer/0"},
-      {"dct_densty", "0.1"}};  // (names no checkpoint could save: issue 61)
+      {"dct_densty", "0.1"}};  // (names no checkpoint could save)
   for (const auto &[key, value] : bad) {
     MPI_Info info = make_info({{key, value}});
     EXPECT_EQ(init(b.send.data(), b.recv.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info),
@@ -224,12 +224,96 @@ TEST(BadInput, CountMismatchAcrossRanksIsDetectedEverywhere) {
   for (int call = 0; call < 2; ++call) {
     EXPECT_EQ(DCT_Allreduce(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, comm),
               DCT_ERR_MISMATCH);
-    // Agreed on before any rank blocks (issue 35): the fields that differ are named.
+    // Agreed on before any rank blocks: the fields that differ are named.
     EXPECT_NE(std::string(DCT_Get_last_error()).find("count"), std::string::npos)
         << DCT_Get_last_error();
     EXPECT_TRUE(same_bits(recv, std::vector<float>(n, 42.0f)));
   }
   MPI_Comm_free(&comm);
+}
+
+TEST(BadInput, ReceiveBufferInPlaceIsRefused) {
+  const std::vector<float> pattern = gradient<float>(100, 0);
+  std::vector<float> send = pattern;
+  for (MPI_Datatype datatype : {MPI_FLOAT, MPI_INT}) {
+    for (const void *sendbuf :
+         {static_cast<const void *>(send.data()), static_cast<const void *>(MPI_IN_PLACE)}) {
+      for (MPI_Count count : {MPI_Count(100), MPI_Count(0)}) {
+        DCT_Request request = DCT_REQUEST_NULL;
+        EXPECT_EQ(DCT_Allreduce_init(sendbuf, MPI_IN_PLACE, count, datatype, MPI_SUM,
+                                     MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+                  DCT_ERR_BUFFER);
+        EXPECT_EQ(request, DCT_REQUEST_NULL);
+        EXPECT_NE(std::string(DCT_Get_last_error()).find("MPI_IN_PLACE"), std::string::npos);
+        EXPECT_EQ(DCT_Allreduce(sendbuf, MPI_IN_PLACE, count, datatype, MPI_SUM, MPI_COMM_WORLD),
+                  DCT_ERR_BUFFER);
+      }
+    }
+  }
+  EXPECT_TRUE(same_bits(send, pattern));
+}
+
+/// A DCT_* variable is only the default of an absent MPI_Info key, and only of the collectives
+/// it acts on.
+TEST(BadInput, VariablesAreDefaultsOfAbsentKeysOnly) {
+  constexpr std::size_t n = 256;
+  std::vector<float> send(n, 1.0f), recv(n);
+  const auto init = [&](MPI_Info info) {
+    DCT_Request request = DCT_REQUEST_NULL;
+    const int code = DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD, info, &request);
+    if (request != DCT_REQUEST_NULL) DCT_Request_free(&request);
+    return code;
+  };
+  setenv("DCT_DENSITY", "bogus", 1);
+  MPI_Info info = make_info({{"dct_density", "0.5"}});
+  EXPECT_EQ(init(info), DCT_SUCCESS) << DCT_Get_last_error();
+  MPI_Info_free(&info);
+  EXPECT_EQ(init(MPI_INFO_NULL), DCT_ERR_INFO);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("DCT_DENSITY"), std::string::npos);
+  unsetenv("DCT_DENSITY");
+  // Variables of DCT-MP, of the interposer and of the drop-in call: not DCT_Allreduce_init's.
+  for (const char *name : {"DCT_KEEP", "DCT_ROW_LENGTH", "DCT_PMPI", "DCT_PMPI_MIN_COUNT",
+                           "DCT_PMPI_REPORT", "DCT_DROP_IN_LIMIT", "DCT_ERROR_BOUND"}) {
+    setenv(name, "bogus", 1);
+    EXPECT_EQ(init(MPI_INFO_NULL), DCT_SUCCESS) << name << ": " << DCT_Get_last_error();
+    unsetenv(name);
+  }
+  // DCT-MP reads its own: a bad DCT_KEEP fails DCT_Alltoallv_init, naming it.
+  setenv("DCT_KEEP", "bogus", 1);
+  const int p = size();
+  std::vector<int> counts(p, 8), displs(p);
+  for (int r = 0; r < p; ++r) displs[r] = 8 * r;
+  std::vector<float> mp_send(8 * p, 1.0f), mp_recv(8 * p);
+  DCT_Request mp = DCT_REQUEST_NULL;
+  EXPECT_EQ(DCT_Alltoallv_init(mp_send.data(), counts.data(), displs.data(), mp_recv.data(),
+                               counts.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &mp),
+            DCT_ERR_INFO);
+  EXPECT_NE(std::string(DCT_Get_last_error()).find("DCT_KEEP"), std::string::npos);
+  unsetenv("DCT_KEEP");
+}
+
+/// Numbers are read one way: out of range or with white space on either side, refused.
+TEST(BadInput, NumbersAreReadOneWay) {
+  constexpr std::size_t n = 256;
+  std::vector<float> send(n, 1.0f), recv(n);
+  const std::pair<const char *, const char *> refused[] = {
+      {"dct_group_size", "4294967298"}, {"dct_group_size", "2147483648"},
+      {"dct_density", " 0.5"},          {"dct_density", "0.5 "},
+      {"dct_density", "\t0.5"},         {"dct_interval", " 3"},
+      {"dct_momentum", " 0.9"},         {"dct_alpha_us", " 2"},
+      {"dct_sample_size", "+ 5"}};
+  for (const auto &[key, value] : refused) {
+    SCOPED_TRACE(std::string(key) + "='" + value + "'");
+    MPI_Info info = make_info({{key, value}});
+    DCT_Request request = DCT_REQUEST_NULL;
+    EXPECT_EQ(DCT_Allreduce_init(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                 info, &request),
+              DCT_ERR_INFO);
+    EXPECT_EQ(request, DCT_REQUEST_NULL);
+    MPI_Info_free(&info);
+  }
 }
 
 }  // namespace

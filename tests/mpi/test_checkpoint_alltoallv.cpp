@@ -1,4 +1,4 @@
-// Checkpoints of DCT-MP requests (format 5, issue 36): a forward/backward pair saved after some
+// Checkpoints of DCT-MP requests (format 5): a forward/backward pair saved after some
 // steps and loaded into new requests continues bit for bit like the uninterrupted pair, for the
 // selections and compressors that keep state between calls (the threshold selection's tau and
 // its dct_interval schedule; the error-bounded forward's schedule position, its automatic

@@ -170,7 +170,7 @@ TEST(CheckpointAsync, RefusalsLeaveNothingPending) {
   EXPECT_ALL_RANKS_EQ(DCT_Checkpoint_save(MPI_COMM_WORLD, path.c_str()), DCT_SUCCESS);
 }
 
-// One file is one save however it is spelled (issue 61: `ck/a.h5` and `ck/./a.h5` were both
+// One file is one save however it is spelled (`ck/a.h5` and `ck/./a.h5` were both
 // accepted, shared one temporary, and the second wait failed with the file's seal broken).
 TEST(CheckpointAsync, OneFileSpelledTwoWaysIsOneSave) {
   const std::string path = scratch("spellings");

@@ -1,4 +1,4 @@
-// Checkpoint fault injection (issue 35): every bit of a saved file flipped in turn and every
+// Checkpoint fault injection: every bit of a saved file flipped in turn and every
 // truncation is refused with a checkpoint code or loads the saved state exactly, never
 // crashes; a save that finds no room fails alike on every rank, keeps the previous checkpoint
 // and leaves no temporary file; temporaries of a killed save are removed by the next one. The
@@ -83,8 +83,8 @@ bool is_checkpoint_code(int code) {
 /// DCT_TEST_FLIP_EVERY=k, else every 17th where MPICH's ranks outnumber their node's CPUs. MPICH
 /// 4.0's waiting ranks spin without yielding, so each of a load's ~25 collectives waits for a
 /// descheduled rank's time slice: every byte at 3 ranks on 2 cores took 1146 s (and passed)
-/// against 2 s at 2 ranks, far past the watchdog; that was the "hang at the 114th load" of
-/// issue 35. The same on every rank (the sweep's loads are collective).
+/// against 2 s at 2 ranks, far past the watchdog; that was the reported "hang at the 114th
+/// load". The same on every rank (the sweep's loads are collective).
 long long sweep_step() {
   long long step = 1;
   if (const char *text = std::getenv("DCT_TEST_FLIP_EVERY")) {

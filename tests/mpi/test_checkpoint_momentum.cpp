@@ -1,4 +1,4 @@
-// Checkpoints of dct_momentum requests (issue 36): the velocity is saved beside the residual
+// Checkpoints of dct_momentum requests: the velocity is saved beside the residual
 // (format 4) and a restarted run continues bit for bit like the uninterrupted one, at density
 // < 1 and at density 1 (no residual, a velocity), float and double; corrupting a velocity
 // row is refused with the live state left alone; and a request with momentum against a

@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
   check(DCT_Allreduce_init(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                            MPI_INFO_NULL, &leftover) == DCT_SUCCESS,
         "DCT_Allreduce_init");
-  // Started before MPI_Finalize and never completed (issue 35: DCT_Wait then aborted in MPI).
+  // Started before MPI_Finalize and never completed (DCT_Wait then aborted in MPI).
   check(DCT_Allreduce_init(gradient.data(), sum.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                            MPI_INFO_NULL, &started) == DCT_SUCCESS &&
             DCT_Start(&started) == DCT_SUCCESS,

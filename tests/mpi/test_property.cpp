@@ -1,4 +1,4 @@
-// A property test of the public API (issue 35): random sequences of calls on 2-3 ranks (inits
+// A property test of the public API: random sequences of calls on 2-3 ranks (inits
 // with random keys, starts in orders that differ between ranks where dct.h allows it, test,
 // wait, waitall, free, checkpoint save and load, drop-in calls, misuse), on data that changes
 // every call (Gaussian, scale jumps of 10^+-4, ties, zeros, small integers). After every step:

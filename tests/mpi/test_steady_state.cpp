@@ -1,4 +1,4 @@
-// DCT-DP's steady state allocates nothing and takes no page faults (issue 33): once a request's
+// DCT-DP's steady state allocates nothing and takes no page faults: once a request's
 // lists have grown to what its calls need, 20 more calls of every algorithm, value coding and
 // tau control, on every rank, neither allocate (malloc, operator new: anything but MPI's own,
 // allocation_counter.hpp) nor touch fresh memory (the process's page faults), and send exactly
@@ -121,7 +121,7 @@ TYPED_TEST(SteadyState, CallsAllocateNothingAndTakeNoPageFaults) {
 }
 
 // A tensor with fewer nonzero entries than the budget (embeddings, masked layers) costs what its
-// nonzeros cost, from the first call: issue 61, the first call's exact selection copied the
+// nonzeros cost, from the first call; before, the first call's exact selection copied the
 // zeros' bucket (nearly n keys, a temporary the thread kept) and selected over it, 8.9 s and
 // 1.4 GB more at 2^28 floats. The pages touched by its first calls are counted: no temporary
 // of the tensor's size (the candidate lists are 2 * 3k entries; the residual was touched at init).

@@ -115,7 +115,7 @@ TEST(Config, DensityWarmup) {
   for (const char *value : {"0,10", "1.5,10", "0.5", "0.5,-1", "0.5,1.5", ",10", "0.5,", "x,1"}) {
     ScopedEnv bad("DCT_DENSITY_WARMUP", value);
     EXPECT_EQ(code_of([] { Config::from(MPI_INFO_NULL); }), DCT_ERR_INFO) << value;
-    // The message quotes the whole value, not the part that failed (issue 61: '0.5,' was '').
+    // The message quotes the whole value, not the part that failed ('0.5,' was quoted as '').
     try {
       Config::from(MPI_INFO_NULL);
     } catch (const Error &e) {
@@ -151,8 +151,78 @@ std::string shown(const Config &config, const std::string &key) {
   return "(not shown)";
 }
 
+// Every enum knob takes each of its names (shown back as given where it has an MPI_Info key)
+// and refuses anything else with a message listing the names it takes, in this order.
+TEST(Config, EnumKnobsTakeTheirNamesAndListThem) {
+  struct Case {
+    const char *variable, *key;  // key nullptr: environment only
+    std::vector<const char *> names;
+    const char *listed;
+  };
+  const Case cases[] = {
+      {"DCT_TAU_CONTROL", "dct_tau_control", {"adaptive", "fixed"}, "adaptive or fixed"},
+      {"DCT_MOMENTUM_RESULT", "dct_momentum_result", {"update", "gradient"}, "update or gradient"},
+      {"DCT_ALGORITHM",
+       "dct_algorithm",
+       {"auto", "allgather", "split", "hierarchical", "recursive_doubling", "dense"},
+       "one of auto, allgather, split, hierarchical, recursive_doubling, dense"},
+      {"DCT_BACKEND",
+       "dct_backend",
+       {"auto", "kokkos", "cuda", "hip"},
+       "one of auto, kokkos, cuda, hip"},
+      {"DCT_VALUES",
+       "dct_values",
+       {"native", "fp16", "bf16", "sign"},
+       "one of native, fp16, bf16, sign"},
+      {"DCT_TRANSPORT", "dct_transport", {"auto", "mpi", "nccl"}, "one of auto, mpi, nccl"},
+      {"DCT_THRESHOLD", "dct_threshold", {"exact", "sampled"}, "exact or sampled"},
+      {"DCT_RESTART", "dct_restart", {"strict", "redistribute"}, "strict or redistribute"},
+      {"DCT_MP_SELECT",
+       "dct_mp_select",
+       {"exact", "laplace", "threshold"},
+       "exact, laplace or threshold"},
+      {"DCT_MP_COMPRESSOR",
+       "dct_mp_compressor",
+       {"topk", "error_bounded"},
+       "topk or error_bounded"},
+      {"DCT_LOSSLESS", "dct_lossless", {"auto", "none", "lz4", "zstd"}, "auto, none, lz4 or zstd"},
+      {"DCT_PMPI", nullptr, {"0", "1"}, "0 or 1"},
+      {"DCT_PMPI_REPORT", nullptr, {"0", "1"}, "0 or 1"},
+      {"DCT_PMPI_QUIET", nullptr, {"0", "1"}, "0 or 1"},
+      {"DCT_CHECKPOINT_IO", nullptr, {"independent", "collective"}, "independent or collective"},
+      {"DCT_CHECKPOINT_CHECKSUM_THREAD", nullptr, {"auto", "on", "off"}, "auto, on or off"},
+  };
+  for (const Case &c : cases) {
+    for (const char *name : c.names) {
+      ScopedEnv good(c.variable, name);
+      const Config config = Config::from(MPI_INFO_NULL);
+      if (c.key != nullptr) {
+        EXPECT_EQ(shown(config, c.key), name) << c.variable;
+      }
+    }
+    // passthrough is a name of DCT_Algorithm_name's, not a setting.
+    for (const char *bad : {"x", "", "passthrough", "Auto"}) {
+      ScopedEnv refused(c.variable, bad);
+      try {
+        Config::from(MPI_INFO_NULL);
+        ADD_FAILURE() << c.variable << "=" << bad << " taken";
+      } catch (const Error &e) {
+        EXPECT_EQ(e.code(), DCT_ERR_INFO);
+        EXPECT_EQ(std::string(e.what()), std::string("environment variable ") + c.variable + "='" +
+                                             bad + "' is invalid: expected " + c.listed);
+      }
+    }
+  }
+  EXPECT_STREQ(algorithm_name(DCT_ALGORITHM_PASSTHROUGH), "passthrough");
+  EXPECT_STREQ(algorithm_name(99), "unknown");
+  EXPECT_STREQ(backend_name(-1), "unknown");
+  EXPECT_STREQ(transport_name(Transport::nccl), "nccl");
+  EXPECT_STREQ(value_coding_name(ValueCoding::sign), "sign");
+  EXPECT_STREQ(value_coding_name(static_cast<ValueCoding>(7)), "native");
+}
+
 // Numbers are read and shown in the "C" locale's spelling whatever the process's locale is
-// (issue 61: under de_DE.UTF-8 strtod refused dct_density=0.05 and took 0,05, and no spelling of
+// (under de_DE.UTF-8 strtod refused dct_density=0.05 and took 0,05, and no spelling of
 // dct_density_warmup=0.5,10 was accepted). ctest provides de_DE.UTF-8 (localedef into the build
 // tree, LOCPATH).
 TEST(Config, NumbersIgnoreTheProcessLocale) {
@@ -178,8 +248,8 @@ TEST(Config, NumbersIgnoreTheProcessLocale) {
   EXPECT_EQ(Config::from(MPI_INFO_NULL).density, 0.25);
 }
 
-// -0 reads as 0: ranks compare their settings bit for bit (issue 61: dct_momentum 0 on one rank
-// and -0 on another was DCT_ERR_MISMATCH).
+// -0 reads as 0: ranks compare their settings bit for bit (dct_momentum 0 on one rank and -0
+// on another was DCT_ERR_MISMATCH).
 TEST(Config, MinusZeroIsZero) {
   ScopedEnv momentum("DCT_MOMENTUM", "-0");
   const Config config = Config::from(MPI_INFO_NULL);
@@ -197,7 +267,7 @@ TEST(Config, ErrorMessageNamesTheOriginAndValue) {
   }
 }
 
-// The name a misspelt DCT_* variable is reported with (issue 37): the nearest of the knobs'
+// The name a misspelt DCT_* variable is reported with: the nearest of the knobs'
 // variables within 2 edits, a swap of neighbours counting one; nothing for names further away,
 // such as the variables dct's own scripts read.
 TEST(Config, MisspeltVariablesGetTheNearestKnob) {
