@@ -1,6 +1,6 @@
-// The library's Kokkos backend: the Kokkos core (backend.hpp, filter.hpp, select.hpp) on Kokkos'
-// default host execution space (Serial, OpenMP or Threads, whichever Kokkos was built with), on
-// host memory; and the runtime that the library starts when the application did not.
+// The library's Kokkos backend: the Kokkos core (kokkos_backend.hpp and the headers it includes)
+// on Kokkos' default host execution space (Serial, OpenMP or Threads, whichever Kokkos was built
+// with), on host memory; and the runtime that the library starts when the application did not.
 #include <Kokkos_Core.hpp>
 
 #include "core/compute_backend.hpp"
