@@ -1,8 +1,8 @@
 # The library's sources, folder by folder (docs/internals.md has the picture). A folder may
 # include its own headers and those of the folders below it, never above:
 #   api, pmpi  ->  checkpoint, dp, mp  ->  core
-# (checkpoint, dp and mp do not include each other). tests/layout checks every include of
-# src/ and backends/ against this order (ctest layout.includes).
+# (checkpoint, dp and mp do not include each other). cmake/check_layout.cmake checks every
+# include of src/ and backends/ against this order (ctest layout.includes).
 #
 # Sources holding test hooks (core/test_hooks.hpp, under DCT_TESTING) are listed apart: the
 # release objects compile them once, the test build (dct_testing) once more with the hooks.

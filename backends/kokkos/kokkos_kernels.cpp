@@ -1,5 +1,5 @@
-// The library's Kokkos backend: the Kokkos core (backend.hpp, filter.hpp, kth_largest.hpp) on
-// Kokkos' default host execution space (Serial, OpenMP or Threads, whichever Kokkos was built
+// The library's Kokkos backend: the Kokkos core (kokkos_backend.hpp and the headers it includes)
+// on Kokkos' default host execution space (Serial, OpenMP or Threads, whichever Kokkos was built
 // with), on host memory; and the runtime that the library starts when the application did not.
 #include <Kokkos_Core.hpp>
 

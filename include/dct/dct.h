@@ -1,17 +1,19 @@
 /**
  * @file dct.h
  * @brief The dct C ABI: compressed collectives for distributed training.
+ * (Over 450 lines: the whole C ABI, 26 functions and their types, is one header, as nccl.h.)
  *
  * dct replaces `MPI_Allreduce` on gradients by a compressed allreduce implementing Dynamic
  * Communication Thresholding (DCT-DP, Gupta et al., KDD 2021): per tensor, every rank adds its
  * gradient to a *residual* (error feedback), sends only the entries whose magnitude reaches a
- * threshold `tau`, and keeps the rest for later calls. `tau` is the value that keeps a
- * `dct_density` fraction of the entries: on every call by default (`dct_tau_control`), or
- * re-estimated every `dct_interval` calls and reused in between (the paper's schedule).
+ * threshold `tau` (the value that keeps a `dct_density` fraction of the entries) and keeps the
+ * rest for later calls. DCT-MP compresses the alltoallv of activations the same way.
  *
- * This is the only header that C and Fortran see. It follows MPI's conventions: MPI argument
- * order, persistent requests (`*_init`, `DCT_Start`, `DCT_Wait`, `DCT_Request_free`), integer
- * return codes (`DCT_SUCCESS` or a `DCT_ERR_*` code), configuration through `MPI_Info`.
+ * This header is the contract: per function what it does, its arguments' rules, its return
+ * codes, whether it is collective. The settings (every `dct_*` info key and `DCT_*` environment
+ * variable) are documented in docs/configuration.md. Conventions are MPI's: argument order,
+ * persistent requests (`*_init`, `DCT_Start`, `DCT_Wait`, `DCT_Request_free`), integer return
+ * codes, configuration through `MPI_Info`.
  *
  * Guarantees that hold for every entry point:
  * - A call that returns an error caused by its arguments (`DCT_ERR_ARG` ... `DCT_ERR_ACTIVE`)
@@ -25,20 +27,17 @@
  *   partial sums depended on it (docs/reliability.md).
  * - No C++ exception crosses this interface.
  *
- * Threads: per communicator, as NCCL. Under `MPI_THREAD_MULTIPLE`, threads may call dct at
- * the same time on different communicators (the communicator a request was created on, or the
- * one a call names): each waits inside dct for its own peers while the others go on. Calls on
- * one communicator must not overlap in time (MPI needs `MPI_THREAD_SERIALIZED` for that much):
- * dct enforces it, a call that enters while another thread is inside dct on the same
- * communicator returns `DCT_ERR_THREAD` at once and changes nothing, so the caller may retry;
- * the thread inside is unaffected. Every completion call also progresses the calls in flight
- * on other communicators that no other thread is inside. `DCT_Get_last_error`,
- * `DCT_Error_string`, `DCT_Get_version`, `DCT_Algorithm_name`, `DCT_Backend_name` and
- * `DCT_Backend_compiled` may be called at any time from any thread. A `DCT_Wait` holds its
- * communicator until its call completes: threads that share one should poll with `DCT_Test`,
- * which never waits for other ranks on compressed calls (see `DCT_Test` for density 1), and
- * pause between polls and retries: the entry is a try-lock, not a fair one, so a thread that
- * polls without pause can keep the other from starting the call its own waits for.
+ * Threads: per communicator, as NCCL (docs/reliability.md). Under `MPI_THREAD_MULTIPLE`,
+ * threads may call dct at the same time on different communicators (the communicator a request
+ * was created on, or the one a call names). Calls on one communicator must not overlap: a call
+ * that enters while another thread is inside dct on it returns `DCT_ERR_THREAD` at once and
+ * changes nothing (the caller may retry; the thread inside is unaffected). A completion call
+ * also progresses the calls in flight on other communicators that no thread is inside.
+ * `DCT_Get_last_error`, `DCT_Error_string`, `DCT_Get_version`, `DCT_Algorithm_name`,
+ * `DCT_Backend_name` and `DCT_Backend_compiled` may be called at any time from any thread. A
+ * `DCT_Wait` holds its communicator until its call completes: threads that share one should
+ * poll with `DCT_Test` and pause between polls and retries (the entry is a try-lock, not a fair
+ * one: a thread that polls without pause can keep the other from starting its call).
  */
 #ifndef DCT_H
 #define DCT_H
@@ -161,8 +160,7 @@ DCT_EXPORT const char *DCT_Backend_name(int backend);
 
 /**
  * @brief Whether `backend` was compiled into this library: `*compiled` = 1 or 0.
- * `DCT_BACKEND_AUTO` and `DCT_BACKEND_KOKKOS` are always compiled. (Before 0.4 the answer was
- * the return value, which read like a code.)
+ * `DCT_BACKEND_AUTO` and `DCT_BACKEND_KOKKOS` are always compiled. Not collective.
  * @return `DCT_SUCCESS`, or `DCT_ERR_ARG` (`compiled` is NULL or `backend` is not a
  *         `DCT_Backend`).
  */
@@ -182,24 +180,16 @@ DCT_EXPORT int DCT_Backend_compiled(int backend, int *compiled);
 #endif
 
 /**
- * @brief What one completed call did, as seen by the calling rank.
- *
- * Byte counts are *logical* payload bytes, independent of how MPI routes them: for the
- * allgather algorithm this rank's sparse message times the P-1 ranks that need it (sent) and
- * the other ranks' messages (received), plus the count exchange; for dense algorithms the
- * bandwidth-optimal ring volume `2(P-1)/P * count * sizeof(type)`. `dense_bytes` is that ring
- * volume for an uncompressed `MPI_Allreduce` of the same tensor, so `dense_bytes / bytes_sent`
- * is the traffic reduction.
+ * @brief What one completed call did, as seen by the calling rank. Byte counts are logical
+ * payload bytes, independent of how MPI routes them (docs/configuration.md, "Status").
  *
  * **Versioned** (as NCCL versions `ncclConfig_t`): the first three fields say which layout the
- * caller was compiled with, so that later versions can append fields without breaking binaries
- * built against an older dct.h, and arrays passed to `DCT_Waitall` keep their stride. Set them
- * with `DCT_STATUS_INITIALIZER` in C (`DCT_Status s = DCT_STATUS_INITIALIZER;`); in C++ every
- * `DCT_Status` sets them itself, and in Fortran every `type(dct_status)`. dct writes only the
- * fields that lie within the caller's `size` and never the header. A status whose `magic` is
- * not `DCT_STATUS_MAGIC` (an uninitialised one, or one of dct 0.3, which had no header), or
- * whose `size` is below this layout's (dct 0.4.0's) or not a multiple of 8, is refused with
- * `DCT_ERR_ARG` before the call does anything, so the caller can fix it and call again.
+ * caller was compiled with, so that later versions append fields without breaking binaries
+ * built against an older dct.h, and arrays passed to `DCT_Waitall` keep their stride. C sets
+ * them with `DCT_STATUS_INITIALIZER`; a C++ `DCT_Status` and a Fortran `type(dct_status)` set
+ * them themselves. dct writes only the fields within the caller's `size`, never the header. A
+ * status whose `magic` is not `DCT_STATUS_MAGIC`, or whose `size` is below this layout's or not a
+ * multiple of 8, is refused with `DCT_ERR_ARG` before the call does anything.
  */
 typedef struct DCT_Status {
   size_t size DCT_STATUS_DEFAULT_(sizeof(DCT_Status)); /**< `sizeof(DCT_Status)` as compiled. */
@@ -223,7 +213,7 @@ typedef struct DCT_Status {
   double max_abs_error;        /**< `dct_mp_compressor=error_bounded`: the largest |received -
                                     sent| over the values this rank sent in this call (0 when
                                     exact); 0 for every other request. */
-  MPI_Count nonfinite;         /**< (0.5) NaN and +-Inf entries this rank's compressed
+  MPI_Count nonfinite;         /**< NaN and +-Inf entries this rank's compressed
                                     allreduce met in this call (of sendbuf plus residual, or of
                                     the velocity with `dct_momentum`), all of them sent, or -1
                                     where the call does not look at the entries: density 1,
@@ -253,227 +243,85 @@ typedef struct DCT_Request_s *DCT_Request;
 /**
  * @defgroup allreduce Compressed allreduce (DCT-DP)
  *
- * Configuration keys, read from the `MPI_Info` passed to `DCT_Allreduce_init` (values are
- * strings); a key that is absent takes its default from the environment variable in brackets,
- * and then from the built-in default:
- * - `dct_density` [`DCT_DENSITY`], default `0.01`: fraction of entries sent per call, in (0, 1].
- *   With `1` the call is exactly `MPI_Allreduce` (same result bits).
- * - `dct_tau_control` [`DCT_TAU_CONTROL`], default `adaptive`: how `tau` follows the data.
- *   `adaptive`: every call sends its exact top `k = ceil(density * count)` entries by `|acc|`
- *   (ties at the k-th go to the lowest indices; NaN and Inf entries are sent on top), so the
- *   achieved density is the target on every call; the filter pass takes candidates above a
- *   floor aimed at 3k, the k largest are kept and the others stay in the residual (O(k) extra
- *   work); the floor is selected over the whole tensor on
- *   the first call and when fewer than k candidates come (`DCT_Status.tau_reestimated`).
- *   `fixed`: the paper's schedule, `tau` re-estimated every `dct_interval` calls and reused in
- *   between (the achieved density then drifts with error feedback: docs/configuration.md).
- * - `dct_density_warmup` [`DCT_DENSITY_WARMUP`], default `1,0` (off): `START,CALLS`, a
- *   sparsity warm-up (DGC's): call c < CALLS (counted from 0 over the request's life, so a
- *   checkpoint resumes the schedule) keeps max(density, START (density / START)^(c / CALLS))
- *   of the tensor, falling geometrically from START in (0, 1] to `dct_density`; then
- *   `dct_density`. The first calls, with an empty residual, send more (counted in the bytes of
- *   their status). CALLS must be equal on every rank; START may differ, like the density.
- *   With `dct_tau_control=fixed` the schedule applies at the re-estimations.
- * - `dct_interval` [`DCT_INTERVAL`], default `1000`: with `dct_tau_control=fixed`, calls
- *   between re-estimations of `tau`, an integer >= 1 (`tau` is estimated on the first call
- *   and then every `interval` calls).
- * - `dct_algorithm` [`DCT_ALGORITHM`], default `auto`: `auto`, `allgather`, `split`,
- *   `hierarchical`, `recursive_doubling` or `dense` (see `DCT_Algorithm`). Every algorithm
- *   gives the same sums of the same sent entries, added in its own order (bitwise equal where
- *   sums are exact). `hierarchical` needs 4 ranks or more and a group size dividing them (see
- *   `dct_group_size`); where none exists (a prime number of ranks) the call runs `split`, and
- *   `DCT_Status.algorithm` says so. `auto` considers it from 16 ranks. Drop-in calls
- *   (`DCT_Allreduce`, libdct_pmpi) run `split` instead: the hierarchy's communicators are made
- *   per persistent request, at `DCT_Allreduce_init`.
- * - `dct_group_size` [`DCT_GROUP_SIZE`], default `0`: the ranks per group of `hierarchical`.
- *   0: the ranks of a node when every node holds the same number (more than 1, fewer than
- *   all), else the divisor of the number of ranks nearest its square root, as consecutive
- *   ranks. A number > 1 groups that many consecutive ranks and must divide the number of ranks
- *   (`DCT_ERR_INFO` otherwise). A request that may run `hierarchical` holds two communicators
- *   more (`MPI_Comm_split`), made at `DCT_Allreduce_init`.
- * - `dct_momentum` [`DCT_MOMENTUM`], default `0` (off): momentum correction (Lin et al.,
- *   "Deep Gradient Compression", ICLR 2018) for SGD with momentum m in [0, 1): the request
- *   keeps each rank's velocity u = m u + sendbuf and compresses u (with error feedback)
- *   instead of the raw gradient, and zeroes u where an entry was sent (momentum factor
- *   masking). The result is then the summed update itself: the application applies it as
- *   plain SGD, without a momentum of its own (or keeps it: `dct_momentum_result` below).
- *   Costs two more tensors of memory per request.
- *   With density 1 the call is MPI_Allreduce of the velocities (no masking), i.e. dense
- *   momentum SGD. Checkpoints save and restore the velocity with the residual (format 4).
- *   A non-finite entry (NaN, +-Inf) of sendbuf is delivered once, in that call's result, and
- *   then forgotten: the next call reads a non-finite velocity entry as 0 (so does the
- *   `gradient` form below its last update), as a skipped step of dynamic loss scaling needs.
- * - `dct_momentum_result` [`DCT_MOMENTUM_RESULT`], default `update`: what a `dct_momentum`
- *   request returns. `update`: the summed update above, for plain SGD. `gradient`: for an
- *   application that keeps its optimizer's heavy-ball momentum m (b = m b + g; w -= lr b, as
- *   `torch.optim.SGD(momentum=m)` with dampening 0 and no Nesterov): the call returns
- *   r = update - m * (the last call's update), whose momentum b is the update itself, to
- *   rounding; `dct_momentum` must equal the optimizer's m. The compression, bytes and residual
- *   are the same as with `update`. One more tensor of memory (the last update, saved by
- *   checkpoints). At density 1 the call is MPI_Allreduce of the gradients, bit for bit. No
- *   effect without `dct_momentum`.
- * - `dct_result_density` [`DCT_RESULT_DENSITY`], default `1`: with `split` or `hierarchical`
- *   (or `auto`, which then picks the cheaper of the two), the owners of the index segments
- *   keep only the largest sums, about
- *   this fraction of `count` in all, and add the others to their own residual: the result
- *   stays sparse however many ranks contribute, and error feedback still conserves every
- *   input. Refused (`DCT_ERR_INFO`) with `allgather`, `recursive_doubling` or `dense`.
- * - `dct_alpha_us` [`DCT_ALPHA_US`], default `2`: network latency in microseconds, and
- *   `dct_beta_gbps` [`DCT_BETA_GBPS`], default `12.5`: bandwidth per rank in GB/s, the two
- *   parameters of the cost model behind `auto` (docs/algorithms.md; `dct-bench calibrate`
- *   measures them).
- * - `dct_values` [`DCT_VALUES`], default `native`: how kept values travel: `native` (the
- *   tensor's type), `fp16` or `bf16` (16 bits, round to nearest even; with `allgather` and
- *   `split`'s first stage, the stages that carry each rank's own entries). The rounding error
- *   stays in the sender's residual, so error feedback still conserves every input exactly;
- *   values beyond the 16-bit range are sent as its largest finite value and the rest waits.
- *   Partial sums (split's second stage, `recursive_doubling`) travel in the tensor's type.
- *   `sign` (DCT-DP only; `DCT_ERR_INFO` on `DCT_Alltoallv_init`): the scaled sign of
- *   EF-SignSGD. Each rank's kept entries travel as +-m, m the mean magnitude of its finite
- *   kept values (summed in double in chunks of 1024 entries, the same bits on the host and
- *   the GPU): one bit per entry and one m per block, about 2.5x more entries than fp16 for
- *   the same bytes; `acc - (+-m)` stays in the residual (conservation to one rounding per
- *   kept entry). A non-finite kept value makes m NaN or Inf, so that the sum is non-finite on
- *   every rank as with the other codings. Best with `dct_momentum` (docs/performance.md).
- *   Indices travel in the smallest of three codings for the block's (entries, range), which
- *   both sides know, so no header says which: Elias-Fano (about 2 + log2(1 / density) bits
- *   per entry: 8.6 at density 0.01), a bitmap of the range (above about a quarter of it), or
- *   32-bit offsets (only where Elias-Fano would need more).
- * - `dct_threshold` [`DCT_THRESHOLD`], default `exact`: `exact` (k-th largest, linear time) or
- *   `sampled`: `tau` from `dct_sample_size` [`DCT_SAMPLE_SIZE`], default `65536`, entries
- *   drawn one per stratum (1 to 16777216; the exact method when it is >= `count` / 32). Cost
- *   O(sample); achieved density within 4 sqrt((1 - d) / (d m)) of the target d (relative) for
- *   m samples (docs/kernels.md).
- * - `dct_backend` [`DCT_BACKEND`], default `auto`: where the kernels run (`DCT_Backend`):
- *   `auto`, `kokkos`, `cuda`, `hip`. Device buffers (CUDA or HIP pointers) are detected; the
- *   residual then lives on the device, where every algorithm selects, encodes, decodes and
- *   sums; the sparse algorithms pass only compressed blocks through the host (pinned staging
- *   buffers, reused across calls), or nothing with a GPU-aware MPI or `dct_transport=nccl`;
- *   dense stages the dense sum unless MPI is GPU-aware or `dct_transport=nccl` sums it, and
- *   density 1 unless MPI is GPU-aware. Not compiled:
- *   `DCT_ERR_NOT_COMPILED` from `DCT_Allreduce_init`.
- * - `dct_transport` [`DCT_TRANSPORT`], default `auto`: how a GPU request's blocks travel
- *   between ranks (persistent allreduce requests): `mpi`; `nccl`, device to device over an
- *   NCCL communicator made from the communicator at the first such init (one per
- *   communicator; the request's calls then run in their start order, once every rank started
- *   them), `DCT_ERR_NOT_COMPILED` where dct has no NCCL or NCCL cannot run on the ranks (two
- *   ranks on one GPU), `DCT_ERR_BUFFER` for host or HIP buffers; `auto`: `nccl` where it can
- *   run and every rank's buffers are CUDA memory, else `mpi`. Every algorithm uses it
- *   (hierarchical over one more NCCL communicator per tier of the request's hierarchy; dense's
- *   sum is NCCL's reduction, the same bits on every rank); density 1 (`MPI_Allreduce`'s bits)
- *   stays on MPI.
- * - `dct_name` [no variable], default empty: a name for the request (used by checkpoints).
- * - `dct_restart` [`DCT_RESTART`], default `strict`: what `DCT_Checkpoint_load` does with this
- *   request when the checkpoint was saved on another number of ranks: `strict` refuses the
- *   load (`DCT_ERR_CKPT_MISMATCH`), `redistribute` gives saved rank r's residual to rank
- *   r mod P (see the checkpoint group). Read at `DCT_Allreduce_init`, like every key (before
- *   0.4 the variable was read at the load and the key had no effect).
+ * Configuration: the `MPI_Info` of `DCT_Allreduce_init` (string values); an absent key takes
+ * its `DCT_*` environment variable, then its default (docs/configuration.md). Unknown keys that
+ * start with `dct_` are refused (`DCT_ERR_INFO`); others are ignored (they may be MPI's).
  *
- * `DCT_Request_get_info` reads back every key's value in force for a request, and
- * `DCT_Comm_get_info` those of the drop-in `DCT_Allreduce` on a communicator.
- *
- * Unknown keys that do not start with `dct_` are ignored (they may be meant for MPI); unknown
- * `dct_` keys are refused with `DCT_ERR_INFO`, so a typo never goes unnoticed.
- *
- * Semantics per call, on every rank: `acc = send + residual`; `tau` is the k-th largest finite
- * `|acc|` with `k = ceil(density * count)`, on every call (`adaptive`) or when due (`fixed`);
- * entries with `|acc| >= tau` and `acc != 0` are sent; `residual = acc - sent`; the result,
- * identical on all ranks, is the sum over ranks of the sent entries, added in rank order.
- * NaN and infinite entries are always sent, in addition to the k finite ones (they do not
- * count toward k and never make `tau` infinite), so they reach the result as with MPI (where
- * dynamic loss scaling sees them) and never stay in the residual.
- *
- * Datatypes and operations: `MPI_FLOAT` and `MPI_DOUBLE` (and Fortran's `MPI_REAL`,
- * `MPI_DOUBLE_PRECISION`, `MPI_REAL4`, `MPI_REAL8`) with `MPI_SUM` are compressed. Every
- * other combination is handed to `MPI_Allreduce` unchanged (`DCT_Status.algorithm` is then
- * `DCT_ALGORITHM_PASSTHROUGH`), so a code may route all its allreduces through dct, on dct's
- * duplicate of `comm`: a combination MPI refuses (`MPI_C_BOOL` with `MPI_SUM`) returns
- * `DCT_ERR_MPI` on every rank, whatever `comm`'s error handler. A derived datatype must be
- * committed (`DCT_ERR_DATATYPE` otherwise, at init).
+ * Per call, on every rank: `acc = send + residual`; `tau` is the k-th largest finite `|acc|`,
+ * `k = ceil(density * count)`; the entries with `|acc| >= tau` and `acc != 0`, and every NaN and
+ * infinity, are sent; `residual = acc - sent`; the result, the same on every rank, is the sum
+ * over ranks of the sent entries. At density 1 the call is `MPI_Allreduce` itself, bit for bit.
+ * `MPI_FLOAT` and `MPI_DOUBLE` (and Fortran's `MPI_REAL`, `MPI_DOUBLE_PRECISION`, `MPI_REAL4`,
+ * `MPI_REAL8`) with `MPI_SUM` are compressed; every other combination is handed to
+ * `MPI_Allreduce` unchanged (`DCT_ALGORITHM_PASSTHROUGH`), and one MPI refuses returns
+ * `DCT_ERR_MPI` on every rank, whatever `comm`'s error handler.
  * @{
  */
 
 /**
  * @brief Creates a persistent compressed allreduce, like `MPI_Allreduce_init` (MPI-4).
+ * Collective over `comm`: every rank creates its matching requests in the same order.
  *
- * Collective over `comm`: every rank creates its matching requests in the same order (a
- * compressed request duplicates `comm` for its own traffic). The buffers are bound to the request:
- * every `DCT_Start` reads `sendbuf` and writes `recvbuf`.
- *
- * The ranks agree here (one small `MPI_Allreduce`) that every rank accepted its arguments and
- * that they share what must match: `count`, the datatype's size, whether it is compressed,
- * density 1 or below, `dct_momentum`, and for compressed requests `dct_algorithm`,
- * `dct_values`, `dct_tau_control`, `dct_result_density`, `dct_group_size` (and with `auto`
- * the cost model's `dct_alpha_us`, `dct_beta_gbps`). Otherwise every rank returns the same
+ * The buffers are bound to the request: every `DCT_Start` reads `sendbuf` and writes
+ * `recvbuf`. The ranks agree here that every rank accepted its arguments and that the settings
+ * that must match do (docs/reliability.md lists them); otherwise every rank returns the same
  * code and creates nothing: the largest code a rank's own checks gave (`DCT_Get_last_error`
- * names the rank), else `DCT_ERR_MISMATCH` naming the settings that differ. Other settings may
- * differ between ranks (densities below 1, `dct_interval`, `dct_threshold`, `dct_backend`).
- * Only a bad `comm` is refused on its rank alone (no peers to agree with).
+ * names the rank), else `DCT_ERR_MISMATCH`. Only a bad `comm` is refused on its rank alone.
  *
  * @param sendbuf  Gradient to reduce, or `MPI_IN_PLACE` to take it from `recvbuf`.
- * @param recvbuf  Receives the (compressed) sum over all ranks; not `MPI_IN_PLACE`
- *                 (`DCT_ERR_BUFFER`, as MPI defines it for the send buffer only).
+ * @param recvbuf  Receives the sum over all ranks; not `MPI_IN_PLACE` (`DCT_ERR_BUFFER`).
  * @param count    Number of elements, 0 to `DCT_MAX_COUNT` for compressed types.
- * @param datatype Element type; see the group description for what is compressed.
+ * @param datatype Element type; a derived one must be committed (`DCT_ERR_DATATYPE`).
  * @param op       Reduction; only `MPI_SUM` is compressed.
  * @param comm     Intra-communicator; dct works on a private duplicate of it.
- * @param info     Configuration keys (see above), or `MPI_INFO_NULL`.
+ * @param info     Configuration keys, or `MPI_INFO_NULL`.
  * @param request  Receives the new request.
  * @return `DCT_SUCCESS`, `DCT_ERR_BUFFER`, `DCT_ERR_COUNT`, `DCT_ERR_DATATYPE`, `DCT_ERR_OP`,
  *         `DCT_ERR_COMM`, `DCT_ERR_INFO`, `DCT_ERR_ARG` (request is NULL), `DCT_ERR_NO_MEMORY`,
- *         `DCT_ERR_NOT_INITIALIZED`.
+ *         `DCT_ERR_NOT_COMPILED` (a `dct_backend` or `dct_transport` not in this build),
+ *         `DCT_ERR_MISMATCH`, `DCT_ERR_NOT_INITIALIZED`.
  */
 DCT_EXPORT int DCT_Allreduce_init(const void *sendbuf, void *recvbuf, MPI_Count count,
                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
                                   DCT_Request *request);
 
 /**
- * @brief Starts one call of a persistent request: compresses `sendbuf` (updating the
- * residual) and posts the first exchange, without waiting for any other rank. Complete it
- * with `DCT_Wait`, `DCT_Test` or `DCT_Waitall`.
+ * @brief Starts one call of a persistent request: compresses `sendbuf` (updating the residual)
+ * and posts the first exchange, without waiting for any other rank. Complete it with
+ * `DCT_Wait`, `DCT_Test` or `DCT_Waitall`; every one of them progresses *all* calls in flight.
  *
- * Like MPI's nonblocking collectives, the exchange advances when the application calls into
- * dct: every `DCT_Test`, `DCT_Wait`, `DCT_Waitall` or `DCT_Allreduce` progresses *all* calls in
- * flight, so a code can start the allreduce of one layer's gradients, compute the next layer
- * and call `DCT_Test` now and then. Several requests may be in flight on one communicator and
- * may be completed in any order. Compressed requests (density below 1) may also be started in
- * any order: each talks on its own communicator. Density-1 and passed-through requests must
- * be started in the same order on every rank, as MPI requires of `MPI_Start` on persistent
- * collectives; like MPI, dct does not detect another order (requests of equal count and
- * datatype then deliver each other's sums; docs/reliability.md says why). Their order
- * relative to compressed requests is free. At density 1 the call is `MPI_Allreduce` itself
- * (for its exact result bits): it runs, blocking, in the first completion call after every
- * rank has started it (a barrier posted at the start says so) and every density-1 or
- * passed-through call started before it on the communicator is complete.
- *
- * Between `DCT_Start` and completion the buffers belong to dct: do not touch them. dct calls
- * on one communicator must not overlap across threads (`DCT_ERR_THREAD`, see the top of
- * this file).
- * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (already started),
- *         `DCT_ERR_MPI`, `DCT_ERR_NOT_INITIALIZED`.
+ * Compressed requests (density below 1) may be started, and completed, in any order. Density-1
+ * and passed-through requests must be started in the same order on every rank, as MPI requires
+ * of `MPI_Start` (dct does not detect another order: docs/reliability.md), in any order
+ * relative to compressed ones; such a call runs, blocking, in the first completion call after
+ * every rank started it and every such call started before it on the communicator is complete.
+ * Between `DCT_Start` and completion the buffers belong to dct.
+ * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (already started; or a DCT-MP
+ *         backward whose forward is started or has completed no call), `DCT_ERR_MPI`,
+ *         `DCT_ERR_THREAD`, `DCT_ERR_NOT_INITIALIZED` (also after `MPI_Finalize`).
  */
 DCT_EXPORT int DCT_Start(DCT_Request *request);
 
 /**
- * @brief Completes a started request and writes the result into its `recvbuf`.
+ * @brief Completes a started request and writes the result into its `recvbuf`. Waits for the
+ * other ranks' part of the call.
  * @param request The request; stays allocated and can be started again.
  * @param status  Receives what the call did, or `DCT_STATUS_IGNORE`.
  * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE` (not started), `DCT_ERR_MPI`,
- *         `DCT_ERR_PEER`, `DCT_ERR_MISMATCH`. After an error the request is inactive again
- *         and this call's contribution is kept in the residual. `DCT_ERR_ARG` for a status
- *         without a valid header (see `DCT_Status`): then nothing happened, the request is
- *         still started.
+ *         `DCT_ERR_PEER`, `DCT_ERR_MISMATCH`, `DCT_ERR_THREAD`. After an error the request is
+ *         inactive again and this call's contribution is kept in the residual. `DCT_ERR_ARG`
+ *         for a status without a valid header (see `DCT_Status`): then nothing happened, the
+ *         request is still started.
  */
 DCT_EXPORT int DCT_Wait(DCT_Request *request, DCT_Status *status);
 
 /**
  * @brief Progresses every call in flight once, and completes `request` if it is done.
  *
- * Never waits for other ranks on compressed calls: each posts or tests its nonblocking MPI
- * operations once. A density-1 or passed-through call is `MPI_Allreduce` itself (for its
- * exact result bits): once every call started before it is complete, the completion call
- * that finds it runs that `MPI_Allreduce`, which returns when every rank has entered it;
- * before that, `DCT_Test` returns `*flag = 0` without running it.
+ * Never waits for other ranks on compressed calls. A density-1, passed-through or DCT-MP call
+ * is one blocking exchange: the completion call that finds it ready to run (every call started
+ * before it complete) runs it, and returns when every rank has entered it; before that,
+ * `DCT_Test` returns `*flag = 0`.
  * @param request The started request.
  * @param flag    Set to 1 if the call completed (its result is in `recvbuf`, the request is
  *                inactive and `status` is filled), else 0.
@@ -516,9 +364,10 @@ DCT_EXPORT int DCT_Request_free(DCT_Request *request);
 
 /**
  * @brief Copies this rank's residual (the gradient mass not sent yet) into `residual`: `count`
- * elements of the request's datatype, zeros for a request that keeps none (density 1, or not
- * compressed). For diagnostics and for checking error feedback: the sum over ranks of the
- * residuals plus every result delivered equals every input. The request must not be active.
+ * elements of the request's datatype, zeros for a request that keeps none (density 1, not
+ * compressed, or DCT-MP, whose count is the sum of its `sendcounts`). For diagnostics and for
+ * checking error feedback: the sum over ranks of the residuals plus every result delivered
+ * equals every input. Not collective. The request must not be active.
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL `residual` of a request whose count is positive),
  * `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
  */
@@ -549,41 +398,34 @@ DCT_EXPORT int DCT_Request_get_info(DCT_Request request, MPI_Info *info_used);
 DCT_EXPORT int DCT_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
 
 /**
- * @brief Sets the GPU stream the request's kernels and copies run on (`cudaStream_t` or
- * `hipStream_t`, passed as `void *`), from its next `DCT_Start` on. `NULL` (the default)
- * selects dct's own non-blocking stream, never the legacy default stream. Ignored on the host
- * (Kokkos backend). The request must not be active.
+ * @brief Sets the GPU stream (`cudaStream_t` or `hipStream_t`, as `void *`) the request's
+ * kernels and copies run on from its next `DCT_Start`; `NULL` (the default) selects dct's own
+ * non-blocking stream, never the legacy default stream. Ignored on the host. The request must
+ * not be active. Not collective.
  *
- * Stream semantics (they differ from NCCL's, whose calls are only enqueued): **every dct call
- * that runs kernels blocks the host until they are done.** `DCT_Start` queues its kernels
- * after what the stream already holds and synchronizes the stream before it returns (so the
- * host waits for the application's earlier work on it too, and the compressed entries are
- * ready for MPI); the completion call that completes the request (`DCT_Wait`, `DCT_Test`
- * with `*flag` = 1, `DCT_Waitall`) writes `recvbuf` on the stream and synchronizes it before
- * it returns. When it returns, the result may be used from the host or any stream without an
- * event. Between `DCT_Start` and completion, work the application queues on the same stream
- * may run between dct's kernels: it must not touch the request's buffers.
+ * Unlike NCCL's calls, **every dct call that runs kernels blocks the host until they are done**:
+ * `DCT_Start` queues its kernels after the stream's earlier work and synchronizes the stream;
+ * the completion call writes `recvbuf` on the stream and synchronizes it, so the result may be
+ * used from the host or any stream without an event. Work the application queues on the stream
+ * between `DCT_Start` and completion may run between dct's kernels: it must not touch the
+ * request's buffers.
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (NULL pointer), `DCT_ERR_REQUEST`, `DCT_ERR_ACTIVE`.
  */
 DCT_EXPORT int DCT_Request_set_stream(DCT_Request request, void *stream);
 
 /**
- * @brief Drop-in replacement for `MPI_Allreduce` with the same arguments.
+ * @brief Drop-in replacement for `MPI_Allreduce` with the same arguments. Collective over
+ * `comm`, blocking.
  *
  * The error-feedback state lives inside dct, one per (`comm`, `recvbuf`, `count`, `datatype`),
- * configured from the `DCT_*` environment variables, and is released when `comm` is freed or
- * at `MPI_Finalize`. The variables are read, and agreed on by every rank as by
- * `DCT_Allreduce_init`, at the first compressed `DCT_Allreduce` on `comm`; later changes to
- * them do not reach that communicator's states. Drop-in states are created on each rank
- * alone (a rank may meet a new `recvbuf` where another reuses one) and share one private
- * communicator per `comm`. Every call, compressed or handed to MPI, first agrees with the
- * other ranks (one small `MPI_Allreduce`) on whether each accepted its arguments, whether it is
- * compressed, the count and the datatype's size: a rank that errs, or whose call differs
- * (`MPI_FLOAT` on one rank, `MPI_INT` on another), fails the call on every rank with the same
- * code (`DCT_ERR_MISMATCH` for a difference) before any rank blocks, buffers untouched. At most
- * `DCT_DROP_IN_LIMIT` (default 16384) states are kept per `comm`: beyond, the least recently used
- * is evicted and its residual discarded (docs/configuration.md). A code that reduces into a new
- * buffer every step should use a persistent request instead, or its residuals would never be sent.
+ * configured from the `DCT_*` environment variables as read and agreed on at the first
+ * compressed call on `comm`, and released when `comm` is freed or at `MPI_Finalize`. Every call
+ * first agrees with the other ranks on its arguments: a rank that errs, or whose call differs,
+ * fails the call on every rank with the same code (`DCT_ERR_MISMATCH` for a difference) before
+ * any rank blocks, buffers untouched. The states per `comm` are bounded (`DCT_DROP_IN_LIMIT`,
+ * `DCT_DROP_IN_MEMORY`): beyond, the least recently used is evicted and its residual discarded
+ * (docs/configuration.md). A code that reduces into a new buffer every step should use a
+ * persistent request instead.
  * @return The codes of `DCT_Allreduce_init`, `DCT_Start` and `DCT_Wait`.
  */
 DCT_EXPORT int DCT_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count,
@@ -602,106 +444,34 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
 /**
  * @defgroup alltoallv Compressed alltoallv of activations (DCT-MP)
  *
- * In model-parallel training, activations cross a model-parallel boundary through an
- * all-to-all (forward) and their gradients come back the same way (backward). DCT-MP sends,
- * for every row (sample) of every block, only the `dct_keep` fraction of its `d` columns
- * (neurons) of largest magnitude, with the row's mask; the receiver gets dense blocks with the
- * dropped entries set to zero, exactly where `MPI_Alltoallv` would have put the full blocks.
- * The backward request sends the gradients of the *same* entries only (no indices: both sides
- * kept the masks of the last forward call) and scatters them into dense gradient blocks with
- * zeros elsewhere. There is no error feedback: what is dropped is dropped (KDD'21, Alg. 2).
+ * Model parallelism's all-to-all of activations (forward) and of their gradients (backward),
+ * compressed (docs/alltoallv.md). The forward sends, per row (sample) of every block, the
+ * `dct_keep` fraction of its `d` columns of largest magnitude with the row's mask; the receiver
+ * gets dense blocks, zeros for the dropped entries, where `MPI_Alltoallv` would have put them.
+ * The backward sends the gradients of the same entries only. No error feedback: what is dropped
+ * is dropped. `dct_mp_compressor=error_bounded` sends every value within a relative bound.
+ * Configuration as for the allreduce (docs/configuration.md); `dct_row_length` is required.
  *
- * Configuration keys (read by `DCT_Alltoallv_init`; environment defaults in brackets):
- * - `dct_row_length` [`DCT_ROW_LENGTH`], required: the row length `d`, an integer >= 1. Every
- *   count is a number of elements and a multiple of `d`; blocks are row-major.
- * - `dct_keep` [`DCT_KEEP`], default `0.05`: fraction of each row kept, in (0, 1].
- * - `dct_mp_select` [`DCT_MP_SELECT`], default `exact`:
- *   - `exact`: every row keeps exactly `k = ceil(keep * d)` entries (at least 1; a product
- *     within 1e-9 relative of an integer counts as that integer, so keep 0.1 with d = 30 keeps
- *     3), those of largest `|x|`; on equal `|x|` the lower column wins; NaN ranks above every
- *     number.
- *   - `laplace`: the paper's O(B d) estimate: `tau = b ln(1/keep)` with `b` the mean `|x|` over
- *     all rows this rank sends in the call (a Laplace fit), re-estimated every call; entries with
- *     `|x| >= tau` and `x != 0` are kept, so the count varies per row and the achieved keep
- *     drifts from the target with the data's distribution (docs/alltoallv.md gives numbers).
- *   - `threshold`: `tau` = the `ceil(keep * n)`-th largest `|x|` over the `n` elements this rank
- *     sends, re-estimated every `dct_interval` calls (as in DCT-DP); in between, with
- *     `dct_tau_control=adaptive` (the default) it is corrected after every call from the kept
- *     count and selected exactly again when a call keeps outside +-20% of the target, with
- *     `fixed` it is reused unchanged; entries with `|x| >= tau` and `x != 0` are kept.
- * - `dct_values` [`DCT_VALUES`], default `native`: how kept values travel, in both directions:
- *   `native` (the datatype itself, results bitwise equal to the masked input), `fp16` or `bf16`
- *   (rounded to nearest even; the receiver gets the rounded values).
- * - `dct_interval` [`DCT_INTERVAL`]: see the allreduce; used by `threshold` only (and by
- *   `error_bounded`: calls between measurements of the coders and of `auto` bounds).
- * - `dct_mp_compressor` [`DCT_MP_COMPRESSOR`], default `topk` (all of the above). With
- *   `error_bounded` (Feng et al., SC'24) the forward sends *every* value, quantised so that it
- *   arrives within `e = r * (max - min)` of what was sent (max and min over the finite values
- *   of its block: one table's columns of the rows sent to one peer), codes packed by LZ4 or
- *   zstd; NaN, infinities and values whose reconstruction would miss `e` arrive bit for bit,
- *   `r = 0` sends exactly. Its keys (docs/alltoallv.md):
- *   - `dct_error_bound` [`DCT_ERROR_BOUND`], default `0.01`: `r` in [0, 1]; or a comma-separated
- *     list, one per table of the rows this rank sends; or `auto[:CLASSES]`: per table the
- *     loosest class (default `0.05,0.03,0.01`) keeping 99% of its distinct rows distinct.
- *   - `dct_table_columns` [`DCT_TABLE_COLUMNS`], default `0` (one table: the row): columns per
- *     table, dividing `d`.
- *   - `dct_error_bound_schedule` [`DCT_ERROR_BOUND_SCHEDULE`], default `1,0`: `START,CALLS`,
- *     bounds multiplied by a factor going linearly from START to 1 over CALLS forward calls.
- *   - `dct_lossless` [`DCT_LOSSLESS`], default `auto`: `none`, `lz4`, `zstd`, or per message the
- *     largest modelled speed-up `1 / (1/CR + B (1/Tc + 1/Td))`, `B` = `dct_beta_gbps`.
- *   - `dct_backward_error_bound` [`DCT_BACKWARD_ERROR_BOUND`], default `none`: the backward
- *     sends its gradients uncompressed (as `MPI_Alltoallv`), or within this relative bound.
- *
- * Wire format of one rank's message to one peer: the kept values; per-row counts (16-bit,
- * 32-bit when d > 65535), omitted when all rows keep the same count; per row either a list of
- * 16-bit column indices (32-bit when d > 65536) or a bitmap of ceil(d/8) bytes, whichever is
- * smaller. Messages are padded to 8 bytes. Before the payload every pair of ranks exchanges a
- * 48-byte header (rows, d, value format, entries, uniform count, bytes), and after it the
- * ranks agree on success (one int allreduce), so that either every rank writes its blocks and
- * keeps the new masks or none does. The receiver validates every message before writing
- * anything: row counts (<= d, summing to the announced entries), indices (< d, strictly
- * increasing), bitmap popcounts (equal to the counts, no bit past d) and the exact length; a
- * bad message fails the call with `DCT_ERR_PEER` on every rank, disagreeing shapes (rows per
- * block, d, datatype or `dct_values`) with `DCT_ERR_MISMATCH`.
- *
- * Status fields (`DCT_Wait`): `count` = elements this rank sends (sum of `sendcounts`),
- * `nnz_sent` / `nnz_received` = entries kept in every block sent / received (this rank's own
- * block included), `density` = `nnz_sent / count` (the achieved keep), `tau` = the threshold
- * (laplace, threshold), `bytes_sent` / `bytes_received` = bytes to / from the other ranks
- * (headers, padded messages, agreement), `dense_bytes` = what `MPI_Alltoallv` of the dense
- * blocks would send to the other ranks; the block a rank sends to itself is not traffic.
- * `algorithm` is 0 (not meaningful here). `error_bounded`: `nnz_*` count every value
- * (`density` 1) and `max_abs_error` is the call's largest error over the values sent.
- *
- * Datatypes: `MPI_FLOAT`, `MPI_DOUBLE` and Fortran's `MPI_REAL`, `MPI_DOUBLE_PRECISION`,
- * `MPI_REAL4`, `MPI_REAL8`; every other datatype is refused with `DCT_ERR_DATATYPE` (a mask
- * by magnitude has no meaning for them: use `MPI_Alltoallv`). Host buffers only in this
- * version. `MPI_IN_PLACE` is not supported (`DCT_ERR_BUFFER`).
- *
- * Progress: a DCT-MP call is one blocking exchange, run by the first `DCT_Wait`, `DCT_Test`
- * or `DCT_Waitall` after `DCT_Start` once every call started before it has completed (the
- * same rule as an allreduce at density 1); `DCT_Start` itself only marks it started.
- * Checkpoints skip DCT-MP requests (they keep no error-feedback state), and
- * `DCT_Request_get_residual` on one writes `count` zeros (count = the sum of `sendcounts`).
+ * A peer's bad message fails the call with `DCT_ERR_PEER` on every rank, disagreeing shapes
+ * (rows per block, `d`, datatype or `dct_values`) with `DCT_ERR_MISMATCH`; either every rank
+ * writes its blocks and keeps the new masks, or none does. Datatypes: `MPI_FLOAT`, `MPI_DOUBLE`
+ * and Fortran's `MPI_REAL`, `MPI_DOUBLE_PRECISION`, `MPI_REAL4`, `MPI_REAL8` (else
+ * `DCT_ERR_DATATYPE`: use `MPI_Alltoallv`). Host buffers only; no `MPI_IN_PLACE`
+ * (`DCT_ERR_BUFFER`). A call is one blocking exchange, run by the first completion call after
+ * `DCT_Start` once every call started before it has completed; `DCT_Start` only marks it
+ * started.
  * @{
  */
 
 /**
  * @brief Creates a persistent compressed alltoallv (DCT-MP forward), like `MPI_Alltoallv_init`.
+ * Collective over `comm`.
  *
- * Collective over `comm`. The arguments are those of `MPI_Alltoallv` (counts and displacements
- * in elements of `datatype`, one per rank), bound to the request: every `DCT_Start` reads
- * `sendbuf` and writes `recvbuf`. The arrays are copied; the buffers must stay valid.
- * `recvbuf` receives dense blocks: the kept entries of every row, zeros elsewhere.
- *
- * Counts and displacements are `int`, as in MPI-3's `MPI_Alltoallv`; `DCT_Alltoallv_init_c`
- * takes them as MPI-4's `MPI_Alltoallv_c` does (`MPI_Count`, `MPI_Aint`), for blocks or
- * displacements past `INT_MAX` elements, and is otherwise the same request: this form widens
- * its arrays and runs the same checks and code. Neither needs MPI-4: messages that would
- * pass MPI's `int` counts (more than `INT_MAX` 8-byte units, 16 GiB, to or from one rank or
- * all together, as their largest possible size says) go as point-to-point messages of at most
- * `INT_MAX` units each; the ranks agree on that at init (one allreduce), and every other
- * request keeps `MPI_Alltoallv`.
+ * The arguments are `MPI_Alltoallv`'s (counts and displacements in elements, one per rank),
+ * bound to the request: every `DCT_Start` reads `sendbuf` and writes `recvbuf`. The arrays are
+ * copied; the buffers must stay valid. Neither this form nor `DCT_Alltoallv_init_c` needs
+ * MPI-4: messages past MPI's `int` counts travel point to point (docs/alltoallv.md, "Large
+ * counts").
  *
  * @param sendbuf    Blocks to send: `sendcounts[j]` elements at `sdispls[j]` go to rank j.
  * @param sendcounts Elements for each rank, >= 0 and multiples of `dct_row_length`.
@@ -712,16 +482,15 @@ DCT_EXPORT int DCT_Allreduce_status(const void *recvbuf, MPI_Count count, MPI_Da
  * @param rdispls    Displacements (elements) of the receive blocks, >= 0.
  * @param datatype   `MPI_FLOAT` or `MPI_DOUBLE` (or the Fortran equivalents).
  * @param comm       Intra-communicator.
- * @param info       Configuration keys (see the group); `dct_row_length` is required.
+ * @param info       Configuration keys; `dct_row_length` is required.
  * @param request    Receives the new request.
  * @return `DCT_SUCCESS`, `DCT_ERR_ARG` (a NULL array or request, a negative displacement),
- *         `DCT_ERR_BUFFER` (NULL or `MPI_IN_PLACE` buffer with a positive total count),
- *         `DCT_ERR_COUNT` (a count negative or not a multiple of `d`; with `_c`, also a block
- *         ending past what `MPI_Aint` addresses in bytes), `DCT_ERR_DATATYPE`,
+ *         `DCT_ERR_BUFFER` (NULL or `MPI_IN_PLACE` buffer with a positive total count, or GPU
+ *         memory), `DCT_ERR_COUNT` (a count negative or not a multiple of `d`; with `_c`, also
+ *         a block ending past what `MPI_Aint` addresses in bytes), `DCT_ERR_DATATYPE`,
  *         `DCT_ERR_COMM`, `DCT_ERR_INFO` (`dct_row_length` missing, `dct_keep` outside (0, 1],
  *         any bad value), `DCT_ERR_NOT_COMPILED` (`dct_backend` other than `auto` or
  *         `kokkos`: DCT-MP runs on the host), `DCT_ERR_NO_MEMORY`, `DCT_ERR_NOT_INITIALIZED`.
- *         `DCT_ERR_BUFFER` also for GPU memory (host buffers only in this version).
  */
 DCT_EXPORT int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
                                   void *recvbuf, const int recvcounts[], const int rdispls[],
@@ -730,27 +499,9 @@ DCT_EXPORT int DCT_Alltoallv_init(const void *sendbuf, const int sendcounts[], c
 
 /**
  * @brief `DCT_Alltoallv_init` with MPI-4's large-count conventions (as `MPI_Alltoallv_c`):
- * counts are `MPI_Count` and displacements `MPI_Aint`, both in elements of `datatype`.
- *
- * The same request, checks and return codes as `DCT_Alltoallv_init`, for any count and
- * displacement >= 0 such that every block ends, in bytes, within what `MPI_Aint` addresses
- * (else `DCT_ERR_COUNT`); what remains is memory: the receive side stages the messages of one
- * call (about the compressed size, for `error_bounded` the dense one), and `threshold` selection
- * sorts the magnitudes of what it sends. Works with MPI-3 libraries (Open MPI 4.1): no
- * `MPI_Alltoallv_c` is called (see `DCT_Alltoallv_init`).
- *
- * @param sendbuf    Blocks to send: `sendcounts[j]` elements at `sdispls[j]` go to rank j.
- * @param sendcounts Elements for each rank, >= 0 and multiples of `dct_row_length`.
- * @param sdispls    Displacements (elements) of the send blocks, >= 0.
- * @param recvbuf    Receives `recvcounts[j]` elements from rank j at `rdispls[j]`.
- * @param recvcounts Elements from each rank, >= 0 and multiples of `dct_row_length`; must be
- *                   what each rank sends here (else `DCT_Wait` returns `DCT_ERR_MISMATCH`).
- * @param rdispls    Displacements (elements) of the receive blocks, >= 0.
- * @param datatype   `MPI_FLOAT` or `MPI_DOUBLE` (or the Fortran equivalents).
- * @param comm       Intra-communicator.
- * @param info       Configuration keys (see the group); `dct_row_length` is required.
- * @param request    Receives the new request.
- * @return As `DCT_Alltoallv_init`.
+ * counts `MPI_Count`, displacements `MPI_Aint`, in elements of `datatype`, any value >= 0 such
+ * that every block ends, in bytes, within what `MPI_Aint` addresses (else `DCT_ERR_COUNT`).
+ * The same request, arguments, checks and return codes as `DCT_Alltoallv_init`.
  */
 DCT_EXPORT int DCT_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
                                     const MPI_Aint sdispls[], void *recvbuf,
@@ -761,27 +512,21 @@ DCT_EXPORT int DCT_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcou
 /**
  * @brief Creates the backward request paired with a forward `DCT_Alltoallv_init` request: the
  * gradients travel in the reverse direction, for the entries the last completed forward call
- * kept, and nothing else.
+ * kept, and nothing else. Not collective; uses the forward's communicator and configuration,
+ * and stays usable after the forward is freed (with the masks of its last call).
  *
- * The backward's send blocks have the shapes of the forward's receive blocks and vice versa:
- * `sendcounts` must equal the forward's `recvcounts` and `recvcounts` the forward's
- * `sendcounts` (displacements are free). Each `DCT_Start` reads, from every send block, the
- * gradients at the entries the forward call delivered to this rank, sends only those values
- * (coded as the forward's `dct_values`), and writes dense receive blocks: the gradients at the
- * entries this rank sent in the forward call, zeros elsewhere. Not collective; uses the
- * forward's communicator and configuration, and stays usable after the forward is freed
- * (with the masks of its last call).
- *
- * `DCT_Start` on it returns `DCT_ERR_ACTIVE` (and changes nothing) while the forward request is
- * started, or before the forward completed any call (no masks yet).
+ * Each `DCT_Start` reads, from every send block, the gradients at the entries the forward call
+ * delivered to this rank, and writes dense receive blocks: the gradients at the entries this
+ * rank sent in the forward call, zeros elsewhere. `DCT_Start` returns `DCT_ERR_ACTIVE` (and
+ * changes nothing) while the forward is started, or before it completed any call.
  *
  * @param forward    A request of `DCT_Alltoallv_init`.
  * @param sendbuf    Gradients of the forward's received activations.
  * @param sendcounts The forward's `recvcounts`.
- * @param sdispls    Displacements of the send blocks (elements, >= 0).
+ * @param sdispls    Displacements of the send blocks (elements, >= 0; free).
  * @param recvbuf    Receives the gradients of the forward's sent activations.
  * @param recvcounts The forward's `sendcounts`.
- * @param rdispls    Displacements of the receive blocks (elements, >= 0).
+ * @param rdispls    Displacements of the receive blocks (elements, >= 0; free).
  * @param request    Receives the new request.
  * @return `DCT_SUCCESS`, `DCT_ERR_REQUEST` (`forward` is not a live DCT-MP forward request),
  *         `DCT_ERR_COUNT` (shapes are not the forward's reversed), `DCT_ERR_ARG`,
@@ -795,24 +540,9 @@ DCT_EXPORT int DCT_Alltoallv_backward_init(DCT_Request forward, const void *send
 /**
  * @brief `DCT_Alltoallv_backward_init` with MPI-4's large-count conventions: counts
  * `MPI_Count`, displacements `MPI_Aint`, in elements. `forward` may come from either
- * `DCT_Alltoallv_init` or `DCT_Alltoallv_init_c`, and so may a backward of either form pair
- * with it.
- *
- * The same request, checks and return codes as `DCT_Alltoallv_backward_init` (and
- * `DCT_ERR_COUNT` for a block ending past what `MPI_Aint` addresses in bytes). The messages
- * travel as the forward's do. An `error_bounded` backward sent uncompressed moves the dense
- * blocks at these displacements: its first call agrees with the other ranks (one allreduce)
- * whether they pass MPI's `int` counts, and then sends them point to point.
- *
- * @param forward    A request of `DCT_Alltoallv_init` or `DCT_Alltoallv_init_c`.
- * @param sendbuf    Gradients of the forward's received activations.
- * @param sendcounts The forward's `recvcounts`.
- * @param sdispls    Displacements of the send blocks (elements, >= 0).
- * @param recvbuf    Receives the gradients of the forward's sent activations.
- * @param recvcounts The forward's `sendcounts`.
- * @param rdispls    Displacements of the receive blocks (elements, >= 0).
- * @param request    Receives the new request.
- * @return As `DCT_Alltoallv_backward_init`.
+ * `DCT_Alltoallv_init` or `DCT_Alltoallv_init_c`. The same request, arguments, checks and
+ * return codes as `DCT_Alltoallv_backward_init` (and `DCT_ERR_COUNT` for a block ending past
+ * what `MPI_Aint` addresses in bytes).
  */
 DCT_EXPORT int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *sendbuf,
                                              const MPI_Count sendcounts[], const MPI_Aint sdispls[],
@@ -823,26 +553,14 @@ DCT_EXPORT int DCT_Alltoallv_backward_init_c(DCT_Request forward, const void *se
 /**
  * @defgroup checkpoint Checkpoints of the error-feedback state
  *
- * A checkpoint is one HDF5 file (format: docs/checkpoint-format.md) holding, for every live
- * persistent request on a communicator, its residual on every rank, its threshold and its call
- * counter, so that a restarted job continues exactly where it stopped. Requests are matched by
- * name: the `dct_name` info key, or by default "allreduce.N" where N counts the persistent
- * requests created on that communicator (stable across runs of the same program). DCT-MP
- * requests are saved too (format 5): their call counter, threshold, and per rank the count
- * sent, the forward calls completed and the error-bounded tables' bounds; unnamed ones are
- * "alltoallv.N" (counted apart) and "<forward>.backward" (".backward.1", ...). Their masks are
- * not saved: after a load a backward needs its forward's next call first (`DCT_ERR_ACTIVE`),
- * and they cannot restart on another number of ranks. Drop-in
- * `DCT_Allreduce` states are keyed by buffer addresses, which do not survive a restart, and are
- * not saved; use persistent requests for state that must be restartable.
- *
- * Restart on another number of ranks is governed per request by its `dct_restart` key (or
- * `DCT_RESTART` when it was created): `strict` (default) refuses it, the load failing with
- * `DCT_ERR_CKPT_MISMATCH` if any live request is strict; `redistribute` gives saved rank r's
- * residual to new rank r mod P, so
- * that the sum over ranks of the residuals is preserved: exactly when the new job has at least
- * as many ranks, and up to one rounding per element (the rows merged onto a rank are added in
- * double precision) when it has fewer.
+ * A checkpoint is one HDF5 file (docs/checkpoint-format.md) holding the state of every live
+ * persistent request on a communicator (residuals, thresholds, call counters; DCT-MP requests'
+ * counters and bounds but not their masks), so that a restarted job continues where it stopped.
+ * Requests are matched by name: `dct_name`, or a default ("allreduce.N", "alltoallv.N",
+ * "<forward>.backward") that is stable across runs of the same program. Drop-in `DCT_Allreduce`
+ * states are not saved. Restarting on another number of ranks follows each request's
+ * `dct_restart`: `strict` refuses it (`DCT_ERR_CKPT_MISMATCH`), `redistribute` preserves the sum
+ * over ranks of the residuals (DCT-MP requests cannot restart so).
  * @{
  */
 
@@ -884,23 +602,15 @@ typedef struct DCT_Checkpoint_s *DCT_Checkpoint;
 
 /**
  * @brief Starts saving every live persistent request on `comm` into `path`, and returns while
- * the file is written. Collective over `comm`.
+ * a thread of this process writes the file. Collective over `comm`.
  *
- * The checkpoint holds the state of the call: the requests may be started, waited, loaded or
- * freed at once, and training goes on while a thread of this process writes the rows (the
- * residuals, velocities and last updates, copied first: that copy, about one pass over the
- * state, and the file's HDF5 metadata are what the call costs). The file, once
- * `DCT_Checkpoint_wait` has succeeded, holds the same bytes as `DCT_Checkpoint_save` at this
- * call would have written, under the same crash safety: it takes the name `path` only at the
- * wait, once complete and synced, and a crash at any moment before leaves the previous
- * checkpoint at `path`. The copy's buffers are kept after the wait for the next isave
- * (faulting in fresh memory for every copy cost more than the copy, measured). The writer thread
- * calls neither MPI nor HDF5 (any MPI thread level will do); it writes with POSIX I/O whatever
- * `DCT_CHECKPOINT_IO` says.
- *
- * No other save to `path` may be pending in the process (`DCT_ERR_ACTIVE`, and
- * `DCT_Checkpoint_save` to `path` meanwhile too). Every started save must be completed by
- * `DCT_Checkpoint_wait` before `comm` is freed and before `MPI_Finalize`.
+ * The checkpoint holds the state at this call (copied first): the requests may be started,
+ * waited, loaded or freed at once. Once `DCT_Checkpoint_wait` has succeeded the file holds the
+ * bytes `DCT_Checkpoint_save` here would have written, under the same crash safety (it takes
+ * the name `path` only at the wait). The writer thread calls neither MPI nor HDF5 (any thread
+ * level will do) and writes with POSIX I/O. No other save to `path` may be pending
+ * (`DCT_ERR_ACTIVE`); every save must be waited for before `comm` is freed and before
+ * `MPI_Finalize`.
  * @param checkpoint Receives the save's handle (`DCT_CHECKPOINT_NULL` on failure).
  * @return The codes of `DCT_Checkpoint_save`, the same on every rank; on failure no save is
  *         pending and no file was made.

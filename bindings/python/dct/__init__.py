@@ -1,7 +1,7 @@
 """dct from Python: compressed collectives over mpi4py communicators.
 
-A thin layer over dct's C ABI (include/dct/dct.h, which documents every call and key): the
-same persistent requests, error feedback, statuses and checkpoints, with
+A thin layer over dct's C ABI (include/dct/dct.h documents every call, docs/configuration.md
+every key): the same persistent requests, error feedback, statuses and checkpoints, with
 
 - communicators, datatypes and ops as mpi4py objects (``MPI.COMM_WORLD``, ``MPI.SUM``);
 - buffers as anything that exposes its memory: numpy arrays, CPU torch tensors, objects with
