@@ -17,6 +17,8 @@ set(_dct_gpu_headers
   ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/cuda_hip_backend.hpp
   ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/kernels.hpp
   ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/block_codec.hpp
+  ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/selection_queue.hpp
+  ${PROJECT_SOURCE_DIR}/backends/common/cuda_hip/stream_scratch.hpp
   ${PROJECT_SOURCE_DIR}/backends/common/kernel_logic.hpp
   ${PROJECT_SOURCE_DIR}/src/core/compute_backend.hpp
   ${PROJECT_SOURCE_DIR}/src/core/float16.hpp

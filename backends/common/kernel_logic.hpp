@@ -4,7 +4,7 @@
 // at a threshold, and the element-wise kernels as functors of one index. A backend supplies the
 // parallel loop that runs them (Kokkos::parallel_for, a grid-stride CUDA/HIP kernel), so each
 // rule is one source and the bits are the same on every backend; what differs between them is
-// only how the work is spread (the Kokkos core's candidate pass against the GPU's passes of a
+// only how the work is spread (the Kokkos backend's candidate pass against the GPU's passes of a
 // radix select, for instance), which docs/kernels.md explains.
 //
 // Private header of backends/: included by backends/kokkos/ and backends/common/cuda_hip/.

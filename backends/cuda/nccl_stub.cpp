@@ -2,7 +2,7 @@
 // requests then move their blocks over MPI, and dct_transport=nccl gives DCT_ERR_NOT_COMPILED.
 #include "core/device_transport.hpp"
 
-namespace dct::detail::kernels {
+namespace dct::detail::backends {
 
 bool nccl_compiled() {
   return false;
@@ -13,4 +13,4 @@ std::unique_ptr<DeviceTransport> nccl_transport(MPI_Comm, std::string &why) {
   return nullptr;
 }
 
-}  // namespace dct::detail::kernels
+}  // namespace dct::detail::backends

@@ -23,7 +23,7 @@
 #include "core/error.hpp"
 #include "core/wire.hpp"
 
-namespace dct::detail::kernels {
+namespace dct::detail::backends {
 namespace {
 
 void check_nccl(ncclResult_t result, const char *what) {
@@ -173,4 +173,4 @@ std::unique_ptr<DeviceTransport> nccl_transport(MPI_Comm comm, std::string &why)
   return nullptr;
 }
 
-}  // namespace dct::detail::kernels
+}  // namespace dct::detail::backends

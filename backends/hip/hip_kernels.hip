@@ -3,7 +3,7 @@
 
 #include "common/cuda_hip/cuda_hip_backend.hpp"
 
-namespace dct::detail::kernels {
+namespace dct::detail::backends {
 
 Backend *hip_backend() {
   // Never destroyed: static destructors may run after the HIP runtime has been unloaded.
@@ -11,4 +11,4 @@ Backend *hip_backend() {
   return backend;
 }
 
-}  // namespace dct::detail::kernels
+}  // namespace dct::detail::backends

@@ -1,11 +1,11 @@
 // Compiled when the HIP backend is not: dct still links, and asking for it by name gives
-// DCT_ERR_NOT_COMPILED (see kernels::backend_for).
+// DCT_ERR_NOT_COMPILED (see backends::backend_for).
 #include "core/compute_backend.hpp"
 
-namespace dct::detail::kernels {
+namespace dct::detail::backends {
 
 Backend *hip_backend() {
   return nullptr;
 }
 
-}  // namespace dct::detail::kernels
+}  // namespace dct::detail::backends

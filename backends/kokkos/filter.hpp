@@ -1,4 +1,4 @@
-// The Kokkos core's selection pass (Backend::select): acc = send + residual stored into the
+// The Kokkos backend's selection pass (Backend::select): acc = send + residual stored into the
 // residual, and the entries the keep rule selects at tau compacted to (index, acc) lists in index
 // order, with ties at tau broken by index when a `limit` asks for an exact top k. One source for
 // every execution space.
@@ -11,7 +11,7 @@
 #include "portable.hpp"
 #include "simd.hpp"
 
-namespace dct::detail::kernels::kokkos {
+namespace dct::detail::backends::kokkos {
 
 // Two passes over work items of kFilterChunk entries, reading send and residual once. Pass 1
 // (stage), in blocks of 16: acc is computed and stored with no branch while a 16-bit mask of the
@@ -330,4 +330,4 @@ Selected select(const Exec &exec, const Buffer<const T, Exec> &send,
                                        idx.data(), val.data(), capacity, pending);
 }
 
-}  // namespace dct::detail::kernels::kokkos
+}  // namespace dct::detail::backends::kokkos

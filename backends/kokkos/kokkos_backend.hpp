@@ -1,4 +1,4 @@
-// The Kokkos core as a dct Backend, for any Kokkos execution space: KokkosBackend<Exec> runs
+// The Kokkos backend as a dct Backend, for any Kokkos execution space: KokkosBackend<Exec> runs
 // every kernel of filter.hpp and kth_largest.hpp, and the element-wise ones below, on an instance
 // of Exec over unmanaged Views of the caller's buffers, which live in Exec's memory space. The
 // library's "kokkos" backend is KokkosBackend<Kokkos::DefaultHostExecutionSpace>
@@ -32,7 +32,7 @@
 #include "lists.hpp"
 #include "portable.hpp"
 
-namespace dct::detail::kernels::kokkos {
+namespace dct::detail::backends::kokkos {
 
 /// Runs body(i) for i in [0, n) on `exec`: on the calling thread when Exec's memory is the
 /// host's and n fits one filter work item, as a kernel otherwise. On tensors of a few thousand
@@ -285,4 +285,4 @@ class KokkosBackend final : public TypedBackend<KokkosBackend<Exec>> {
   mutable std::optional<Exec> exec_;
 };
 
-}  // namespace dct::detail::kernels::kokkos
+}  // namespace dct::detail::backends::kokkos

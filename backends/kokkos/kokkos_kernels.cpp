@@ -1,4 +1,4 @@
-// The library's Kokkos backend: the Kokkos core (kokkos_backend.hpp and the headers it includes)
+// The library's Kokkos backend: the Kokkos backend (kokkos_backend.hpp and the headers it includes)
 // on Kokkos' default host execution space (Serial, OpenMP or Threads, whichever Kokkos was built
 // with), on host memory; and the runtime that the library starts when the application did not.
 #include <Kokkos_Core.hpp>
@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "kokkos_backend.hpp"
 
-namespace dct::detail::kernels {
+namespace dct::detail::backends {
 
 namespace {
 kokkos::KokkosBackend<Kokkos::DefaultHostExecutionSpace> &host_backend() {
@@ -35,4 +35,4 @@ void finalize_runtime() {
   if (Kokkos::is_initialized()) Kokkos::finalize();
 }
 
-}  // namespace dct::detail::kernels
+}  // namespace dct::detail::backends

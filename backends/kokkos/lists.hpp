@@ -1,4 +1,4 @@
-// The Kokkos core's kernels on short lists of (index, value) entries: keep_top and trim (the
+// The Kokkos backend's kernels on short lists of (index, value) entries: keep_top and trim (the
 // exact top k of a call's candidates, rounded for the wire, what stays home of them as the next
 // call's pending writes) and sum_lists
 // (the result of an exchange, built from sorted lists in one pass over the tensor). One source
@@ -16,7 +16,7 @@
 #include "portable.hpp"
 #include "trim.hpp"
 
-namespace dct::detail::kernels::kokkos {
+namespace dct::detail::backends::kokkos {
 
 /// Entries of a list per work item of keep_top.
 constexpr std::size_t kListChunk = 4096;
@@ -322,4 +322,4 @@ void sum_lists(const Exec &exec, const SparseList<T> *lists, std::size_t count, 
   fence(exec);
 }
 
-}  // namespace dct::detail::kernels::kokkos
+}  // namespace dct::detail::backends::kokkos

@@ -1,4 +1,4 @@
-// What every kernel of the Kokkos core shares, written once for every execution space: the
+// What every kernel of the Kokkos backend shares, written once for every execution space: the
 // policies over an execution-space instance, unmanaged Views of the caller's buffers, the bit
 // operations (Kokkos' own from 4.1; the compiler's builtins on Kokkos 3.x, which dct supports
 // on host spaces only), the block masks of the two passes over acc = send + residual, and the
@@ -32,7 +32,7 @@
 #include "common/kernel_logic.hpp"
 #include "core/compute_backend.hpp"
 
-namespace dct::detail::kernels::kokkos {
+namespace dct::detail::backends::kokkos {
 
 /// An unmanaged View of a caller's buffer in `Space` (its memory space): no allocation, no
 /// reference count.
@@ -230,4 +230,4 @@ class Scratch {
   U *data_ = nullptr;
 };
 
-}  // namespace dct::detail::kernels::kokkos
+}  // namespace dct::detail::backends::kokkos

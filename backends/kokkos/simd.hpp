@@ -1,4 +1,4 @@
-// Host SIMD tiers of the Kokkos core's selection pass. The pass is memory-bound, except for its
+// Host SIMD tiers of the Kokkos backend's selection pass. The pass is memory-bound, except for its
 // sparse part: which of a block's entries pass, and where they go. With a mask per block and a
 // loop over its set bits, the loop's branches follow the data (at a 3% share of candidates, 39%
 // of 16-entry blocks hold one, at random) and their mispredictions cost more than the memory:
@@ -21,7 +21,7 @@
 #include <immintrin.h>
 #endif
 
-namespace dct::detail::kernels::kokkos {
+namespace dct::detail::backends::kokkos {
 
 /// The best tier this CPU runs for the selection pass and the trim (core/host_simd.hpp).
 inline HostSimd detect_host_simd() {
@@ -224,4 +224,4 @@ __attribute__((target("avx512f"))) inline std::size_t trim_pass_avx512(
 }
 #endif
 
-}  // namespace dct::detail::kernels::kokkos
+}  // namespace dct::detail::backends::kokkos

@@ -20,7 +20,7 @@
 #include "portable.hpp"
 #include "simd.hpp"
 
-namespace dct::detail::kernels::kokkos {
+namespace dct::detail::backends::kokkos {
 
 /// Where trim_in_window's window lies, from a stratified sample of the list's keys.
 template <typename T>
@@ -240,4 +240,4 @@ bool trim_in_window(const Exec &exec, const WireIndex *idx, const T *val, std::s
   return true;
 }
 
-}  // namespace dct::detail::kernels::kokkos
+}  // namespace dct::detail::backends::kokkos

@@ -1,3 +1,4 @@
+! Over 450 lines: the whole Fortran ABI is one module, as mpi_f08 is.
 !> @file dct.F90
 !> @brief Fortran module `dct`: the C ABI of dct for Fortran codes, in the style of mpi_f08.
 !>

@@ -107,7 +107,7 @@ Fingerprint drop_in_call_fingerprint(const AllreduceArgs &args, bool valid) {
   fingerprint.add("datatype size", static_cast<std::uint64_t>(type_bytes));
   fingerprint.add("buffers in device memory",
                   std::uint64_t(compressed && args.count > 0 &&
-                                kernels::backend_for(args.recvbuf, DCT_BACKEND_AUTO).kind() !=
+                                backends::backend_for(args.recvbuf, DCT_BACKEND_AUTO).kind() !=
                                     DCT_BACKEND_KOKKOS));
   return fingerprint;
 }
@@ -193,10 +193,10 @@ int DCT_Backend_compiled(int backend, int *compiled) {
         *compiled = 1;
         return;
       case DCT_BACKEND_CUDA:
-        *compiled = kernels::cuda_backend() != nullptr;
+        *compiled = backends::cuda_backend() != nullptr;
         return;
       case DCT_BACKEND_HIP:
-        *compiled = kernels::hip_backend() != nullptr;
+        *compiled = backends::hip_backend() != nullptr;
         return;
     }
     fail(DCT_ERR_ARG, "backend " + std::to_string(backend) + " is not a DCT_Backend");

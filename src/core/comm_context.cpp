@@ -51,7 +51,7 @@ class ContextRegistry {
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &finalize_keyval_, nullptr),
         "MPI_Comm_create_keyval");
     check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, finalize_keyval_, nullptr), "MPI_Comm_set_attr");
-    owns_runtime_ = kernels::initialize_runtime();
+    owns_runtime_ = backends::initialize_runtime();
     started_ = true;
   }
 
@@ -126,7 +126,7 @@ class ContextRegistry {
     self.live_.clear();
     MPI_Comm_free_keyval(&self.context_keyval_);
     MPI_Comm_free_keyval(&self.finalize_keyval_);
-    if (self.owns_runtime_) kernels::finalize_runtime();
+    if (self.owns_runtime_) backends::finalize_runtime();
     self.owns_runtime_ = false;
     self.started_ = false;
     return MPI_SUCCESS;
@@ -181,7 +181,7 @@ DeviceTransport *CommContext::device_transport(MPI_Comm comm, bool wanted, bool 
   }
   if (!transport_tried_) {
     transport_tried_ = true;
-    transport_ = kernels::make_device_transport(comm, transport_why_);
+    transport_ = backends::make_device_transport(comm, transport_why_);
   }
   require(transport_ != nullptr || !required, DCT_ERR_NOT_COMPILED,
           "dct_transport=nccl: " + transport_why_);

@@ -6,7 +6,7 @@
 #include "core/error.hpp"
 #include "core/test_hooks.hpp"
 
-namespace dct::detail::kernels {
+namespace dct::detail::backends {
 namespace {
 
 Backend *cuda() {
@@ -69,4 +69,4 @@ std::unique_ptr<DeviceTransport> make_device_transport(MPI_Comm comm, std::strin
   return nccl_transport(comm, why);
 }
 
-}  // namespace dct::detail::kernels
+}  // namespace dct::detail::backends

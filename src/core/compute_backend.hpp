@@ -403,7 +403,7 @@ class BackendArray {
   T *data_ = nullptr;
 };
 
-namespace kernels {
+namespace backends {
 
 /// The compiled backends; nullptr when not compiled (the stubs in backends/*/*_stub.cpp).
 DCT_INTERNAL_API Backend *kokkos_backend();
@@ -421,5 +421,5 @@ DCT_INTERNAL_API bool initialize_runtime();
 /// Shuts down what initialize_runtime started; no-op if the application owns the runtime.
 DCT_INTERNAL_API void finalize_runtime();
 
-}  // namespace kernels
+}  // namespace backends
 }  // namespace dct::detail

@@ -273,7 +273,7 @@ const Knob knobs[] = {
     choice<algorithms, &Config::algorithm>("dct_algorithm", "DCT_ALGORITHM", kDp),
     {"dct_group_size", "DCT_GROUP_SIZE", parse_group_size,
      [](const Config &c) { return std::to_string(c.group_size); }, KnobUse::allreduce},
-    choice<backends, &Config::backend>("dct_backend", "DCT_BACKEND", kAll),
+    choice<knob_names::backends, &Config::backend>("dct_backend", "DCT_BACKEND", kAll),
     choice<value_codings, &Config::values>("dct_values", "DCT_VALUES", kAll),
     choice<transports, &Config::transport>("dct_transport", "DCT_TRANSPORT", KnobUse::allreduce),
     choice<thresholds, &Config::sampled_threshold>("dct_threshold", "DCT_THRESHOLD", kDp),
@@ -362,7 +362,7 @@ const char *algorithm_name(int algorithm) {
 }
 
 const char *backend_name(int backend) {
-  return backends.name(backend);
+  return knob_names::backends.name(backend);
 }
 
 const char *transport_name(Transport transport) {

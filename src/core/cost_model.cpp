@@ -75,7 +75,8 @@ double predicted_seconds(DCT_Algorithm algorithm, const ExchangeSize &size,
   const double own_entry =
       (size.own_value_bytes > 0 ? size.own_value_bytes : size.value_bytes) + index;
   const double entry = size.value_bytes + index;  // partial sums
-  const double merged = size.union_hint > 0 ? size.union_hint : expected_union(size.count, kept, p);
+  const double merged =
+      size.result_nonzeros > 0 ? size.result_nonzeros : expected_union(size.count, kept, p);
   // GPU requests: the sum crosses to the device as it travelled (sparse_result bytes against
   // the n-element sum's `dense`), dense's in full, where size.staging says it crosses at all;
   // allgather's blocks cross compressed and are charged nothing.
@@ -159,7 +160,7 @@ DCT_Algorithm cheapest_algorithm(const ExchangeSize &size, const NetworkModel &n
 }
 
 DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, int value_bytes,
-                               double total_kept, double union_hint, Staging staging,
+                               double total_kept, double result_nonzeros, Staging staging,
                                int group_size) {
   DCT_Algorithm algorithm = config.algorithm;
   if (algorithm == DCT_ALGORITHM_AUTO) {
@@ -170,7 +171,7 @@ DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count, in
     size.own_value_bytes =
         value_bytes_per_entry(config.values, static_cast<std::size_t>(value_bytes));
     size.total_kept = total_kept;
-    size.union_hint = union_hint;
+    size.result_nonzeros = result_nonzeros;
     if (config.result_density < 1.0)
       size.result_budget = std::max(1.0, std::ceil(config.result_density * count));
     size.group_size = ranks >= kHierarchyMinRanks ? group_size : 0;

@@ -43,7 +43,7 @@ struct ExchangeSize {
   double total_kept = 0;  ///< sum over ranks of the entries each sends
   /// Nonzeros of the sum, if known from an earlier call (split/recursive doubling measure it);
   /// <= 0: estimated as if the ranks chose their entries independently.
-  double union_hint = 0;
+  double result_nonzeros = 0;
   /// split with dct_result_density: the entries the result may keep (<= 0: no bound).
   double result_budget = 0;
   /// hierarchical: ranks per group (0: no hierarchy; the algorithm is not a candidate).
@@ -94,11 +94,12 @@ DCT_INTERNAL_API DCT_Algorithm cheapest_algorithm(const ExchangeSize &size,
 /// the only ones that can), hierarchical replaced by split where there is no hierarchy
 /// (`group_size` 0), then dense wherever the algorithm's messages would exceed what MPI's int
 /// counts of 8-byte units can describe. `total_kept`: the entries all ranks send;
-/// `union_hint`: as in ExchangeSize. `staging`: how GPU buffers' sums reach the device
+/// `result_nonzeros`: as in ExchangeSize. `staging`: how GPU buffers' sums reach the device
 /// (ExchangeSize::host_result_seconds and staging).
 DCT_INTERNAL_API DCT_Algorithm decide_algorithm(const Config &config, int ranks, double count,
                                                 int value_bytes, double total_kept,
-                                                double union_hint, Staging staging = Staging::none,
+                                                double result_nonzeros,
+                                                Staging staging = Staging::none,
                                                 int group_size = 0);
 
 /// The modelled speed-up of sending a message through a lossless coder rather than as it is

@@ -64,7 +64,7 @@ class DeviceTransport {
                           Stream stream) = 0;
 };
 
-namespace kernels {
+namespace backends {
 
 /// Whether this build has NCCL.
 DCT_INTERNAL_API bool nccl_compiled();
@@ -81,5 +81,5 @@ bool device_transport_compiled();
 /// (testing::make_device_transport).
 std::unique_ptr<DeviceTransport> make_device_transport(MPI_Comm comm, std::string &why);
 
-}  // namespace kernels
+}  // namespace backends
 }  // namespace dct::detail

@@ -34,13 +34,13 @@ extern void (*tamper_allreduce_indices)(WireIndex *idx, std::size_t entries);
 /// send, after encoding.
 extern void (*tamper_forward_message)(int peer, std::byte *message, std::size_t bytes);
 
-/// When set, the CUDA backend as kernels::backend_for sees it (dct_backend=auto and =cuda): a
+/// When set, the CUDA backend as backends::backend_for sees it (dct_backend=auto and =cuda): a
 /// GpuBackend of tests/gpu_emulation, whose "device" memory is host memory it allocated. A
 /// request on that memory then runs the GPU code path (device kernels, pinned staging, sums on
 /// the device) end to end on a machine without a GPU.
 extern Backend *emulated_gpu;
 
-/// When set, makes the device transport of GPU requests (kernels::make_device_transport)
+/// When set, makes the device transport of GPU requests (backends::make_device_transport)
 /// instead of NCCL: with emulated_gpu, tests run the dct_transport=nccl path without a GPU.
 extern std::unique_ptr<DeviceTransport> (*make_device_transport)(MPI_Comm comm);
 

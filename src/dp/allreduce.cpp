@@ -43,18 +43,18 @@ class CompressedEngine final : public RequestEngine, public EngineState {
                    const Config &config)
       : RequestEngine(std::move(context), args.count, sizeof(T), config),
         datatype_(args.datatype),
-        backend_(&kernels::backend_for(args.recvbuf, config.backend)),
+        backend_(&backends::backend_for(args.recvbuf, config.backend)),
         staged_(backend_->kind() != DCT_BACKEND_KOKKOS),
         compressor_(*backend_, config_, config.density >= 1.0 ? 0 : args.count, staged_, stream_),
         momentum_(*backend_, config_, config.density >= 1.0, staged_, elements(), stream_) {
     if (args.sendbuf != MPI_IN_PLACE && args.count > 0)
-      require(&kernels::backend_for(args.sendbuf, config.backend) == backend_, DCT_ERR_BUFFER,
+      require(&backends::backend_for(args.sendbuf, config.backend) == backend_, DCT_ERR_BUFFER,
               "sendbuf and recvbuf are in different memory spaces");
     placement_.staged = staged_;
     placement_.mpi_reads_device = staged_ && backend_->mpi_accepts_device_memory();
     state_ = this;
     if (config.transport == Transport::nccl && !dense_path()) {
-      require(kernels::device_transport_compiled(), DCT_ERR_NOT_COMPILED,
+      require(backends::device_transport_compiled(), DCT_ERR_NOT_COMPILED,
               "dct_transport=nccl: this build of dct does not include NCCL");
       require(backend_->kind() == DCT_BACKEND_CUDA, DCT_ERR_BUFFER,
               "dct_transport=nccl needs CUDA device buffers");
@@ -94,7 +94,7 @@ class CompressedEngine final : public RequestEngine, public EngineState {
     all_blocks_on_device_ = agreed.all_blocks_on_device;
     // The device transport, where every rank's request wants it (device_transport.hpp); its
     // blocks travel on their own, not with the headers.
-    if (config_.transport != Transport::mpi && kernels::device_transport_compiled())
+    if (config_.transport != Transport::mpi && backends::device_transport_compiled())
       transport_ =
           context_->device_transport(own_comm_, staged_ && backend_->kind() == DCT_BACKEND_CUDA,
                                      config_.transport == Transport::nccl);
@@ -356,7 +356,7 @@ class CompressedEngine final : public RequestEngine, public EngineState {
                          device_entries ? nullptr : outgoing_idx(),
                          device_entries ? nullptr : compressor_.outgoing_values(),
                          nullptr};
-    input.host = kernels::kokkos_backend();
+    input.host = backends::kokkos_backend();
     input.stream = stream_;
     input.result = sums_on_device ? recv_ : host_result();
     if (sums_on_device) input.device = backend_;

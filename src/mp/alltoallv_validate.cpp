@@ -53,7 +53,7 @@ MPI_Count check_side(const MPI_Count *counts, const MPI_Aint *displs, const void
 /// DCT-MP's selection and codec run on the host: device buffers are refused, not crashed on.
 void require_host(const void *buffer, const char *name) {
   if (buffer == nullptr || buffer == MPI_IN_PLACE) return;
-  require(kernels::backend_for(buffer, DCT_BACKEND_AUTO).kind() == DCT_BACKEND_KOKKOS,
+  require(backends::backend_for(buffer, DCT_BACKEND_AUTO).kind() == DCT_BACKEND_KOKKOS,
           DCT_ERR_BUFFER,
           std::string(name) + " is GPU memory: DCT-MP works on host buffers in this version");
 }

@@ -1,3 +1,4 @@
+// Over 450 lines: the structured mutator builds every attribute the reader checks.
 // libFuzzer harness of the checkpoint reader (CheckpointReader, checkpoint_reader.cpp and the
 // attribute readers of checkpoint_format.cpp), which validates what a checkpoint file holds
 // before DCT_Checkpoint_load or dct-ckpt trust it. Raw bytes are not the input: fuzzing them

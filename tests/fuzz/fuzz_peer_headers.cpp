@@ -66,7 +66,7 @@ void allreduce_header(dct::fuzz::Input &in) {
   const std::int64_t count = in.take<std::uint32_t>() % (std::int64_t(1) << 30);
   const unsigned flags = in.take<std::uint8_t>();
   const std::int64_t value_bytes = flags & 1 ? 8 : 4;
-  const double union_hint = double(in.take<std::uint32_t>());
+  const double result_nonzeros = double(in.take<std::uint32_t>());
   dd::Config config;
   constexpr DCT_Algorithm kConfigured[] = {DCT_ALGORITHM_AUTO, DCT_ALGORITHM_ALLGATHER,
                                            DCT_ALGORITHM_DENSE, DCT_ALGORITHM_SPLIT,
@@ -107,7 +107,7 @@ void allreduce_header(dct::fuzz::Input &in) {
   }
   if (total != announced.total_kept) std::abort();
   const DCT_Algorithm algorithm =
-      dd::decide_algorithm(config, ranks, double(count), int(value_bytes), total, union_hint,
+      dd::decide_algorithm(config, ranks, double(count), int(value_bytes), total, result_nonzeros,
                            static_cast<dd::Staging>((flags >> 6) % 4));
   if (algorithm != DCT_ALGORITHM_DENSE && algorithm != DCT_ALGORITHM_ALLGATHER &&
       algorithm != DCT_ALGORITHM_SPLIT && algorithm != DCT_ALGORITHM_RECURSIVE_DOUBLING)

@@ -1,3 +1,4 @@
+// Over 450 lines: every algorithm against the same table of data shapes.
 // The sparse allreduce algorithms against each other and the reference, on the data shapes
 // that break sparse collectives (empty, uneven, identical and disjoint contributions, fill-in),
 // and nonblocking completion in any order. Registered at 1 to 8 ranks.

@@ -1,3 +1,4 @@
+// Over 450 lines: one collective, forward and backward, against one reference.
 // DCT-MP (DCT_Alltoallv_init and its backward) against an independent reference: the same
 // rows masked here by plain sorting, then moved by MPI_Alltoallv of the dense blocks.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// Over 450 lines: one round-trip fixture and each corruption it must detect, a test apiece.
 // Checkpoints: bitwise round trip, restart equals an uninterrupted run, and every corruption
 // detected with its own code while the live state stays exactly as it was.
 #include <hdf5.h>

@@ -1,3 +1,4 @@
+// Over 450 lines: one twin fixture (host and device requests) for every device path.
 // The allreduce on GPU memory (docs/backends.md, "GPU-aware MPI and staging"): a request whose
 // buffers live on the device (dct_backend=auto finds the owner by pointer attributes) gives
 // the same sums, sends the same bytes and keeps the same residual as the same request on host
@@ -43,7 +44,7 @@ std::vector<Backend *> gpus() {
   return {&emulated};
 #endif
   std::vector<Backend *> found;
-  for (Backend *backend : {detail::kernels::cuda_backend(), detail::kernels::hip_backend()})
+  for (Backend *backend : {detail::backends::cuda_backend(), detail::backends::hip_backend()})
     if (backend != nullptr && backend->available()) found.push_back(backend);
   return found;
 }

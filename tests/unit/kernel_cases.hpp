@@ -1,5 +1,5 @@
 // The kernel tests' cases (tests/unit/test_kernels.cpp, test_selection.cpp): every backend of
-// this build, the Kokkos core on each execution space of its Kokkos and the native CUDA and HIP
+// this build, the Kokkos backend on each execution space of its Kokkos and the native CUDA and HIP
 // backends, for float and double; a case whose space or backend is missing, or has no device on
 // this node, is skipped with a message. Data is prepared on the host and copied to the backend's
 // memory.
@@ -19,7 +19,7 @@
 
 namespace dct::detail::test {
 
-/// Where a case's kernels come from: the Kokkos core on one execution space, or a native
+/// Where a case's kernels come from: the Kokkos backend on one execution space, or a native
 /// GPU backend.
 enum class Source {
   kokkos_serial,
@@ -57,20 +57,20 @@ inline const char *source_name(Source source) {
 inline Backend *compiled_backend(DCT_Backend kind) {
   switch (kind) {
     case DCT_BACKEND_CUDA:
-      return kernels::cuda_backend();
+      return backends::cuda_backend();
     case DCT_BACKEND_HIP:
-      return kernels::hip_backend();
+      return backends::hip_backend();
     default:
-      return kernels::kokkos_backend();
+      return backends::kokkos_backend();
   }
 }
 
 inline Backend *source_backend(Source source) {
   switch (source) {
     case Source::native_cuda:
-      return kernels::cuda_backend();
+      return backends::cuda_backend();
     case Source::native_hip:
-      return kernels::hip_backend();
+      return backends::hip_backend();
     default:
       return kokkos_space_backend(source_name(source) + std::strlen("kokkos_"));
   }

@@ -1,4 +1,4 @@
-// Instantiates the Kokkos core for each execution space that Kokkos was built with. With a
+// Instantiates the Kokkos backend for each execution space that Kokkos was built with. With a
 // device-enabled Kokkos this file is compiled for the device too (KOKKOS_LAMBDA is
 // __host__ __device__), which is what checks that the kernels are portable.
 #include "kokkos_spaces.hpp"
@@ -14,7 +14,7 @@ namespace {
 
 template <typename Exec>
 Backend *instance() {
-  static kernels::kokkos::KokkosBackend<Exec> backend;
+  static backends::kokkos::KokkosBackend<Exec> backend;
   return &backend;
 }
 
@@ -38,11 +38,11 @@ Backend *kokkos_space_backend(const char *name) {
 }
 
 int host_simd_tiers() {
-  return kernels::kokkos::detect_host_simd() == HostSimd::avx512 ? 2 : 1;
+  return backends::kokkos::detect_host_simd() == HostSimd::avx512 ? 2 : 1;
 }
 
 void set_host_simd_tier(int tier) {
-  kernels::kokkos::host_simd = static_cast<HostSimd>(tier);
+  backends::kokkos::host_simd = static_cast<HostSimd>(tier);
 }
 
 }  // namespace dct::detail::test

@@ -1,7 +1,7 @@
 // The compression kernels of every backend against simple references (sorting, loops), for
 // float and double: the exact and sampled thresholds and the element-wise kernels here, the
 // selection (select, trim_candidates, keep_top) and the result (sum_lists) in
-// test_selection.cpp. The bodies are written once and run on the Kokkos core instantiated for
+// test_selection.cpp. The bodies are written once and run on the Kokkos backend instantiated for
 // each execution space of this build's Kokkos (kokkos_spaces.cpp: Serial, OpenMP, Cuda, HIP) and
 // on the native CUDA and HIP backends when compiled (kernel_cases.hpp). Each execution space is
 // its own ctest entry (CMakeLists.txt).
@@ -225,15 +225,15 @@ TEST(Backends, CompiledAnswersThroughItsOutputAndReturnsACode) {
 
 TEST(Backends, HostBuffersRunOnKokkosAndMissingBackendsSayNotCompiled) {
   std::vector<float> host(4);
-  EXPECT_EQ(kernels::backend_for(host.data(), DCT_BACKEND_AUTO).kind(), DCT_BACKEND_KOKKOS);
-  EXPECT_EQ(kernels::backend_for(host.data(), DCT_BACKEND_KOKKOS).kind(), DCT_BACKEND_KOKKOS);
+  EXPECT_EQ(backends::backend_for(host.data(), DCT_BACKEND_AUTO).kind(), DCT_BACKEND_KOKKOS);
+  EXPECT_EQ(backends::backend_for(host.data(), DCT_BACKEND_KOKKOS).kind(), DCT_BACKEND_KOKKOS);
   for (DCT_Backend gpu : {DCT_BACKEND_CUDA, DCT_BACKEND_HIP}) {
     int compiled = -1;
     ASSERT_EQ(DCT_Backend_compiled(gpu, &compiled), DCT_SUCCESS);
     EXPECT_EQ(compiled, compiled_backend(gpu) != nullptr ? 1 : 0);
     if (compiled_backend(gpu) != nullptr) continue;
     try {
-      kernels::backend_for(host.data(), gpu);
+      backends::backend_for(host.data(), gpu);
       ADD_FAILURE() << "a backend that is not compiled was returned";
     } catch (const Error &e) {
       EXPECT_EQ(e.code(), DCT_ERR_NOT_COMPILED);
@@ -266,8 +266,8 @@ TEST(Backends, KokkosRunsWithTheEnvironmentsThreadCount) {
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  const bool started = dct::detail::kernels::initialize_runtime();
+  const bool started = dct::detail::backends::initialize_runtime();
   const int failed = RUN_ALL_TESTS();
-  if (started) dct::detail::kernels::finalize_runtime();
+  if (started) dct::detail::backends::finalize_runtime();
   return failed;
 }

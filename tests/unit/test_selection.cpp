@@ -1,3 +1,4 @@
+// Over 450 lines: each selection kernel beside its plain reference and its cases.
 // The selection kernels of every backend (kernel_cases.hpp) against a reference written as
 // plainly as possible: select (the pass over the tensor), trim_candidates and keep_top (the exact
 // top k of a candidate list, ties to the lowest indices, rounded for the wire, what stays home

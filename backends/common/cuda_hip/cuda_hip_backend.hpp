@@ -6,8 +6,9 @@
 // the kernel language
 // (__global__, <<<>>>, atomicAdd, __shared__) is common to nvcc and hip-clang. Kernels are
 // launched through DCT_GPU_LAUNCH so that tests/gpu_emulation can run this file on the host.
-// The kernels are in kernels.hpp and block_codec.hpp; this file is the class that queues them,
-// one template per Backend call instantiated for float and double (hence its length).
+// The kernels are in kernels.hpp and block_codec.hpp, the selection's queued steps in
+// selection_queue.hpp, the stream and scratch memory in stream_scratch.hpp; this file is the
+// class that queues them, one member template per typed Backend operation.
 //
 // Errors: every failed runtime call throws dct::detail::Error with the runtime's error name and
 // string. Out of memory is DCT_ERR_NO_MEMORY and recoverable (free something, retry). Every
@@ -51,12 +52,13 @@ namespace {
 // --- The sparse block codec ----------------------------------------------------------------
 #include "common/cuda_hip/block_codec.hpp"
 
-// --- The Backend ---------------------------------------------------------------------------
+// --- Streams and scratch memory ----------------------------------------------------------
+#include "common/cuda_hip/stream_scratch.hpp"
 
-constexpr std::size_t kAlign = 256;
-std::size_t aligned(std::size_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
-}
+// --- The selection's queued steps ----------------------------------------------------------
+#include "common/cuda_hip/selection_queue.hpp"
+
+// --- The Backend ---------------------------------------------------------------------------
 
 class GpuBackend final : public TypedBackend<GpuBackend> {
   friend class TypedBackend<GpuBackend>;  // calls the typed operations below
@@ -67,10 +69,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
   GpuBackend &operator=(const GpuBackend &) = delete;
   /// The accessors never destroy their backend (the runtime may be gone at exit); a backend
   /// that is destroyed (tests/gpu_emulation) frees its scratch memory. Its stream stays.
-  ~GpuBackend() override {
-    deallocate(workspace_);
-    deallocate_host(readback_);
-  }
+  ~GpuBackend() override = default;
 
   DCT_Backend kind() const override { return DCT_GPU_KIND; }
 
@@ -94,24 +93,10 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
     return device;
   }
 
-  void *allocate(std::size_t bytes) override {
-    void *pointer = nullptr;
-    if (bytes == 0) return nullptr;
-    check(api::malloc_device(&pointer, bytes), "device allocation");
-    return pointer;
-  }
-  void deallocate(void *pointer) noexcept override {
-    if (pointer && api::free_device(pointer) != api::success) (void)api::get_last_error();
-  }
-  void *allocate_host(std::size_t bytes) override {
-    void *pointer = nullptr;
-    if (bytes == 0) return nullptr;
-    check(api::malloc_host(&pointer, bytes), "pinned host allocation");
-    return pointer;
-  }
-  void deallocate_host(void *pointer) noexcept override {
-    if (pointer && api::free_host(pointer) != api::success) (void)api::get_last_error();
-  }
+  void *allocate(std::size_t bytes) override { return allocate_device(bytes); }
+  void deallocate(void *pointer) noexcept override { free_device(pointer); }
+  void *allocate_host(std::size_t bytes) override { return allocate_pinned(bytes); }
+  void deallocate_host(void *pointer) noexcept override { free_pinned(pointer); }
 
   void copy(void *destination, const void *source, std::size_t bytes, Stream stream) override {
     if (bytes == 0) return;
@@ -135,7 +120,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
                     std::size_t count, std::uint64_t *host_out, Stream stream) override {
     if (count == 0) return;
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     const std::size_t bytes = count * sizeof(std::uint64_t);
     char *scratch = workspace(2 * aligned(bytes), s);
     auto *device_keys = reinterpret_cast<std::uint64_t *>(scratch);
@@ -147,131 +132,9 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
   }
 
  private:
-  /// `stream`, or the backend's own non-blocking stream (created on first use, on the device
-  /// current then) for nullptr: dct never uses the legacy default stream.
-  api::stream_t resolve(Stream stream) {
-    if (stream != nullptr) return static_cast<api::stream_t>(stream);
-    std::lock_guard<std::mutex> lock(stream_mutex_);
-    if (own_stream_ == nullptr) check(api::stream_create(&own_stream_), "stream creation");
-    return own_stream_;
-  }
-
-  /// Pinned host memory of at least `bytes` for the scalars the host reads back (counts, a
-  /// threshold, a verdict). A copy from the device into pageable memory returns only once it is
-  /// done, so each would make the host wait for the device right there; into pinned memory it
-  /// is queued like a kernel, and the one wait at the end covers them all. The caller holds
-  /// workspace_mutex_.
-  char *readback(std::size_t bytes) {
-    if (bytes > readback_bytes_) {
-      deallocate_host(readback_);
-      readback_ = nullptr;
-      readback_bytes_ = 0;
-      readback_ = static_cast<char *>(allocate_host(bytes));
-      readback_bytes_ = bytes;
-    }
-    return readback_;
-  }
-
-  /// Device scratch memory of at least `bytes`, kept between calls (grow only), for kernels on
-  /// stream `s`. The caller holds workspace_mutex_ while it queues them. Kernels an earlier call
-  /// queued may still read it: on the same stream they run first; on another, wait for them
-  /// (freeing it to grow it waits for the whole device).
-  char *workspace(std::size_t bytes, api::stream_t s) {
-    if (workspace_stream_ != nullptr && workspace_stream_ != s)
-      check(api::stream_synchronize(workspace_stream_), "workspace (synchronize)");
-    workspace_stream_ = s;
-    if (bytes > workspace_bytes_) {
-      deallocate(workspace_);
-      workspace_ = nullptr;
-      workspace_bytes_ = 0;
-      workspace_ = static_cast<char *>(allocate(bytes));
-      workspace_bytes_ = bytes;
-    }
-    return workspace_;
-  }
-
-  /// The radix selection's kernels, queued: init, then a histogram and a digit per 11 bits.
-  template <typename T>
-  void queue_radix_selection(const T *send, const T *residual, std::size_t n, unsigned long long k,
-                             const unsigned long long *past, SelectState<KeyBits<T>> *state,
-                             unsigned long long *histogram, api::stream_t s) {
-    using Bits = KeyBits<T>;
-    DCT_GPU_LAUNCH(select_init<Bits>, 1, kBlock, s, state, k, past, histogram);
-    check_launch("kth_largest_abs (init)");
-    // Fewer blocks than the other kernels: each block adds its shared histogram to the global
-    // one at the end (kBins atomics per block).
-    const unsigned int grid = grid_for(n, 1024);
-    for (int high = 8 * sizeof(T) - 1; high > 0;) {
-      const int width = high < kDigitBits ? high : kDigitBits;
-      const int shift = high - width;
-      const Bits digit_mask = (Bits(1) << width) - 1;
-      DCT_GPU_LAUNCH(select_histogram<T>, grid, kBlock, s, send, residual, n, state, shift,
-                     digit_mask, histogram);
-      check_launch("kth_largest_abs (histogram)");
-      DCT_GPU_LAUNCH(select_digit<Bits>, 1, kBlock, s, state, shift, digit_mask, histogram);
-      check_launch("kth_largest_abs (digit)");
-      high = shift;
-    }
-  }
-
-  /// ranks_by_selections's work queued, for the trim: the count of the non-finite candidates
-  /// and the two radix selections past them (at k and at aim), back to back; the count and the
-  /// two keys land in host[0..2] once the stream gets there. `scratch`: ranks_bytes<T>() of the
-  /// workspace. Returns the selection at k (its state), which the trim's threshold reads.
-  template <typename T>
-  static std::size_t ranks_bytes() {
-    return aligned(2 * sizeof(unsigned long long)) +
-           2 * (aligned(kBins * sizeof(unsigned long long)) +
-                aligned(sizeof(SelectState<KeyBits<T>>)));
-  }
-  template <typename T>
-  const SelectState<KeyBits<T>> *queue_ranks(const T *val, std::size_t m, std::size_t k,
-                                             std::size_t aim, char *scratch,
-                                             unsigned long long *host, api::stream_t s,
-                                             const unsigned long long **nonfinite) {
-    using Bits = KeyBits<T>;
-    const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
-    const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
-    const std::size_t selection_bytes = histogram_bytes + aligned(sizeof(SelectState<Bits>));
-    auto *counts = reinterpret_cast<unsigned long long *>(scratch);
-    check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "trim (counts)");
-    // At tau = Inf the keep rule selects exactly NaN and +-Inf: counts[1].
-    DCT_GPU_LAUNCH(count_selected<T>, grid_for(m, 1024), kBlock, s, static_cast<const T *>(nullptr),
-                   val, m, std::numeric_limits<T>::infinity(),
-                   static_cast<const DeviceThreshold<T> *>(nullptr), counts);
-    check_launch("trim (count)");
-    check(api::copy_async(host, counts + 1, sizeof(unsigned long long), s), "trim (copy)");
-    const std::size_t rank_of[2] = {k, aim};
-    const SelectState<Bits> *at_k = nullptr;
-    for (int j = 0; j < 2; ++j) {
-      char *selection = scratch + counts_bytes + std::size_t(j) * selection_bytes;
-      auto *histogram = reinterpret_cast<unsigned long long *>(selection);
-      auto *state = reinterpret_cast<SelectState<Bits> *>(selection + histogram_bytes);
-      queue_radix_selection(static_cast<const T *>(nullptr), val, m, rank_of[j], counts + 1, state,
-                            histogram, s);
-      check(api::copy_async(host + 1 + j, &state->prefix, sizeof(Bits), s), "trim (copy)");
-      if (j == 0) at_k = state;
-    }
-    *nonfinite = counts + 1;
-    return at_k;
-  }
-  /// The ranks queue_ranks left in host[0..2], once the stream got there.
-  template <typename T>
-  static CandidateRanks<T> ranks_read(const unsigned long long *host, std::size_t m, std::size_t k,
-                                      std::size_t aim) {
-    CandidateRanks<T> ranks;
-    ranks.finite = m - static_cast<std::size_t>(host[0]);
-    const std::size_t rank_of[2] = {k, aim};
-    for (int j = 0; j < 2; ++j) {
-      KeyBits<T> key;
-      std::memcpy(&key, host + 1 + j, sizeof key);
-      const T kth = rank_of[j] >= 1 && rank_of[j] <= ranks.finite
-                        ? kernel_logic::threshold_of_key<T>(key)
-                        : T(0);
-      (j == 0 ? ranks.kth : ranks.aimth) = kth;
-    }
-    return ranks;
-  }
+  api::stream_t resolve(Stream stream) { return scratch_.resolve(stream); }
+  char *readback(std::size_t bytes) { return scratch_.readback(bytes); }
+  char *workspace(std::size_t bytes, api::stream_t s) { return scratch_.workspace(bytes, s); }
 
   /// Backend's trim (trim_by_ranks of ranks_by_selections: keep_top at the k-th largest finite
   /// |value| with limit k, where more than k are finite) with one wait instead of four: the
@@ -284,7 +147,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
                              T *remainders, Stream stream) {
     if (m == 0) return Trimmed<T>{};
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     const std::size_t threshold_bytes = aligned(sizeof(DeviceThreshold<T>));
     const std::size_t ranks_part = ranks_bytes<T>();
     const std::size_t positions_part = positions_bytes<T>(nullptr, val, m, s);
@@ -313,7 +176,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
     using Bits = KeyBits<T>;
     require(k >= 1 && k <= n, DCT_ERR_INTERNAL, "kth_largest_abs: k out of range");
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     const std::size_t histogram_bytes = aligned(kBins * sizeof(unsigned long long));
     char *scratch = workspace(histogram_bytes + aligned(sizeof(SelectState<Bits>)), s);
     auto *histogram = reinterpret_cast<unsigned long long *>(scratch);
@@ -331,7 +194,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
     if (m == 0) return;
     require(n > 0, DCT_ERR_INTERNAL, "gather_abs_sample: samples of an empty tensor");
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     T *samples = reinterpret_cast<T *>(workspace(m * sizeof(T), s));
     for_each("gather_abs_sample", m,
              kernel_logic::GatherAbsSample<T>{send, residual, n, m, seed, samples}, s);
@@ -339,69 +202,6 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
     check(api::stream_synchronize(s), "gather_abs_sample");
   }
 
-  /// The positions of a selection at tau with `limit` over accumulated(send, residual, i),
-  /// i < n (select_compact and keep_compact write the entries): the scanned keep flags in the
-  /// workspace and the flag itself. queue_positions queues the count and the scans in
-  /// `scratch` (positions_bytes of the workspace) and the copies of the counts into host[0..2]
-  /// (pinned); positions_read reads what Backend::select returns from there once the stream got
-  /// there. `at`: the threshold on the device instead of `tau` (DeviceThreshold). The caller
-  /// holds workspace_mutex_.
-  template <typename T>
-  struct Positions {
-    const unsigned int *inclusive = nullptr;
-    SelectFlag<T> flag{};
-  };
-  template <typename T>
-  static std::size_t positions_bytes(const T *send, const T *residual, std::size_t n,
-                                     api::stream_t s) {
-    require(n <= std::numeric_limits<unsigned int>::max(), DCT_ERR_INTERNAL,
-            "select: more elements than DCT_MAX_COUNT");
-    const TieFlag<T> tie{{send, residual, T(0), nullptr}};
-    const SelectFlag<T> flag{{send, residual, T(0), nullptr}, nullptr, nullptr, 0};
-    std::size_t tie_scan = 0, keep_scan = 0;
-    check(api::inclusive_sum_of(nullptr, tie_scan, tie, n, static_cast<unsigned int *>(nullptr), s),
-          "select (scan size)");
-    check(
-        api::inclusive_sum_of(nullptr, keep_scan, flag, n, static_cast<unsigned int *>(nullptr), s),
-        "select (scan size)");
-    return aligned(2 * sizeof(unsigned long long)) + 2 * aligned(n * sizeof(unsigned int)) +
-           aligned(tie_scan > keep_scan ? tie_scan : keep_scan);
-  }
-  template <typename T>
-  Positions<T> queue_positions(const T *send, const T *residual, std::size_t n, T tau,
-                               const DeviceThreshold<T> *at, std::size_t limit, char *scratch,
-                               std::size_t bytes, unsigned long long *host, api::stream_t s) {
-    const std::size_t counts_bytes = aligned(2 * sizeof(unsigned long long));
-    const std::size_t array_bytes = aligned(n * sizeof(unsigned int));
-    std::size_t temporary_bytes = bytes - counts_bytes - 2 * array_bytes;
-    auto *counts = reinterpret_cast<unsigned long long *>(scratch);
-    auto *tie_inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes);
-    auto *inclusive = reinterpret_cast<unsigned int *>(scratch + counts_bytes + array_bytes);
-    char *temporary = scratch + counts_bytes + 2 * array_bytes;
-    const TieFlag<T> tie{{send, residual, tau, at}};
-    SelectFlag<T> flag{{send, residual, tau, at}, nullptr, nullptr, 0};
-    check(api::zero_async(counts, 2 * sizeof(unsigned long long), s), "select (counts)");
-    DCT_GPU_LAUNCH(count_selected<T>, grid_for(n, 1024), kBlock, s, send, residual, n, tau, at,
-                   counts);
-    check_launch("select (count)");
-    check(api::copy_async(host, counts, 2 * sizeof(unsigned long long), s), "select (copy)");
-    if (limit != kEveryTie) {  // the tie budget is counts[0]'s business, on the device
-      check(api::inclusive_sum_of(temporary, temporary_bytes, tie, n, tie_inclusive, s),
-            "select (ties)");
-      flag.tie_inclusive = tie_inclusive;
-      flag.above = counts;
-      flag.limit = limit;
-    }
-    check(api::inclusive_sum_of(temporary, temporary_bytes, flag, n, inclusive, s),
-          "select (scan)");
-    check(api::copy_async(host + 2, inclusive + (n - 1), sizeof(unsigned int), s), "select (copy)");
-    return Positions<T>{inclusive, flag};
-  }
-  static Selected positions_read(const unsigned long long *host) {
-    unsigned int kept;
-    std::memcpy(&kept, host + 2, sizeof kept);
-    return Selected{kept, static_cast<std::size_t>(host[1])};
-  }
   /// queue_positions in the workspace, then the wait for what select returns.
   template <typename T>
   Positions<T> select_positions(const T *send, const T *residual, std::size_t n, T tau,
@@ -422,7 +222,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
                   Stream stream) {
     if (n == 0) return Selected{};
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     if (pending.size > 0) {  // a kernel of their own, before the pass (it reads the residual)
       for_each("select (pending writes)", pending.size,
                kernel_logic::ScatterSet<T>{pending.idx, pending.val, residual}, s);
@@ -443,7 +243,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
                        Stream stream) {
     if (m == 0) return 0;
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     Selected selected;
     const Positions<T> positions = select_positions<T>(nullptr, val, m, tau, limit, s, selected);
     DCT_GPU_LAUNCH(keep_compact<T>, grid_for(m), kBlock, s, idx, val, m, positions.flag,
@@ -485,7 +285,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
       return;
     }
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     // One scratch buffer: a flag per block, each block's scanned chunk counts, the scan's storage
     // (one block's scan after another on the stream: they share it).
     std::size_t arrays_bytes = 0, scan_bytes = 0;
@@ -553,7 +353,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
   void quantise_signs(const T *val, std::size_t m, T *wire, T *remainders, Stream stream) {
     if (m == 0) return;
     const api::stream_t s = resolve(stream);
-    std::lock_guard<std::mutex> lock(workspace_mutex_);
+    std::lock_guard<std::mutex> lock(scratch_.mutex);
     const std::size_t chunks = (m + sign_values::kChunk - 1) / sign_values::kChunk;
     const std::size_t magnitude_bytes = aligned(sizeof(sign_values::Magnitude<T>));
     char *scratch = workspace(magnitude_bytes + chunks * sizeof(sign_values::Partial), s);
@@ -635,15 +435,7 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
   mutable std::once_flag mpi_once_;
   mutable bool mpi_aware_ = false;
 
-  std::mutex stream_mutex_;
-  api::stream_t own_stream_ = nullptr;
-
-  std::mutex workspace_mutex_;  // one scratch buffer: kernels of this backend run one at a time
-  char *workspace_ = nullptr;
-  std::size_t workspace_bytes_ = 0;
-  api::stream_t workspace_stream_ = nullptr;  // the stream of the last kernels that used it
-  char *readback_ = nullptr;                  // pinned (readback)
-  std::size_t readback_bytes_ = 0;
+  StreamScratch scratch_;  // the stream, the workspace and the readback buffer
 };
 
 }  // namespace

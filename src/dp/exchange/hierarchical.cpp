@@ -69,8 +69,8 @@ Hierarchy make_hierarchy(MPI_Comm comm, int requested_group_size) {
 bool connect_device_transports(Hierarchy &hierarchy, MPI_Comm comm) {
   std::string why;
   if (hierarchy.group_size > 0) {
-    hierarchy.group_transport = kernels::make_device_transport(hierarchy.group, why);
-    hierarchy.cross_transport = kernels::make_device_transport(hierarchy.cross, why);
+    hierarchy.group_transport = backends::make_device_transport(hierarchy.group, why);
+    hierarchy.cross_transport = backends::make_device_transport(hierarchy.cross, why);
   }
   int both = hierarchy.group_transport != nullptr && hierarchy.cross_transport != nullptr ? 1 : 0;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &both, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
