@@ -110,7 +110,7 @@ struct Nccl {
 int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state) {
   const std::size_t n = static_cast<std::size_t>(bytes) / sizeof(float);
   constexpr int kCycle = 4;
-  detail::Backend &cuda = *detail::kernels::cuda_backend();
+  detail::Backend &cuda = *detail::backends::cuda_backend();
   BackendArray<float> pool(cuda, n * kCycle), send(cuda, n), recv(cuda, n);
   BackendArray<float> host_send(cuda, n, true), host_recv(cuda, n, true);
   {
@@ -200,7 +200,7 @@ int run_size(const DeviceOptions &o, long long bytes, int rank, void *nccl_state
 }
 
 void selection_row(const DeviceOptions &o, long long bytes) {
-  detail::Backend &cuda = *detail::kernels::cuda_backend();
+  detail::Backend &cuda = *detail::backends::cuda_backend();
   const std::size_t n = static_cast<std::size_t>(bytes) / sizeof(float);
   const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(o.density * double(n)));
   BackendArray<float> values(cuda, n), zeros(cuda, n);

@@ -166,10 +166,10 @@ int run(const KernelOptions &o) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;
-  const bool started = kernels::initialize_runtime();
-  Backend *chosen = o.backend == DCT_BACKEND_CUDA  ? kernels::cuda_backend()
-                    : o.backend == DCT_BACKEND_HIP ? kernels::hip_backend()
-                                                   : kernels::kokkos_backend();
+  const bool started = backends::initialize_runtime();
+  Backend *chosen = o.backend == DCT_BACKEND_CUDA  ? backends::cuda_backend()
+                    : o.backend == DCT_BACKEND_HIP ? backends::hip_backend()
+                                                   : backends::kokkos_backend();
   if (chosen == nullptr || !chosen->available())
     throw std::invalid_argument(std::string("backend ") + DCT_Backend_name(o.backend) +
                                 (chosen ? " has no device here" : " is not compiled in"));
@@ -188,7 +188,7 @@ int run(const KernelOptions &o) {
     else
       run<float>(o, backend, bytes);
   }
-  if (started) kernels::finalize_runtime();
+  if (started) backends::finalize_runtime();
   return 0;
 }
 
