@@ -327,7 +327,7 @@ double predicted_seconds(int algorithm, const Measurement &m, int ranks, long lo
   size.count = double(count);
   size.value_bytes = 4;
   size.total_kept = m.kept_mean * ranks;
-  size.union_hint = double(result_nnz);
+  size.result_nonzeros = double(result_nnz);
   if (result_density < 1) size.result_budget = std::ceil(result_density * double(count));
   size.group_size = dct::detail::hierarchy_group_size(ranks, 1, 0);  // one rank per host
   return dct::detail::predicted_seconds(static_cast<DCT_Algorithm>(algorithm), size,

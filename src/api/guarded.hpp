@@ -38,7 +38,7 @@ class ContextEntry {
     // first need this rank's part of another blocking call). A pass that held it at the
     // try_lock and left before `passes` was read has moved `pass_exits` (it counts its exit
     // first): without that count, a call whose communicator only another thread's pass had
-    // touched failed with DCT_ERR_THREAD (seen once in CI: MPICH, mpi.threads.np2, then named mpi.misbehaviour.np2).
+    // touched failed with DCT_ERR_THREAD (seen once in CI, under MPICH).
     for (;;) {
       const std::uint64_t exits = context.pass_exits().load();
       if (lock_.try_lock()) break;
