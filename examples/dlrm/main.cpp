@@ -1,3 +1,4 @@
+// Over 450 lines: the demo's whole training loop and its command line, read top to bottom.
 // dct-dlrm: DLRM (or a plain MLP) on Fashion-MNIST, trained with dense MPI collectives and with
 // dct's compressed ones from the same initial values, and compared.
 #include <mpi.h>

@@ -1,3 +1,4 @@
+// Over 450 lines: every alltoallv baseline is timed beside dct in this one program.
 // dct-bench alltoallv: DCT-MP (DCT_Alltoallv_init and its backward) against MPI_Alltoallv of
 // the dense blocks, in the same run, on the same buffers.
 //

@@ -1,3 +1,4 @@
+// Over 450 lines: one SimGrid program, its measurement, its model and their comparison.
 // sim_allreduce: dct's compressed allreduce and MPI_Allreduce, timed under SimGrid's SMPI
 // (MPI_Wtime is simulated time there). hpc/sim/run.sh builds and runs it; see
 // docs/simulation.md for the method.

@@ -1,3 +1,4 @@
+# Over 450 lines: the simulation's whole report (tables, checks, the plot) in one script.
 """The page hpc/sim/simulate.py writes (docs/simulation.md and its plot) from the simulated
 results: tables, the compute model, the targets, the cost model against the simulation.
 Standard library only (gnuplot draws the plot when installed). Past 400 lines: the page's prose
