@@ -69,33 +69,44 @@ void run(const char *algorithm, const char *values, const char *control, bool ch
   MPI_Info_free(&info);
   const Pool pool(kElements);
   const auto k = static_cast<MPI_Count>(std::ceil(0.05 * double(kElements)));
-  AllocationCount count;
+  AllocationCount first, second;  // two windows of kCounted calls each
   int wrong_count = 0;
-  const int calls = check ? kWarmup + kCounted : kWarmup;
+  const int calls = check ? kWarmup + 2 * kCounted : kWarmup;
   for (int call = 0; call < calls; ++call) {
     pool.fill(call, send);
     MPI_Barrier(MPI_COMM_WORLD);
     if (check && call == kWarmup) start_counting();
+    if (check && call == kWarmup + kCounted) {
+      first = stop_counting();
+      start_counting();
+    }
     DCT_Status status;
     ASSERT_EQ(DCT_Start(&request), DCT_SUCCESS);
     ASSERT_EQ(DCT_Wait(&request, &status), DCT_SUCCESS);
     if (call >= kWarmup && std::string(control) == "adaptive" && status.nnz_sent != k)
       ++wrong_count;
   }
-  count = stop_counting();
+  second = stop_counting();
   EXPECT_EQ(DCT_Request_free(&request), DCT_SUCCESS);
   if (!check) return;
   EXPECT_EQ(wrong_count, 0) << "calls that did not send exactly k = " << k << " entries";
-  std::string where;
-  for (const std::string &caller : count.where) where += "\n  " + caller;
-  EXPECT_EQ(count.allocations, 0) << "allocations in " << kCounted << " calls, first:" << where;
+  for (const AllocationCount *count : {&first, &second}) {
+    std::string where;
+    for (const std::string &caller : count->where) where += "\n  " + caller;
+    EXPECT_EQ(count->allocations, 0) << "allocations in " << kCounted << " calls, first:" << where;
+  }
   // The process's page faults are MPI's too, and only the allocations can be told apart.
   // Open MPI's shared memory is warm after the first pass; MPICH 4.0.2 over UCX touches fresh
   // pages of its own shared-memory segments in calls long after (perf record -e page-faults in
   // the counted calls: uct_sm_ep_put_bcopy, ucp_eager_only_handler and their copies; 35-39 faults
   // for a request run alone, 1 after the first pass), so under MPICH they are not asserted.
+  // Under Open MPI one page is now and then first touched late (1 fault in one window, in about
+  // one suite run in five on 2 loaded cores; not traced to its owner): a cost per call shows in
+  // both windows, so one of them must be free of faults.
   if (!mpi_is_mpich()) {
-    EXPECT_EQ(count.page_faults, 0) << "page faults in " << kCounted << " calls";
+    EXPECT_TRUE(first.page_faults == 0 || second.page_faults == 0)
+        << "page faults in two windows of " << kCounted << " calls: " << first.page_faults
+        << " and " << second.page_faults;
   }
 }
 

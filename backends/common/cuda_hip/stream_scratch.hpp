@@ -20,11 +20,44 @@ inline void release_with(api::error_t (*release)(void *), void *pointer) noexcep
 inline void *allocate_device(std::size_t bytes) {
   return allocate_with(api::malloc_device, bytes, "device allocation");
 }
-inline void free_device(void *pointer) noexcept { release_with(api::free_device, pointer); }
+inline void free_device(void *pointer) noexcept {
+  release_with(api::free_device, pointer);
+}
 inline void *allocate_pinned(std::size_t bytes) {
   return allocate_with(api::malloc_host, bytes, "pinned host allocation");
 }
-inline void free_pinned(void *pointer) noexcept { release_with(api::free_host, pointer); }
+inline void free_pinned(void *pointer) noexcept {
+  release_with(api::free_host, pointer);
+}
+
+/// Memory of at least the bytes last asked for, from `allocate`: grown by freeing it and
+/// allocating again, never shrunk (empty again where the allocation throws).
+class GrowingMemory {
+ public:
+  using Allocate = void *(*)(std::size_t);
+  using Release = void (*)(void *) noexcept;
+  GrowingMemory(Allocate allocate, Release release) : allocate_(allocate), release_(release) {}
+  GrowingMemory(const GrowingMemory &) = delete;
+  GrowingMemory &operator=(const GrowingMemory &) = delete;
+  ~GrowingMemory() { release_(data_); }
+
+  char *at_least(std::size_t bytes) {
+    if (bytes > bytes_) {
+      release_(data_);
+      data_ = nullptr;
+      bytes_ = 0;
+      data_ = static_cast<char *>(allocate_(bytes));
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  Allocate allocate_;
+  Release release_;
+  char *data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
 
 /// A backend's stream and scratch memory. `mutex` is held while kernels that use the workspace
 /// or the readback buffer are queued: the backend's kernels run one call at a time.
@@ -33,11 +66,9 @@ class StreamScratch {
   StreamScratch() = default;
   StreamScratch(const StreamScratch &) = delete;
   StreamScratch &operator=(const StreamScratch &) = delete;
-  /// Frees the scratch memory; the stream stays (the runtime may be gone at exit).
-  ~StreamScratch() {
-    free_device(workspace_);
-    free_pinned(readback_);
-  }
+  /// Frees the scratch memory (GrowingMemory); the stream stays (the runtime may be gone at
+  /// exit).
+  ~StreamScratch() = default;
 
   /// `stream`, or the backend's own non-blocking stream (created on first use, on the device
   /// current then) for nullptr: dct never uses the legacy default stream.
@@ -53,16 +84,7 @@ class StreamScratch {
   /// done, so each would make the host wait for the device right there; into pinned memory it
   /// is queued like a kernel, and the one wait at the end covers them all. The caller holds
   /// `mutex`.
-  char *readback(std::size_t bytes) {
-    if (bytes > readback_bytes_) {
-      free_pinned(readback_);
-      readback_ = nullptr;
-      readback_bytes_ = 0;
-      readback_ = static_cast<char *>(allocate_pinned(bytes));
-      readback_bytes_ = bytes;
-    }
-    return readback_;
-  }
+  char *readback(std::size_t bytes) { return readback_.at_least(bytes); }
 
   /// Device scratch memory of at least `bytes`, kept between calls (grow only), for kernels on
   /// stream `s`. The caller holds `mutex` while it queues them. Kernels an earlier call
@@ -72,14 +94,7 @@ class StreamScratch {
     if (workspace_stream_ != nullptr && workspace_stream_ != s)
       check(api::stream_synchronize(workspace_stream_), "workspace (synchronize)");
     workspace_stream_ = s;
-    if (bytes > workspace_bytes_) {
-      free_device(workspace_);
-      workspace_ = nullptr;
-      workspace_bytes_ = 0;
-      workspace_ = static_cast<char *>(allocate_device(bytes));
-      workspace_bytes_ = bytes;
-    }
-    return workspace_;
+    return workspace_.at_least(bytes);
   }
 
   std::mutex mutex;
@@ -87,9 +102,7 @@ class StreamScratch {
  private:
   std::mutex stream_mutex_;
   api::stream_t own_stream_ = nullptr;
-  char *workspace_ = nullptr;
-  std::size_t workspace_bytes_ = 0;
+  GrowingMemory workspace_{allocate_device, free_device};
   api::stream_t workspace_stream_ = nullptr;  // the stream of the last kernels that used it
-  char *readback_ = nullptr;                  // pinned
-  std::size_t readback_bytes_ = 0;
+  GrowingMemory readback_{allocate_pinned, free_pinned};
 };
