@@ -69,7 +69,7 @@ struct Selected {
   std::size_t nonfinite = 0;
 };
 
-/// ranks_by_selections: of a candidate list, the finite entries and two of their ranks.
+/// Of a candidate list, the finite entries and two of their ranks (what a trim needs).
 template <typename T>
 struct CandidateRanks {
   std::size_t finite = 0;  ///< entries that are neither NaN nor +-Inf
@@ -128,19 +128,6 @@ struct BlockToDecode {
   bool valid = false;  ///< written by decode_blocks: decode_block's verdict
 };
 
-class Backend;
-/// The ranks Backend::trim_candidates needs, composed of select (at tau = Inf it selects exactly
-/// NaN and +-Inf; with send == nullptr the list is only read) and kth_largest_abs.
-template <typename T>
-CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
-                                      std::size_t aim, Stream stream);
-
-/// Backend::trim_candidates from the candidates' ranks: keep_top at the k-th with limit k.
-template <typename T>
-Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
-                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
-                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream);
-
 // The typed operations of every backend, for T = float and double: the one list of them.
 // Backend declares them from it, TypedBackend forwards them to a backend's member templates.
 // X(T, result, name, (parameters), (arguments)).
@@ -160,7 +147,8 @@ Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const
 //   k-th largest finite |val| and about the aim-th (exact, or from a sample: it only steers the
 //   next call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the
 //   top k finite (ties to the lowest indices) and every NaN/Inf; otherwise nothing is written
-//   and `kept` is 0 (trim_by_ranks of ranks_by_selections, below, composes it of the others).
+//   and `kept` is 0: keep_top at the k-th largest finite |val| with limit k, the ranks from
+//   select at tau = Inf (exactly the NaN and +-Inf) and kth_largest_abs past them.
 // keep_top: the candidates (idx, val = acc) that keep_entry(acc, tau, limit) selects, in index
 //   order, into out_idx / out_val as (idx, wire_value(acc)), and what the wire does not carry
 //   of each, wire_remainder(acc, wire_value(acc)), into `remainders` (the next call's pending
@@ -313,39 +301,6 @@ class TypedBackend : public Backend {
   DCT_BACKEND_TYPED_OPERATIONS(DCT_BACKEND_FORWARD, double)
 #undef DCT_BACKEND_FORWARD
 };
-
-template <typename T>
-CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
-                                      std::size_t aim, Stream stream) {
-  CandidateRanks<T> ranks;
-  if (m == 0) return ranks;
-  const std::size_t nonfinite = backend
-                                    .select(static_cast<const T *>(nullptr), const_cast<T *>(val),
-                                            m, std::numeric_limits<T>::infinity(), kEveryTie,
-                                            nullptr, nullptr, 0, SparseList<T>{}, stream)
-                                    .nonfinite;
-  ranks.finite = m - nonfinite;
-  const auto kth = [&](std::size_t rank) {
-    return rank >= 1 && rank <= ranks.finite
-               ? backend.kth_largest_abs(static_cast<const T *>(nullptr), val, m, rank + nonfinite,
-                                         stream)
-               : T(0);
-  };
-  ranks.kth = kth(k);
-  ranks.aimth = kth(aim);
-  return ranks;
-}
-
-template <typename T>
-Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
-                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
-                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {
-  Trimmed<T> trimmed{ranks.finite, ranks.kth, ranks.aimth, 0};
-  if (ranks.finite > k)
-    trimmed.kept =
-        backend.keep_top(idx, val, m, ranks.kth, k, coding, out_idx, out_val, remainders, stream);
-  return trimmed;
-}
 
 /// An array in a backend's memory (device memory on a GPU backend, or pinned host memory with
 /// `host` set), freed with it. Contents are uninitialized.

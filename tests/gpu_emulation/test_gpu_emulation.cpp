@@ -19,6 +19,43 @@
 namespace dct::detail {
 namespace {
 
+// Backend::trim_candidates composed of the other operations, as its contract defines it: the
+// reference the GPU backend's trim in one wait is checked against.
+/// The ranks: select at tau = Inf selects exactly NaN and +-Inf, then kth_largest_abs past them.
+template <typename T>
+CandidateRanks<T> ranks_by_selections(Backend &backend, const T *val, std::size_t m, std::size_t k,
+                                      std::size_t aim, Stream stream) {
+  CandidateRanks<T> ranks;
+  if (m == 0) return ranks;
+  const std::size_t nonfinite = backend
+                                    .select(static_cast<const T *>(nullptr), const_cast<T *>(val),
+                                            m, std::numeric_limits<T>::infinity(), kEveryTie,
+                                            nullptr, nullptr, 0, SparseList<T>{}, stream)
+                                    .nonfinite;
+  ranks.finite = m - nonfinite;
+  const auto kth = [&](std::size_t rank) {
+    return rank >= 1 && rank <= ranks.finite
+               ? backend.kth_largest_abs(static_cast<const T *>(nullptr), val, m, rank + nonfinite,
+                                         stream)
+               : T(0);
+  };
+  ranks.kth = kth(k);
+  ranks.aimth = kth(aim);
+  return ranks;
+}
+
+/// keep_top at the k-th with limit k, where more than k are finite.
+template <typename T>
+Trimmed<T> trim_by_ranks(Backend &backend, const CandidateRanks<T> &ranks, const WireIndex *idx,
+                         const T *val, std::size_t m, std::size_t k, ValueCoding coding,
+                         WireIndex *out_idx, T *out_val, T *remainders, Stream stream) {
+  Trimmed<T> trimmed{ranks.finite, ranks.kth, ranks.aimth, 0};
+  if (ranks.finite > k)
+    trimmed.kept =
+        backend.keep_top(idx, val, m, ranks.kth, k, coding, out_idx, out_val, remainders, stream);
+  return trimmed;
+}
+
 template <typename T>
 class Emulated : public ::testing::Test {
  protected:

@@ -136,10 +136,10 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
   char *readback(std::size_t bytes) { return scratch_.readback(bytes); }
   char *workspace(std::size_t bytes, api::stream_t s) { return scratch_.workspace(bytes, s); }
 
-  /// Backend's trim (trim_by_ranks of ranks_by_selections: keep_top at the k-th largest finite
-  /// |value| with limit k, where more than k are finite) with one wait instead of four: the
-  /// ranks, the threshold they give (trim_threshold, on the device), keep_top's count, scans
-  /// and compaction at that threshold, all queued; then the ranks and the count read back
+  /// Backend's trim (keep_top at the k-th largest finite |value| with limit k, where more than
+  /// k are finite: the composition tests/gpu_emulation checks it against) with one wait instead of
+  /// four: the ranks, the threshold they give (trim_threshold, on the device), keep_top's count,
+  /// scans and compaction at that threshold, all queued; then the ranks and the count read back
   /// together.
   template <typename T>
   Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,

@@ -133,9 +133,8 @@ __host__ __device__ inline bool threshold_in_force(T &tau, const DeviceThreshold
 }
 
 /// One thread: the trim's threshold from the count of non-finite candidates and
-/// the radix selection at rank k past them, as Backend's trim_by_ranks takes it from
-/// ranks_by_selections: keep_top at the k-th largest finite |value| where more than k are
-/// finite, else nothing.
+/// the radix selection at rank k past them, as Backend::trim_candidates defines it: keep_top at
+/// the k-th largest finite |value| where more than k are finite, else nothing.
 template <typename T>
 __global__ void trim_threshold(const SelectState<KeyBits<T>> *kth,
                                const unsigned long long *nonfinite, std::size_t m, std::size_t k,

@@ -37,7 +37,7 @@ void queue_radix_selection(const T *send, const T *residual, std::size_t n, unsi
   }
 }
 
-/// ranks_by_selections's work queued, for the trim: the count of the non-finite candidates
+/// The trim's ranks queued: the count of the non-finite candidates
 /// and the two radix selections past them (at k and at aim), back to back; the count and the
 /// two keys land in host[0..2] once the stream gets there. `scratch`: ranks_bytes<T>() of the
 /// workspace. Returns the selection at k (its state), which the trim's threshold reads.

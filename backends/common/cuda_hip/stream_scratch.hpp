@@ -60,16 +60,10 @@ class GrowingMemory {
 };
 
 /// A backend's stream and scratch memory. `mutex` is held while kernels that use the workspace
-/// or the readback buffer are queued: the backend's kernels run one call at a time.
+/// or the readback buffer are queued: the backend's kernels run one call at a time. Its
+/// destruction frees the scratch memory; the stream stays (the runtime may be gone at exit).
 class StreamScratch {
  public:
-  StreamScratch() = default;
-  StreamScratch(const StreamScratch &) = delete;
-  StreamScratch &operator=(const StreamScratch &) = delete;
-  /// Frees the scratch memory (GrowingMemory); the stream stays (the runtime may be gone at
-  /// exit).
-  ~StreamScratch() = default;
-
   /// `stream`, or the backend's own non-blocking stream (created on first use, on the device
   /// current then) for nullptr: dct never uses the legacy default stream.
   api::stream_t resolve(Stream stream) {
