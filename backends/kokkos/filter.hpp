@@ -27,7 +27,11 @@ namespace dct::detail::backends::kokkos {
 // send and residual twice on threaded backends: 3-4x slower than Serial on OpenMP at 1 thread.
 //
 // The pass writes nothing but acc into the residual: which of the entries are finally sent, and
-// what stays home of them, is keep_top's work on the short list (lists.hpp).
+// what stays home of them, is keep_top's work on the short list (lists.hpp). With momentum
+// correction (select_with_momentum) the pass also writes the call's velocity, which it takes as
+// its send: each 4,096 entries of it are updated just before the stage reads them, still in L1,
+// so the velocity costs the pass the reads of the gradient and the old velocity and the write of
+// the new one, not a pass of its own whose output the selection then reads back from memory.
 //
 // On a device every work item is one thread that walks its 4,096 entries: the layout is the
 // host's, tuned there; it has not been measured on a GPU (docs/kernels.md).
@@ -103,10 +107,15 @@ struct Emitter {
   }
 };
 
+/// select_with_momentum's velocity update, whose `out` is the selection's send (its `send`, the
+/// gradient, nullptr: the send is given).
+template <typename T>
+using VelocityPass = kernel_logic::MomentumUpdate<T>;
+
 /// One selection call's work items: pass 1 (stage) and pass 2 (emit) of work item c.
 template <typename T, bool kHasSend>
 struct SelectPasses {
-  const T *send;
+  const T *send;  // with a velocity pass: its output
   T *residual;
   std::size_t n;
   T tau;
@@ -120,6 +129,7 @@ struct SelectPasses {
   std::uint32_t *nonfinite;
   std::size_t span;       // entries per work item, a multiple of kFilterChunk
   SparseList<T> pending;  // the previous call's writes into the residual (val nullptr: zeros)
+  VelocityPass<T> velocity;
 
   KOKKOS_INLINE_FUNCTION std::size_t end_of(std::size_t c) const {
     const std::size_t end = (c + 1) * span;
@@ -141,6 +151,7 @@ struct SelectPasses {
       const std::size_t to = from + kFilterChunk < end ? from + kFilterChunk : end;
       for (; p < pending.size && std::size_t(pending.idx[p]) < to; ++p)
         residual[pending.idx[p]] = pending.val != nullptr ? pending.val[p] : T(0);
+      if (kHasSend && velocity.send != nullptr) velocity.run(from, to);
       stage_range(from, to, slot_index, slot_acc, counts);
     }
     counts_out[c] = pack_counts(counts.strict, counts.ties);
@@ -225,7 +236,7 @@ struct SelectNonfinite;
 template <typename T, bool kHasSend, typename Exec>
 Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t n, T tau,
                        std::size_t limit, WireIndex *idx, T *val, std::size_t capacity,
-                       const SparseList<T> &pending) {
+                       const SparseList<T> &pending, const VelocityPass<T> &velocity) {
   const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
   if (chunks == 0) return Selected{};
   // Work items of whole chunks: on the host a few per thread (each stages into one contiguous
@@ -256,8 +267,9 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
       // calling thread. Without a limit staging is emitting.
       std::uint64_t total = 0;
       std::uint32_t bad = 0;
-      const SelectPasses<T, kHasSend> direct{send,     residual, n,   tau,    idx,  val,  capacity,
-                                             capacity, idx,      val, &total, &bad, span, pending};
+      const SelectPasses<T, kHasSend> direct{send,   residual, n,        tau,     idx,
+                                             val,    capacity, capacity, idx,     val,
+                                             &total, &bad,     span,     pending, velocity};
       direct.stage(0);
       return Selected{strict_of(total) + ties_of(total), bad};
     }
@@ -284,7 +296,8 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
                                          counts.data(),
                                          nonfinite.data(),
                                          span,
-                                         pending};
+                                         pending,
+                                         velocity};
   if constexpr (kHostAccessible<Exec>) {
     if (items == 1) {  // both passes here, on the calling thread
       passes.stage(0);
@@ -317,17 +330,19 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
 }
 
 /// Backend::select on `exec`: buffers in its memory space, `send` may be empty (residual = acc).
+/// With `velocity.send` (select_with_momentum) the send is velocity.out, written by the pass.
 template <typename T, typename Exec>
 Selected select(const Exec &exec, const Buffer<const T, Exec> &send,
                 const Buffer<T, Exec> &residual, T tau, std::size_t limit,
                 const Buffer<WireIndex, Exec> &idx, const Buffer<T, Exec> &val,
-                std::size_t capacity, const SparseList<T> &pending) {
+                std::size_t capacity, const SparseList<T> &pending,
+                const VelocityPass<T> &velocity = {nullptr, nullptr, T(0), nullptr}) {
   const std::size_t n = residual.extent(0);
   return send.data() != nullptr
              ? select_chunks<T, true>(exec, send.data(), residual.data(), n, tau, limit, idx.data(),
-                                      val.data(), capacity, pending)
+                                      val.data(), capacity, pending, velocity)
              : select_chunks<T, false>(exec, send.data(), residual.data(), n, tau, limit,
-                                       idx.data(), val.data(), capacity, pending);
+                                       idx.data(), val.data(), capacity, pending, velocity);
 }
 
 }  // namespace dct::detail::backends::kokkos

@@ -36,11 +36,15 @@ namespace dct::detail::backends::kokkos {
 
 /// Runs body(i) for i in [0, n) on `exec`: on the calling thread when Exec's memory is the
 /// host's and n fits one filter work item, as a kernel otherwise. On tensors of a few thousand
-/// entries a launch costs more than the loop (its label string is a heap allocation, then the
-/// dispatch and the fence: issue 14's per-call overhead); the body is the kernel's own, so the
-/// bits are too (the scattered indices of one message are distinct).
-template <typename Exec, typename Body>
-void for_each_index(const Exec &exec, const char *label, std::size_t n, const Body &body) {
+/// entries a launch costs more than the loop (the dispatch and the fence: the per-call
+/// overhead); the body is the kernel's own, so the bits are too (the scattered indices of one
+/// message are distinct). Kokkos takes the label as a std::string: one past 15 characters is a
+/// heap allocation per launch (momentum_unroll's was, in every steady-state call), so a longer
+/// one does not compile.
+template <typename Exec, std::size_t kLabel, typename Body>
+void for_each_index(const Exec &exec, const char (&label)[kLabel], std::size_t n,
+                    const Body &body) {
+  static_assert(kLabel <= 16, "a kernel label longer than std::string's 15 in-place characters");
   if constexpr (kHostAccessible<Exec>) {
     if (n <= static_cast<std::size_t>(kFilterChunk)) {
       for (std::size_t i = 0; i < n; ++i) body(static_cast<std::int64_t>(i));
@@ -49,6 +53,23 @@ void for_each_index(const Exec &exec, const char *label, std::size_t n, const Bo
   }
   Kokkos::parallel_for(label, range(exec, n), body);
   fence(exec);
+}
+
+/// for_each_index for a body with run(from, to), the host's vectorised loop: on the host in work
+/// items of kFilterChunk entries, one run() each; per index on a device.
+template <typename Exec, std::size_t kLabel, typename Body>
+void for_each_chunk(const Exec &exec, const char (&label)[kLabel], std::size_t n,
+                    const Body &body) {
+  if constexpr (kHostAccessible<Exec>) {
+    constexpr auto chunk = static_cast<std::size_t>(kFilterChunk);
+    if (n <= chunk) return body.run(0, n);
+    for_each_index(exec, label, (n + chunk - 1) / chunk, [=](const std::int64_t c) {
+      const std::size_t from = std::size_t(c) * chunk;
+      body.run(from, from + chunk < n ? from + chunk : n);
+    });
+  } else {
+    for_each_index(exec, label, n, body);
+  }
 }
 
 template <typename Exec>
@@ -170,6 +191,16 @@ class KokkosBackend final : public TypedBackend<KokkosBackend<Exec>> {
                              capacity, pending);
   }
   template <typename T>
+  Selected select_with_momentum(const T *send, const T *velocity, T momentum, T *velocity_out,
+                                T *residual, std::size_t n, T tau, std::size_t limit,
+                                WireIndex *idx, T *val, std::size_t capacity,
+                                const SparseList<T> &pending, Stream) {
+    return kokkos::select<T>(exec(), in(velocity_out, n), Buffer<T, Exec>(residual, n), tau, limit,
+                             Buffer<WireIndex, Exec>(idx, capacity), Buffer<T, Exec>(val, capacity),
+                             capacity, pending,
+                             kokkos::VelocityPass<T>{send, velocity, momentum, velocity_out});
+  }
+  template <typename T>
   Trimmed<T> trim_candidates(const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
                              std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,
                              T *remainders, Stream) {
@@ -202,12 +233,12 @@ class KokkosBackend final : public TypedBackend<KokkosBackend<Exec>> {
   template <typename T>
   void momentum_update(const T *send, const T *velocity, T momentum, T *out, std::size_t n,
                        Stream) {
-    for_each_index(exec(), "dct_momentum", n,
+    for_each_chunk(exec(), "dct_momentum", n,
                    kernel_logic::MomentumUpdate<T>{send, velocity, momentum, out});
   }
   template <typename T>
   void momentum_unroll(T *result, T *previous, T momentum, std::size_t n, Stream) {
-    for_each_index(exec(), "dct_momentum_unroll", n,
+    for_each_chunk(exec(), "dct_unroll", n,
                    kernel_logic::MomentumUnroll<T>{result, previous, momentum});
   }
   template <typename T>

@@ -143,6 +143,10 @@ struct BlockToDecode {
 //   acc already and is only read), and the entries that keep_entry(acc, tau, limit) selects
 //   are written in index order as (idx, acc), the first `capacity` of them. Returns how many it
 //   selected (possibly more than capacity) and how many of those are NaN or +-Inf.
+// select_with_momentum: momentum_update(send, velocity, momentum, velocity_out, n), then select
+//   with velocity_out as its send: the same bits, in one pass where the backend fuses them (the
+//   Kokkos backend updates the velocity a cache-sized chunk ahead of the selection that reads
+//   it; a GPU runs the two kernels back to back). velocity_out must not overlap the others.
 // trim_candidates: of the m candidates (idx, val = acc), in index order: the finite count, the
 //   k-th largest finite |val| and about the aim-th (exact, or from a sample: it only steers the
 //   next call's floor). With more than k finite, keep_top at the k-th with limit k: exactly the
@@ -191,6 +195,12 @@ struct BlockToDecode {
     (const T *send, T *residual, std::size_t n, T tau, std::size_t limit, WireIndex *idx, T *val,  \
      std::size_t capacity, const SparseList<T> &pending, Stream stream),                           \
     (send, residual, n, tau, limit, idx, val, capacity, pending, stream))                          \
+  X(T, Selected, select_with_momentum,                                                             \
+    (const T *send, const T *velocity, T momentum, T *velocity_out, T *residual, std::size_t n,    \
+     T tau, std::size_t limit, WireIndex *idx, T *val, std::size_t capacity,                       \
+     const SparseList<T> &pending, Stream stream),                                                 \
+    (send, velocity, momentum, velocity_out, residual, n, tau, limit, idx, val, capacity, pending, \
+     stream))                                                                                      \
   X(T, Trimmed<T>, trim_candidates,                                                                \
     (const WireIndex *idx, const T *val, std::size_t m, std::size_t k, std::size_t aim,            \
      ValueCoding coding, WireIndex *out_idx, T *out_val, T *remainders, Stream stream),            \
@@ -235,15 +245,16 @@ struct BlockToDecode {
 ///
 /// Ordering: a call that gives the host something (a return value, host memory written or read:
 /// `copy` with a host end, `lower_bounds`, `kth_largest_abs`, `gather_abs_sample`, the counts of
-/// `select`, `keep_top` and `trim_candidates`, the verdict of `decode_block`) waits for `stream`,
-/// so what it returns or wrote can be read at once, and so can everything queued before it.
-/// A call that only writes the backend's memory (`copy` between two of its buffers,
-/// `encode_block`, `quantise_signs`, `scatter_add`, `sum_lists`, `fill_zero`,
-/// `momentum_update`, `momentum_unroll`, `scatter_zero`, and the entries `select` and `keep_top`
-/// write) is only queued on `stream`: later calls on the same stream see its results, the host
-/// and MPI only after the next waiting call or `synchronize(stream)`. A GPU between two such
-/// kernels then runs them back to back, without a round trip to the host (a few microseconds each
-/// on a GPU). The Kokkos backend finishes every call before it returns (it fences).
+/// `select` (and `select_with_momentum`), `keep_top` and `trim_candidates`, the verdict of
+/// `decode_block`) waits for `stream`, so what it returns or wrote can be read at once, and so can
+/// everything queued before it. A call that only writes the backend's memory (`copy` between two of
+/// its buffers, `encode_block`, `quantise_signs`, `scatter_add`, `sum_lists`, `fill_zero`,
+/// `momentum_update`, `momentum_unroll`, `scatter_zero`, and the entries (and velocity) the
+/// selections and `keep_top` write) is only queued on `stream`: later calls on the same stream see
+/// its results, the host and MPI only after the next waiting call or `synchronize(stream)`. A GPU
+/// between two such kernels then runs them back to back, without a round trip to the host (a few
+/// microseconds each on a GPU). The Kokkos backend finishes every call before it returns (it
+/// fences).
 class Backend {
  public:
   virtual ~Backend() = default;

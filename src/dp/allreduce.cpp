@@ -114,7 +114,7 @@ class CompressedEngine final : public RequestEngine, public EngineState {
     begin_call();
     send_ = static_cast<const T *>(send == MPI_IN_PLACE ? recv : send);
     recv_ = static_cast<T *>(recv);
-    send_ = momentum_.update(send_, stream_);
+    if (dense_path()) send_ = momentum_.update(send_, stream_);
     if (!dense_path()) {
       MPI_Comm comm = this->comm();
       try {
@@ -218,7 +218,8 @@ class CompressedEngine final : public RequestEngine, public EngineState {
 
   // This call's entries (gradient_compressor.hpp), for its status.
   void compress() {
-    const auto selection = compressor_.compress(send_, totals_.calls, stream_);
+    const auto selection =
+        compressor_.compress(send_, momentum_.velocity_update(), totals_.calls, stream_);
     const std::size_t kept = compressor_.kept();
     status_.tau = selection.tau;
     if (selection.reestimated) status_.tau_reestimated = 1;

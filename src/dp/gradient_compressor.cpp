@@ -24,10 +24,10 @@ GradientCompressor<T>::GradientCompressor(Backend &backend, const Config &config
 // calls) and every entry at or above it sent in between. Until keep() ran, the residual holds
 // acc everywhere and kept_ is 0: every exception leaves the input conserved there.
 template <typename T>
-typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const T *send,
-                                                                          MPI_Count call,
-                                                                          Stream stream) {
+typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(
+    const T *send, const VelocityUpdate<T> &velocity, MPI_Count call, Stream stream) {
   stream_ = stream;
+  velocity_ = velocity;
   const std::size_t n = elements();
   kept_ = 0;
   nonfinite_ = 0;
@@ -38,6 +38,8 @@ typename GradientCompressor<T>::Selection GradientCompressor<T>::compress(const 
   try {
     if (n > 0) {
       const std::size_t k = tau_control::target(config_.density_at(call), n);
+      // A call that estimates its threshold reads the update before the selection pass.
+      if (adaptive() ? call == 0 : call % config_.interval == 0) send = update_velocity(send);
       if (adaptive()) {
         const std::size_t aim = tau_control::candidates(k, n);
         const T floor = call == 0 ? estimate(send, aim, call) : tau_;
@@ -254,12 +256,31 @@ void GradientCompressor<T>::keep(std::size_t candidates, T tau, std::size_t limi
 // candidate list; the first pass of a call does the previous call's pending writes.
 template <typename T>
 Selected GradientCompressor<T>::select(const T *send, T threshold, std::size_t limit) {
-  const Selected found =
-      backend_->select(send, residual_.data(), elements(), threshold, limit, candidate_idx_.data(),
-                       candidate_val_.data(), candidate_idx_.size(), pending(), stream_);
+  Selected found;
+  if (send != nullptr && velocity_.out != nullptr) {
+    found = backend_->select_with_momentum(send, velocity_.velocity, velocity_.momentum,
+                                           velocity_.out, residual_.data(), elements(), threshold,
+                                           limit, candidate_idx_.data(), candidate_val_.data(),
+                                           candidate_idx_.size(), pending(), stream_);
+    velocity_ = VelocityUpdate<T>{};
+  } else {
+    found = backend_->select(send, residual_.data(), elements(), threshold, limit,
+                             candidate_idx_.data(), candidate_val_.data(), candidate_idx_.size(),
+                             pending(), stream_);
+  }
   pending_ = 0;
   nonfinite_ = found.nonfinite;  // every pass of a call sees the same acc: the last one's count
   return found;
+}
+
+template <typename T>
+const T *GradientCompressor<T>::update_velocity(const T *send) {
+  if (velocity_.out == nullptr) return send;
+  backend_->momentum_update(send, velocity_.velocity, velocity_.momentum, velocity_.out, elements(),
+                            stream_);
+  const T *updated = velocity_.out;
+  velocity_ = VelocityUpdate<T>{};
+  return updated;
 }
 
 // On a GPU backend, the kept entries into their pinned host copies (the exchanges' input), once

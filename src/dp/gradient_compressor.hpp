@@ -25,6 +25,7 @@
 #include "core/compute_backend.hpp"
 #include "core/config.hpp"
 #include "core/tau_control.hpp"
+#include "dp/momentum.hpp"
 
 namespace dct::detail {
 
@@ -42,10 +43,13 @@ class GradientCompressor {
     bool reestimated = false;  ///< tau was selected over the tensor on this call
   };
 
-  /// Compresses `send` (elements() values in the backend's memory) on call number `call`.
-  /// On return kept() entries are in kept_indices() and their host copies, and the residual
-  /// holds acc - sent. If it throws, the residual holds what it held before (undo() done).
-  Selection compress(const T *send, MPI_Count call, Stream stream);
+  /// Compresses `send` (elements() values in the backend's memory) on call number `call`, or
+  /// with a `velocity` its update (velocity.out written: the selection pass makes it, unless the
+  /// call estimates its threshold from it first). On return kept() entries are in
+  /// kept_indices() and their host copies, and the residual holds acc - sent. If it throws, the
+  /// residual holds what it held before (undo() done).
+  Selection compress(const T *send, const VelocityUpdate<T> &velocity, MPI_Count call,
+                     Stream stream);
   /// Puts the last compress()'s entries back into the residual (exactly: acc there again) and
   /// restores the threshold: the call did not happen. Idempotent.
   void undo(Stream stream);
@@ -99,6 +103,8 @@ class GradientCompressor {
   void take_all(const T *send, T threshold);
   void keep(std::size_t candidates, T tau, std::size_t limit, std::size_t kept);
   Selected select(const T *send, T threshold, std::size_t limit);
+  /// The call's velocity update made now, by a pass of its own; returns what to compress.
+  const T *update_velocity(const T *send);
   /// Whether kept entries leave a remainder (fp16, bf16, sign); native values leave none.
   bool rounds_remainders() const { return config_.values != ValueCoding::native; }
   void copy_entries_to_host() const;
@@ -118,7 +124,8 @@ class GradientCompressor {
   const Config &config_;
   std::size_t elements_;
   bool staged_;
-  Stream stream_ = nullptr;  // of the operation in progress
+  Stream stream_ = nullptr;     // of the operation in progress
+  VelocityUpdate<T> velocity_;  // this call's, until a pass made it
   BackendArray<T> residual_;
   mutable std::vector<T> residual_host_;  // residual_on_host(), read back from the device
   std::vector<T> sample_;

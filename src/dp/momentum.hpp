@@ -13,6 +13,16 @@
 
 namespace dct::detail {
 
+/// A call's velocity update as the compressor's selection pass makes it
+/// (Backend::select_with_momentum): out = momentum * velocity + send, compressed in place of send.
+/// `out` nullptr: no velocity, send is compressed as it is.
+template <typename T>
+struct VelocityUpdate {
+  const T *velocity = nullptr;
+  T momentum = T(0);
+  T *out = nullptr;
+};
+
 template <typename T>
 class Momentum {
  public:
@@ -46,12 +56,18 @@ class Momentum {
 
   /// What the call compresses in place of `send`: this call's velocity (momentum * velocity +
   /// send), in a second buffer that commit() makes the request's, so that a failed call
-  /// leaves the velocity as it was. `send` itself without a velocity.
+  /// leaves the velocity as it was. `send` itself without a velocity. (The dense path's; the
+  /// compressed calls have the selection pass make it: velocity_update().)
   const T *update(const T *send, Stream stream) {
     if (!keeps_velocity_) return send;
     backend_->momentum_update(send, velocity_.data(), momentum_, velocity_next_.data(), elements_,
                               stream);
     return velocity_next_.data();
+  }
+  /// The same update for the compressor to make (nothing without a velocity).
+  VelocityUpdate<T> velocity_update() {
+    if (!keeps_velocity_) return VelocityUpdate<T>{};
+    return VelocityUpdate<T>{velocity_.data(), momentum_, velocity_next_.data()};
   }
   /// The call succeeded: its velocity becomes the request's, zeroed at the `sent` entries
   /// (DGC's momentum factor masking: the sent update already carries that velocity; measured

@@ -177,6 +177,35 @@ TYPED_TEST(Emulated, SelectMatchesReferenceWithCapacityAndLimit) {
   }
 }
 
+// select_with_momentum: the velocity (a non-finite one taken as 0) written, then selected from.
+TYPED_TEST(Emulated, SelectWithMomentumSelectsFromTheUpdatedVelocity) {
+  using T = TypeParam;
+  const std::size_t n = 700;
+  const T momentum = T(0.9);
+  const auto gradient = this->random_values(n, 5);
+  auto velocity = this->random_values(n, 6);
+  velocity[3] = std::numeric_limits<T>::quiet_NaN();
+  const auto initial = this->random_values(n, 7);
+  std::vector<T> update(n), acc(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    update[i] = (std::isfinite(velocity[i]) ? momentum * velocity[i] : T(0)) + gradient[i];
+    acc[i] = update[i] + initial[i];
+  }
+  const auto expected = reference_selection(acc, T(1.5), kEveryTie);
+  std::vector<T> residual = initial, out(n), val(n);
+  std::vector<WireIndex> idx(n);
+  const Selected found = this->backend_.select_with_momentum(
+      gradient.data(), velocity.data(), momentum, out.data(), residual.data(), n, T(1.5), kEveryTie,
+      idx.data(), val.data(), n, SparseList<T>{}, nullptr);
+  this->backend_.synchronize(nullptr);
+  ASSERT_EQ(found.count, expected.size());
+  for (std::size_t j = 0; j < expected.size(); ++j) ASSERT_EQ(idx[j], expected[j]);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i], update[i]) << i;
+    ASSERT_EQ(residual[i], acc[i]) << i;
+  }
+}
+
 // keep_top and the default trim_candidates (select, kth_largest_abs, keep_top): the top k of a
 // candidate list with ties to the lowest indices, rounded for the wire, what stays home as the
 // remainders.

@@ -2,7 +2,7 @@
 // lists have grown to what its calls need, 20 more calls of every algorithm, value coding and
 // tau control, on every rank, neither allocate (malloc, operator new: anything but MPI's own,
 // allocation_counter.hpp) nor touch fresh memory (the process's page faults), and send exactly
-// their k entries (adaptive) on every call.
+// their k entries (adaptive) on every call; with momentum correction in both of its forms too.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -50,17 +50,23 @@ bool mpi_is_mpich() {
 }
 
 /// One request of these settings for kWarmup + kCounted calls; with `check`, the counted calls
-/// must neither allocate nor fault a page.
+/// must neither allocate nor fault a page. `momentum_result` (update, gradient): with
+/// dct_momentum=0.9.
 template <typename T>
-void run(const char *algorithm, const char *values, const char *control, bool check) {
-  SCOPED_TRACE(std::string(algorithm) + ", dct_values=" + values + ", " + control);
+void run(const char *algorithm, const char *values, const char *control, bool check,
+         const char *momentum_result = nullptr) {
+  SCOPED_TRACE(std::string(algorithm) + ", dct_values=" + values + ", " + control +
+               (momentum_result ? std::string(", momentum ") + momentum_result : std::string()));
   // fixed: tau re-selected every 10 calls (the paper's 1000 would let the kept count drift up
   // through every counted call, which is growth, not a steady state).
-  MPI_Info info = make_info({{"dct_density", "0.05"},
-                             {"dct_algorithm", algorithm},
-                             {"dct_values", values},
-                             {"dct_tau_control", control},
-                             {"dct_interval", "10"}});
+  MPI_Info info =
+      make_info({{"dct_density", "0.05"},
+                 {"dct_algorithm", algorithm},
+                 {"dct_values", values},
+                 {"dct_tau_control", control},
+                 {"dct_interval", "10"},
+                 {"dct_momentum", momentum_result ? "0.9" : "0"},
+                 {"dct_momentum_result", momentum_result ? momentum_result : "update"}});
   std::vector<T> send(kElements), recv(kElements);
   DCT_Request request;
   ASSERT_ALL_RANKS_EQ(DCT_Allreduce_init(send.data(), recv.data(), kElements, mpi_type<T>(),
@@ -129,6 +135,17 @@ TYPED_TEST(SteadyState, CallsAllocateNothingAndTakeNoPageFaults) {
     for (const char *control : {"adaptive", "fixed"})
       for (const char *algorithm : kAlgorithms)
         for (const char *values : kValues) run<TypeParam>(algorithm, values, control, check);
+}
+
+// Momentum correction (the README's recommended settings), in both forms: the velocity and the
+// last update are the request's from init, so its calls allocate nothing either.
+TYPED_TEST(SteadyState, MomentumCallsAllocateNothingAndTakeNoPageFaults) {
+  if (!allocation_counting_available())
+    GTEST_SKIP() << "a sanitizer build replaces the allocation functions itself";
+  for (const bool check : {false, true})
+    for (const char *result : {"update", "gradient"})
+      for (const char *algorithm : kAlgorithms)
+        run<TypeParam>(algorithm, "fp16", "adaptive", check, result);
 }
 
 // A tensor with fewer nonzero entries than the budget (embeddings, masked layers) costs what its

@@ -338,6 +338,62 @@ TYPED_TEST(Selection, SelectDoesThePendingWritesFirst) {
   });
 }
 
+// select_with_momentum is momentum_update and then select, to the bit: the velocity it writes,
+// the residual, the entries and the counts, with pending writes, a non-finite velocity (taken
+// as 0) and capacities that cut the list, over several work items and one.
+TYPED_TEST(Selection, SelectWithMomentumIsTheUpdateThenTheSelection) {
+  using V = typename TestFixture::Value;
+  const V nan = std::numeric_limits<V>::quiet_NaN(), inf = std::numeric_limits<V>::infinity();
+  const V momentum = V(0.9);
+  for_each_host_tier([&] {
+    for (const std::size_t n : {5 * std::size_t(4096) + 9, std::size_t(4096), std::size_t(700)}) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      auto gradient = normal<V>(n, 71);
+      gradient[n / 3] = inf;  // a non-finite update: selected, counted apart
+      auto velocity = normal<V>(n, 72, 0.5);
+      velocity[n / 2] = nan;
+      velocity[n - 1] = -inf;
+      const auto residual = normal<V>(n, 73, 0.2);
+      std::vector<V> update(n);  // the plain reference of momentum_update
+      for (std::size_t i = 0; i < n; ++i)
+        update[i] = (std::isfinite(velocity[i]) ? momentum * velocity[i] : V(0)) + gradient[i];
+      std::vector<WireIndex> pending_idx;
+      for (std::size_t i = 3; i < n; i += 53) pending_idx.push_back(static_cast<WireIndex>(i));
+      const V tau = reference_kth(add(update, residual), n / 50);
+      for (const std::size_t limit : {kEveryTie, n / 50}) {
+        const auto expected = this->select(&update, residual, tau, limit, n, pending_idx);
+        for (const std::size_t capacity : {n, expected.idx.size() / 2}) {
+          auto g = this->upload(gradient);
+          auto v = this->upload(velocity);
+          auto r = this->upload(residual);
+          BackendArray<V> out(*this->backend_, n);
+          BackendArray<WireIndex> idx(*this->backend_, capacity + 1);
+          BackendArray<V> val(*this->backend_, capacity + 1);
+          const auto p_idx = this->upload(pending_idx);
+          const SparseList<V> pending{p_idx.data(), nullptr, pending_idx.size()};
+          const dct::detail::Selected found = this->backend_->select_with_momentum(
+              g.data(), v.data(), momentum, out.data(), r.data(), n, tau, limit, idx.data(),
+              val.data(), capacity, pending, nullptr);
+          EXPECT_EQ(found.count, expected.found.count);
+          EXPECT_EQ(found.nonfinite, expected.found.nonfinite);
+          const auto written = std::min(capacity, found.count);
+          const auto got_velocity = this->download(out, n);
+          const auto got_residual = this->download(r, n);
+          for (std::size_t i = 0; i < n; ++i) {
+            ASSERT_TRUE(same_bits(got_velocity[i], update[i])) << i;
+            ASSERT_TRUE(same_bits(got_residual[i], expected.residual[i])) << i;
+          }
+          EXPECT_EQ(this->download(idx, written),
+                    std::vector<WireIndex>(expected.idx.begin(), expected.idx.begin() + written));
+          const auto got_val = this->download(val, written);
+          for (std::size_t j = 0; j < written; ++j)
+            ASSERT_TRUE(same_bits(got_val[j], expected.val[j])) << j;
+        }
+      }
+    }
+  });
+}
+
 // trim_candidates on candidate lists short (ranked directly) and long (a window placed by a
 // sample, and its fallback when the window misses): exactly the top k finite and every
 // NaN/Inf, ties to the lowest indices, for every value coding.

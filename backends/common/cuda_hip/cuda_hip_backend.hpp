@@ -3,9 +3,8 @@
 // cuda_api.hpp / hip_api.hpp, which defines DCT_GPU_NAMESPACE (cuda or hip), DCT_GPU_NAME,
 // DCT_GPU_KIND and the functions of namespace api (memory, streams, errors, pointer attributes,
 // inclusive_sum_of, the GPU-aware MPI query). Nothing here names a CUDA or HIP function directly;
-// the kernel language
-// (__global__, <<<>>>, atomicAdd, __shared__) is common to nvcc and hip-clang. Kernels are
-// launched through DCT_GPU_LAUNCH so that tests/gpu_emulation can run this file on the host.
+// the kernel language is common to nvcc and hip-clang. Kernels are launched through
+// DCT_GPU_LAUNCH so that tests/gpu_emulation can run this file on the host.
 // The kernels are in kernels.hpp and block_codec.hpp, the selection's queued steps in
 // selection_queue.hpp, the stream and scratch memory in stream_scratch.hpp; this file is the
 // class that queues them, one member template per typed Backend operation.
@@ -235,6 +234,15 @@ class GpuBackend final : public TypedBackend<GpuBackend> {
       check_launch("select (compact)");
     }
     return selected;
+  }
+
+  template <typename T>  // two kernels back to back (a fused pass is not measured on a GPU)
+  Selected select_with_momentum(const T *send, const T *velocity, T momentum, T *velocity_out,
+                                T *residual, std::size_t n, T tau, std::size_t limit,
+                                WireIndex *idx, T *val, std::size_t capacity,
+                                const SparseList<T> &pending, Stream stream) {
+    momentum_update<T>(send, velocity, momentum, velocity_out, n, stream);
+    return select<T>(velocity_out, residual, n, tau, limit, idx, val, capacity, pending, stream);
   }
 
   template <typename T>
