@@ -168,7 +168,7 @@ struct SelectPasses {
 #endif
     const auto stage_bits = [&](std::size_t first, std::uint64_t mask) {
       for (; mask != 0; mask &= mask - 1) {
-        const std::size_t at = first + static_cast<std::size_t>(lowest_set_bit64(mask));
+        const std::size_t at = first + static_cast<std::size_t>(lowest_set_bit(mask));
         const T acc = residual[at];
         const Selection kind = classify(acc, tau);
         counts.ties += kind == Selection::tie ? 1 : 0;

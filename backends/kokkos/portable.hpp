@@ -82,29 +82,20 @@ void fence(const Exec &exec) {
   }
 }
 
-/// Index of the lowest set bit of a non-zero mask, and the count of set bits. Kokkos'
-/// *_builtin forms, not Kokkos::countr_zero / popcount: those are constexpr loops (Kokkos 4.6),
-/// which made the filter 10-16% and the exact selection 20-30% slower on OpenMP than the
-/// compiler's instructions.
-KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
+/// Index of the lowest set bit of a non-zero mask (unsigned or std::uint64_t). Kokkos'
+/// *_builtin form, not Kokkos::countr_zero: that is a constexpr loop (Kokkos 4.6), which made the
+/// filter and the exact selection measurably slower on OpenMP than the compiler's instruction
+/// (docs/kernels.md). Kokkos 3.x, which dct supports on host spaces only, has neither.
+template <typename Mask>
+KOKKOS_INLINE_FUNCTION int lowest_set_bit(Mask mask) {
+  static_assert(std::is_same_v<Mask, unsigned> || std::is_same_v<Mask, std::uint64_t>);
 #if KOKKOS_VERSION >= 40100
   return Kokkos::Experimental::countr_zero_builtin(mask);
 #else
-  return __builtin_ctz(mask);
-#endif
-}
-KOKKOS_INLINE_FUNCTION int lowest_set_bit64(std::uint64_t mask) {
-#if KOKKOS_VERSION >= 40100
-  return Kokkos::Experimental::countr_zero_builtin(mask);
-#else
-  return __builtin_ctzll(mask);
-#endif
-}
-KOKKOS_INLINE_FUNCTION int set_bits(unsigned mask) {
-#if KOKKOS_VERSION >= 40100
-  return Kokkos::Experimental::popcount_builtin(mask);
-#else
-  return __builtin_popcount(mask);
+  if constexpr (sizeof(Mask) > sizeof(unsigned))
+    return __builtin_ctzll(mask);
+  else
+    return __builtin_ctz(mask);
 #endif
 }
 
@@ -140,36 +131,45 @@ KOKKOS_INLINE_FUNCTION unsigned block_mask_scalar(const T *send, const T *residu
 }
 
 #if defined(DCT_KOKKOS_HOST_SSE2)
-// !(|acc| < bound) is cmpnlt, which is also true for NaN, as every pass wants.
-template <BlockPass kPass, bool kHasSend>
-inline unsigned block_mask_sse2(const float *send, const float *residual, float *acc_out,
-                                float bound) {
-  const __m128 threshold = _mm_set1_ps(bound), sign = _mm_set1_ps(-0.0f);
-  unsigned mask = 0;
-  for (int v = 0; v < 4; ++v) {
-    const __m128 r = _mm_loadu_ps(residual + 4 * v);
-    const __m128 acc = kHasSend ? _mm_add_ps(_mm_loadu_ps(send + 4 * v), r) : r;
-    __m128 marked = _mm_cmpnlt_ps(_mm_andnot_ps(sign, acc), threshold);
-    if constexpr (kPass == BlockPass::filter) _mm_storeu_ps(acc_out + 4 * v, acc);
-    if constexpr (kPass != BlockPass::select)
-      marked = _mm_and_ps(marked, _mm_cmpneq_ps(acc, _mm_setzero_ps()));
-    mask |= unsigned(_mm_movemask_ps(marked)) << (4 * v);
+/// The SSE2 instructions of block_mask_sse2, by element type: one template over float and double.
+struct Sse2 {
+  static __m128 load(const float *p) { return _mm_loadu_ps(p); }
+  static __m128d load(const double *p) { return _mm_loadu_pd(p); }
+  static void store(float *p, __m128 v) { _mm_storeu_ps(p, v); }
+  static void store(double *p, __m128d v) { _mm_storeu_pd(p, v); }
+  static __m128 broadcast(float x) { return _mm_set1_ps(x); }
+  static __m128d broadcast(double x) { return _mm_set1_pd(x); }
+  static __m128 add(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
+  static __m128d add(__m128d a, __m128d b) { return _mm_add_pd(a, b); }
+  /// !(|a| < bound) is cmpnlt, which is also true for NaN, as every pass wants.
+  static __m128 magnitude_not_below(__m128 a, __m128 bound) {
+    return _mm_cmpnlt_ps(_mm_andnot_ps(_mm_set1_ps(-0.0f), a), bound);
   }
-  return mask;
-}
-template <BlockPass kPass, bool kHasSend>
-inline unsigned block_mask_sse2(const double *send, const double *residual, double *acc_out,
-                                double bound) {
-  const __m128d threshold = _mm_set1_pd(bound), sign = _mm_set1_pd(-0.0);
+  static __m128d magnitude_not_below(__m128d a, __m128d bound) {
+    return _mm_cmpnlt_pd(_mm_andnot_pd(_mm_set1_pd(-0.0), a), bound);
+  }
+  static __m128 and_nonzero(__m128 marked, __m128 a) {
+    return _mm_and_ps(marked, _mm_cmpneq_ps(a, _mm_setzero_ps()));
+  }
+  static __m128d and_nonzero(__m128d marked, __m128d a) {
+    return _mm_and_pd(marked, _mm_cmpneq_pd(a, _mm_setzero_pd()));
+  }
+  static unsigned lane_bits(__m128 marked) { return unsigned(_mm_movemask_ps(marked)); }
+  static unsigned lane_bits(__m128d marked) { return unsigned(_mm_movemask_pd(marked)); }
+};
+
+template <BlockPass kPass, bool kHasSend, typename T>
+inline unsigned block_mask_sse2(const T *send, const T *residual, T *acc_out, T bound) {
+  constexpr std::size_t kLanes = 16 / sizeof(T);
+  const auto threshold = Sse2::broadcast(bound);
   unsigned mask = 0;
-  for (int v = 0; v < 8; ++v) {
-    const __m128d r = _mm_loadu_pd(residual + 2 * v);
-    const __m128d acc = kHasSend ? _mm_add_pd(_mm_loadu_pd(send + 2 * v), r) : r;
-    __m128d marked = _mm_cmpnlt_pd(_mm_andnot_pd(sign, acc), threshold);
-    if constexpr (kPass == BlockPass::filter) _mm_storeu_pd(acc_out + 2 * v, acc);
-    if constexpr (kPass != BlockPass::select)
-      marked = _mm_and_pd(marked, _mm_cmpneq_pd(acc, _mm_setzero_pd()));
-    mask |= unsigned(_mm_movemask_pd(marked)) << (2 * v);
+  for (std::size_t v = 0; v < kFilterBlock; v += kLanes) {
+    const auto r = Sse2::load(residual + v);
+    const auto acc = kHasSend ? Sse2::add(Sse2::load(send + v), r) : r;
+    auto marked = Sse2::magnitude_not_below(acc, threshold);
+    if constexpr (kPass == BlockPass::filter) Sse2::store(acc_out + v, acc);
+    if constexpr (kPass != BlockPass::select) marked = Sse2::and_nonzero(marked, acc);
+    mask |= Sse2::lane_bits(marked) << v;
   }
   return mask;
 }

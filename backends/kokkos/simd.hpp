@@ -12,6 +12,9 @@
 // Private header of backends/kokkos/.
 #pragma once
 
+#include <cstdint>
+#include <limits>
+
 #include "core/host_simd.hpp"
 #include "portable.hpp"
 
@@ -51,6 +54,94 @@ struct TrimPass {
 };
 
 #if defined(DCT_KOKKOS_HOST_AVX512)
+#define DCT_AVX512 __attribute__((target("avx512f")))
+
+/// A vector of keys (kernel_logic::abs_key: the magnitudes' bits) of `Bits`: 16 of 32 bits or
+/// 8 of 64, told apart by type so that the operations below can overload on it.
+template <typename Bits>
+struct KeyVector {
+  __m512i bits;
+};
+
+/// The AVX-512F instructions of the two passes below, by element type: each pass is then one
+/// template over float and double. Lane masks are unsigned (the low 16 or 8 bits); `among`
+/// limits a comparison to the lanes it sets.
+struct Avx512 {
+  DCT_AVX512 static __m512 load(const float *p) { return _mm512_loadu_ps(p); }
+  DCT_AVX512 static __m512d load(const double *p) { return _mm512_loadu_pd(p); }
+  DCT_AVX512 static void store(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
+  DCT_AVX512 static void store(double *p, __m512d v) { _mm512_storeu_pd(p, v); }
+  DCT_AVX512 static __m512 broadcast(float x) { return _mm512_set1_ps(x); }
+  DCT_AVX512 static __m512d broadcast(double x) { return _mm512_set1_pd(x); }
+  DCT_AVX512 static __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+  DCT_AVX512 static __m512d add(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
+  DCT_AVX512 static __m512 magnitude(__m512 a) { return _mm512_abs_ps(a); }
+  DCT_AVX512 static __m512d magnitude(__m512d a) { return _mm512_abs_pd(a); }
+  template <int kPredicate>
+  DCT_AVX512 static unsigned compare(__m512 a, __m512 b, unsigned among = ~0u) {
+    return _mm512_mask_cmp_ps_mask(static_cast<__mmask16>(among), a, b, kPredicate);
+  }
+  template <int kPredicate>
+  DCT_AVX512 static unsigned compare(__m512d a, __m512d b, unsigned among = ~0u) {
+    return _mm512_mask_cmp_pd_mask(static_cast<__mmask8>(among), a, b, kPredicate);
+  }
+  /// The lanes of `mask` moved to the front, zeros after them: stored whole, an append.
+  DCT_AVX512 static __m512 pack(unsigned mask, __m512 v) {
+    return _mm512_maskz_compress_ps(static_cast<__mmask16>(mask), v);
+  }
+  DCT_AVX512 static __m512d pack(unsigned mask, __m512d v) {
+    return _mm512_maskz_compress_pd(static_cast<__mmask8>(mask), v);
+  }
+  /// The compress store's memory form: writes the lanes of `mask` and nothing past them.
+  DCT_AVX512 static void store_packed(float *p, unsigned mask, __m512 v) {
+    _mm512_mask_compressstoreu_ps(p, static_cast<__mmask16>(mask), v);
+  }
+  DCT_AVX512 static void store_packed(double *p, unsigned mask, __m512d v) {
+    _mm512_mask_compressstoreu_pd(p, static_cast<__mmask8>(mask), v);
+  }
+
+  DCT_AVX512 static KeyVector<std::uint32_t> keys(const float *p) {
+    return {_mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(0x7fffffff))};
+  }
+  DCT_AVX512 static KeyVector<std::uint64_t> keys(const double *p) {
+    return {_mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi64(0x7fffffffffffffffll))};
+  }
+  DCT_AVX512 static KeyVector<std::uint32_t> broadcast_key(std::uint32_t key) {
+    return {_mm512_set1_epi32(static_cast<int>(key))};
+  }
+  DCT_AVX512 static KeyVector<std::uint64_t> broadcast_key(std::uint64_t key) {
+    return {_mm512_set1_epi64(static_cast<long long>(key))};
+  }
+  template <int kPredicate>
+  DCT_AVX512 static unsigned compare(KeyVector<std::uint32_t> a, KeyVector<std::uint32_t> b,
+                                     unsigned among = ~0u) {
+    return _mm512_mask_cmp_epu32_mask(static_cast<__mmask16>(among), a.bits, b.bits, kPredicate);
+  }
+  template <int kPredicate>
+  DCT_AVX512 static unsigned compare(KeyVector<std::uint64_t> a, KeyVector<std::uint64_t> b,
+                                     unsigned among = ~0u) {
+    return _mm512_mask_cmp_epu64_mask(static_cast<__mmask8>(among), a.bits, b.bits, kPredicate);
+  }
+  DCT_AVX512 static void store_pack(std::uint32_t *p, unsigned mask, KeyVector<std::uint32_t> v) {
+    _mm512_storeu_si512(p, _mm512_maskz_compress_epi32(static_cast<__mmask16>(mask), v.bits));
+  }
+  DCT_AVX512 static void store_pack(std::uint64_t *p, unsigned mask, KeyVector<std::uint64_t> v) {
+    _mm512_storeu_si512(p, _mm512_maskz_compress_epi64(static_cast<__mmask8>(mask), v.bits));
+  }
+
+  /// Entry places: 16 lanes of 32 bits, the first 8 for a vector of doubles.
+  DCT_AVX512 static __m512i places(std::size_t first) {
+    return _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int>(first)));
+  }
+  DCT_AVX512 static void store_pack(std::uint32_t *p, unsigned mask, __m512i places) {
+    _mm512_storeu_si512(p, _mm512_maskz_compress_epi32(static_cast<__mmask16>(mask), places));
+  }
+  DCT_AVX512 static void store_packed(std::uint32_t *p, unsigned mask, __m512i places) {
+    _mm512_mask_compressstoreu_epi32(p, static_cast<__mmask16>(mask), places);
+  }
+};
+
 /// The lowest `keep` set bits of `mask`.
 inline unsigned lowest_bits(unsigned mask, std::size_t keep) {
   unsigned kept = 0;
@@ -58,101 +149,54 @@ inline unsigned lowest_bits(unsigned mask, std::size_t keep) {
   return kept;
 }
 
-/// The selection pass's stage over the whole 16-entry blocks of [begin, end) with AVX-512F:
-/// acc into the residual (with send), the entries that keep_entry(acc, tau) selects appended
-/// to the slot (the first `slot` of the work item's, as the portable code stages them) and
-/// counted. An append compresses the vector's entries in registers and stores the vector
-/// whole (what lies past the entries is overwritten by the next append): the compress stores'
-/// memory form, whose writes stop at the last entry, is several times slower and is left to
-/// the slot's last 16 places. Returns where it stopped: the partial block is the caller's. Ties and
-/// NaN/Inf are rare: their masks are worked out only for blocks that hold one.
-template <bool kHasSend>
-__attribute__((target("avx512f"))) inline std::size_t stage_avx512(
-    const float *send, float *residual, std::size_t begin, std::size_t end, float tau,
-    WireIndex *slot_index, float *slot_acc, std::size_t slot, StageCounts &counts) {
-  const __m512 threshold = _mm512_set1_ps(tau), zero = _mm512_setzero_ps();
-  const __m512 infinity = _mm512_set1_ps(__builtin_inff());
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+/// The selection pass's stage over the whole vectors of [begin, end) with AVX-512F: acc into
+/// the residual (with send), the entries that keep_entry(acc, tau) selects appended to the slot
+/// (the first `slot` of the work item's, as the portable code stages them) and counted. An
+/// append compresses the vector's entries in registers and stores the vector whole (what lies
+/// past the entries is overwritten by the next append): the compress stores' memory form, whose
+/// writes stop at the last entry, is several times slower and is left to the slot's last 16
+/// places. Returns where it stopped: the rest is the caller's. Ties and NaN/Inf are rare: their
+/// masks are worked out only for vectors that hold one.
+template <bool kHasSend, typename T>
+DCT_AVX512 inline std::size_t stage_avx512(const T *send, T *residual, std::size_t begin,
+                                           std::size_t end, T tau, WireIndex *slot_index,
+                                           T *slot_acc, std::size_t slot, StageCounts &counts) {
+  constexpr std::size_t kLanes = 64 / sizeof(T);
+  constexpr unsigned kAll = (1u << kLanes) - 1;
+  const auto threshold = Avx512::broadcast(tau), zero = Avx512::broadcast(T(0));
+  const auto infinity = Avx512::broadcast(std::numeric_limits<T>::infinity());
   std::size_t staged = counts.staged, selected_count = 0, ties = 0, bad = 0;
   std::size_t i = begin;
-  for (; i + 16 <= end; i += 16) {
-    __m512 acc = _mm512_loadu_ps(residual + i);
+  for (; i + kLanes <= end; i += kLanes) {
+    auto acc = Avx512::load(residual + i);
     if constexpr (kHasSend) {
-      acc = _mm512_add_ps(_mm512_loadu_ps(send + i), acc);
-      _mm512_storeu_ps(residual + i, acc);
+      acc = Avx512::add(Avx512::load(send + i), acc);
+      Avx512::store(residual + i, acc);
     }
-    const __m512 magnitude = _mm512_abs_ps(acc);
+    const auto magnitude = Avx512::magnitude(acc);
     // !(|acc| < tau) and acc != 0, both true for NaN: the keep rule
-    const __mmask16 selected = _mm512_mask_cmp_ps_mask(
-        _mm512_cmp_ps_mask(magnitude, threshold, _CMP_NLT_UQ), acc, zero, _CMP_NEQ_UQ);
+    const unsigned selected =
+        Avx512::compare<_CMP_NEQ_UQ>(acc, zero, Avx512::compare<_CMP_NLT_UQ>(magnitude, threshold));
     // Entries at tau, or NaN/Inf: !(|acc| > tau) among the selected, or |acc| >= Inf.
-    const __mmask16 special = _mm512_mask_cmp_ps_mask(selected, magnitude, threshold, _CMP_NGT_UQ) |
-                              _mm512_mask_cmp_ps_mask(selected, magnitude, infinity, _CMP_NLT_UQ);
-    selected_count += static_cast<std::size_t>(__builtin_popcount(selected));
-    if (__builtin_expect(special != 0, 0)) {
-      const __mmask16 finite = _mm512_cmp_ps_mask(magnitude, infinity, _CMP_LT_OQ);
-      ties += static_cast<std::size_t>(__builtin_popcount(
-          selected & finite & _mm512_cmp_ps_mask(magnitude, threshold, _CMP_EQ_OQ)));
-      bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & 0xffffu));
-    }
-    const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
+    const unsigned special = Avx512::compare<_CMP_NGT_UQ>(magnitude, threshold, selected) |
+                             Avx512::compare<_CMP_NLT_UQ>(magnitude, infinity, selected);
     const std::size_t count = static_cast<std::size_t>(__builtin_popcount(selected));
+    selected_count += count;
+    if (__builtin_expect(special != 0, 0)) {
+      const unsigned finite = Avx512::compare<_CMP_LT_OQ>(magnitude, infinity);
+      ties += static_cast<std::size_t>(__builtin_popcount(
+          selected & finite & Avx512::compare<_CMP_EQ_OQ>(magnitude, threshold)));
+      bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & kAll));
+    }
+    const __m512i places = Avx512::places(i);
     if (staged + 16 <= slot) {  // compressed in registers, stored whole (see above)
-      _mm512_storeu_ps(slot_acc + staged, _mm512_maskz_compress_ps(selected, acc));
-      _mm512_storeu_si512(slot_index + staged, _mm512_maskz_compress_epi32(selected, index));
-      staged += count;
-    } else if (staged < slot) {
-      const __mmask16 take = static_cast<__mmask16>(
-          staged + count > slot ? lowest_bits(selected, slot - staged) : selected);
-      _mm512_mask_compressstoreu_ps(slot_acc + staged, take, acc);
-      _mm512_mask_compressstoreu_epi32(slot_index + staged, take, index);
-      staged += static_cast<std::size_t>(__builtin_popcount(take));
-    }
-  }
-  counts.staged = staged;
-  counts.strict += selected_count - ties;
-  counts.ties += ties;
-  counts.bad += bad;
-  return i;
-}
-
-template <bool kHasSend>
-__attribute__((target("avx512f"))) inline std::size_t stage_avx512(
-    const double *send, double *residual, std::size_t begin, std::size_t end, double tau,
-    WireIndex *slot_index, double *slot_acc, std::size_t slot, StageCounts &counts) {
-  const __m512d threshold = _mm512_set1_pd(tau), zero = _mm512_setzero_pd();
-  const __m512d infinity = _mm512_set1_pd(__builtin_inf());
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
-  std::size_t staged = counts.staged, selected_count = 0, ties = 0, bad = 0;
-  std::size_t i = begin;
-  for (; i + 8 <= end; i += 8) {
-    __m512d acc = _mm512_loadu_pd(residual + i);
-    if constexpr (kHasSend) {
-      acc = _mm512_add_pd(_mm512_loadu_pd(send + i), acc);
-      _mm512_storeu_pd(residual + i, acc);
-    }
-    const __m512d magnitude = _mm512_abs_pd(acc);
-    const __mmask8 selected = _mm512_mask_cmp_pd_mask(
-        _mm512_cmp_pd_mask(magnitude, threshold, _CMP_NLT_UQ), acc, zero, _CMP_NEQ_UQ);
-    const __mmask8 special = _mm512_mask_cmp_pd_mask(selected, magnitude, threshold, _CMP_NGT_UQ) |
-                             _mm512_mask_cmp_pd_mask(selected, magnitude, infinity, _CMP_NLT_UQ);
-    selected_count += static_cast<std::size_t>(__builtin_popcount(selected));
-    if (__builtin_expect(special != 0, 0)) {
-      const __mmask8 finite = _mm512_cmp_pd_mask(magnitude, infinity, _CMP_LT_OQ);
-      ties += static_cast<std::size_t>(__builtin_popcount(
-          selected & finite & _mm512_cmp_pd_mask(magnitude, threshold, _CMP_EQ_OQ)));
-      bad += static_cast<std::size_t>(__builtin_popcount(selected & ~finite & 0xffu));
-    }
-    const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
-    const std::size_t count = static_cast<std::size_t>(__builtin_popcount(selected));
-    if (staged + 16 <= slot) {  // compressed in registers, stored whole (16 index lanes)
-      _mm512_storeu_pd(slot_acc + staged, _mm512_maskz_compress_pd(selected, acc));
-      _mm512_storeu_si512(slot_index + staged, _mm512_maskz_compress_epi32(selected, index));
+      Avx512::store(slot_acc + staged, Avx512::pack(selected, acc));
+      Avx512::store_pack(slot_index + staged, selected, places);
       staged += count;
     } else if (staged < slot) {
       const unsigned take = staged + count > slot ? lowest_bits(selected, slot - staged) : selected;
-      _mm512_mask_compressstoreu_pd(slot_acc + staged, static_cast<__mmask8>(take), acc);
-      _mm512_mask_compressstoreu_epi32(slot_index + staged, static_cast<__mmask16>(take), index);
+      Avx512::store_packed(slot_acc + staged, take, acc);
+      Avx512::store_packed(slot_index + staged, take, places);
       staged += static_cast<std::size_t>(__builtin_popcount(take));
     }
   }
@@ -167,61 +211,35 @@ __attribute__((target("avx512f"))) inline std::size_t stage_avx512(
 /// `from` on: the places of the keys above `high` appended to `above_list`, those in
 /// [low, high] with their keys to `window` / `keys`, each compressed in registers and stored
 /// whole (the lists have room for a vector past their ends), and the finite keys above `high`
-/// and the NaN/Inf keys counted. Returns where it stopped. Measured on 1.1M candidates of 16M
-/// floats: 2.5 ms for the scalar, branch-free loop.
-__attribute__((target("avx512f"))) inline std::size_t trim_pass_avx512(
-    const float *val, std::size_t from, std::size_t m, std::uint32_t high, std::uint32_t low,
-    std::uint32_t infinity, std::uint32_t *above_list, std::uint32_t *window, std::uint32_t *keys,
-    TrimPass &pass) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-  const __m512i high_v = _mm512_set1_epi32(static_cast<int>(high));
-  const __m512i low_v = _mm512_set1_epi32(static_cast<int>(low));
-  const __m512i infinity_v = _mm512_set1_epi32(static_cast<int>(infinity));
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+/// and the NaN/Inf keys counted. Returns where it stopped. A loop without a data-dependent
+/// branch, as the portable one (trim.hpp), with compress stores for its appends.
+template <typename T>
+DCT_AVX512 inline std::size_t trim_pass_avx512(const T *val, std::size_t from, std::size_t m,
+                                               KeyBits<T> high, KeyBits<T> low, KeyBits<T> infinity,
+                                               std::uint32_t *above_list, std::uint32_t *window,
+                                               KeyBits<T> *keys, TrimPass &pass) {
+  constexpr std::size_t kLanes = 64 / sizeof(T);
+  constexpr unsigned kAll = (1u << kLanes) - 1;
+  const auto high_v = Avx512::broadcast_key(high), low_v = Avx512::broadcast_key(low);
+  const auto infinity_v = Avx512::broadcast_key(infinity);
   std::size_t j = from;
-  for (; j + 16 <= m; j += 16) {
-    const __m512i key = _mm512_and_si512(_mm512_loadu_si512(val + j), magnitude);
-    const __mmask16 over = _mm512_cmpgt_epu32_mask(key, high_v);
-    const __mmask16 inside =
-        _mm512_mask_cmpge_epu32_mask(static_cast<__mmask16>(~over), key, low_v);
-    const __mmask16 finite = _mm512_cmplt_epu32_mask(key, infinity_v);
-    const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(j)));
-    _mm512_storeu_si512(above_list + pass.sure, _mm512_maskz_compress_epi32(over, index));
-    _mm512_storeu_si512(window + pass.count, _mm512_maskz_compress_epi32(inside, index));
-    _mm512_storeu_si512(keys + pass.count, _mm512_maskz_compress_epi32(inside, key));
+  for (; j + kLanes <= m; j += kLanes) {
+    const auto key = Avx512::keys(val + j);
+    const unsigned over = Avx512::compare<_MM_CMPINT_NLE>(key, high_v);
+    const unsigned inside = Avx512::compare<_MM_CMPINT_NLT>(key, low_v, ~over);
+    const unsigned finite = Avx512::compare<_MM_CMPINT_LT>(key, infinity_v);
+    const __m512i places = Avx512::places(j);
+    Avx512::store_pack(above_list + pass.sure, over, places);
+    Avx512::store_pack(window + pass.count, inside, places);
+    Avx512::store_pack(keys + pass.count, inside, key);
     pass.sure += static_cast<std::size_t>(__builtin_popcount(over));
     pass.count += static_cast<std::size_t>(__builtin_popcount(inside));
     pass.above += static_cast<std::size_t>(__builtin_popcount(over & finite));
-    pass.bad += static_cast<std::size_t>(__builtin_popcount(static_cast<__mmask16>(~finite)));
+    pass.bad += static_cast<std::size_t>(__builtin_popcount(~finite & kAll));
   }
   return j;
 }
-__attribute__((target("avx512f"))) inline std::size_t trim_pass_avx512(
-    const double *val, std::size_t from, std::size_t m, std::uint64_t high, std::uint64_t low,
-    std::uint64_t infinity, std::uint32_t *above_list, std::uint32_t *window, std::uint64_t *keys,
-    TrimPass &pass) {
-  const __m512i magnitude = _mm512_set1_epi64(0x7fffffffffffffffll);
-  const __m512i high_v = _mm512_set1_epi64(static_cast<long long>(high));
-  const __m512i low_v = _mm512_set1_epi64(static_cast<long long>(low));
-  const __m512i infinity_v = _mm512_set1_epi64(static_cast<long long>(infinity));
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
-  std::size_t j = from;
-  for (; j + 8 <= m; j += 8) {
-    const __m512i key = _mm512_and_si512(_mm512_loadu_si512(val + j), magnitude);
-    const __mmask8 over = _mm512_cmpgt_epu64_mask(key, high_v);
-    const __mmask8 inside = _mm512_mask_cmpge_epu64_mask(static_cast<__mmask8>(~over), key, low_v);
-    const __mmask8 finite = _mm512_cmplt_epu64_mask(key, infinity_v);
-    const __m512i index = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(j)));
-    _mm512_storeu_si512(above_list + pass.sure, _mm512_maskz_compress_epi32(over, index));
-    _mm512_storeu_si512(window + pass.count, _mm512_maskz_compress_epi32(inside, index));
-    _mm512_storeu_si512(keys + pass.count, _mm512_maskz_compress_epi64(inside, key));
-    pass.sure += static_cast<std::size_t>(__builtin_popcount(over));
-    pass.count += static_cast<std::size_t>(__builtin_popcount(inside));
-    pass.above += static_cast<std::size_t>(__builtin_popcount(over & finite));
-    pass.bad += static_cast<std::size_t>(__builtin_popcount(static_cast<__mmask8>(~finite)));
-  }
-  return j;
-}
+#undef DCT_AVX512
 #endif
 
 }  // namespace dct::detail::backends::kokkos
