@@ -24,7 +24,8 @@ namespace dct::detail::backends::kokkos {
 // copies the staged entries there (a few percent of the tensor's bytes), skipping the ties past the
 // limit. A work item with more selected entries than its slot holds finds the rest again in pass 2,
 // after its last staged entry (the residual holds acc there). A parallel_scan over the data read
-// send and residual twice on threaded backends: 3-4x slower than Serial on OpenMP at 1 thread.
+// send and residual twice on threaded backends, far slower than Serial (measured: docs/kernels.md,
+// "The fused filter").
 //
 // The pass writes nothing but acc into the residual: which of the entries are finally sent, and
 // what stays home of them, is keep_top's work on the short list (lists.hpp). With momentum
@@ -140,7 +141,7 @@ struct SelectPasses {
   /// staged in the work item's slot and counted (past its slot too). The pending writes go in
   /// 4,096 entries at a time, just before the pass reads them: they land on lines the pass loads
   /// anyway, where a scatter of their own after the previous call missed the cache on each
-  /// (2 ms of a call of 16M floats).
+  /// (measured: docs/kernels.md, "The trim").
   KOKKOS_INLINE_FUNCTION void stage(std::size_t c) const {
     const std::size_t begin = c * span, end = end_of(c);
     WireIndex *const slot_index = staged_index + c * slot;
@@ -240,8 +241,8 @@ Selected select_chunks(const Exec &exec, const T *send, T *residual, std::size_t
   const std::size_t chunks = (n + kFilterChunk - 1) / kFilterChunk;
   if (chunks == 0) return Selected{};
   // Work items of whole chunks: on the host a few per thread (each stages into one contiguous
-  // slot: staging into a slot per 4,096-entry chunk, scattered over ~20 MB, cost 1.6 ms more
-  // per 16M floats with cold caches), one per chunk on a device.
+  // slot: a slot per 4,096-entry chunk scattered the staging over far more memory and cost more;
+  // measured: docs/internals.md, measured reasons), one per chunk on a device.
   std::size_t items = chunks;
   if constexpr (kHostAccessible<Exec>) {
     // Asked once: Kokkos 4's OpenMP answers through a default-constructed instance, an

@@ -29,8 +29,8 @@ namespace dct::detail::backends::kokkos {
 
 /// The first pass's digit: 11 bits of a float (8 of exponent, 3 of mantissa), 14 of a double
 /// (11 of exponent, 3 of mantissa): the same resolution, so that the bucket of the k-th largest
-/// stays a small share of n for doubles too (measured: 15% of n with 11 bits on Gaussian data,
-/// whose copy then cost more than the histogram pass).
+/// stays a small share of n for doubles too (with 11 bits its copy cost more than the histogram
+/// pass; measured: docs/internals.md, measured reasons).
 template <typename T>
 struct FirstDigit {
   static constexpr int bits = sizeof(T) == 4 ? 11 : 14;
@@ -66,8 +66,9 @@ struct LowerBound {
   T value = T(0);
   std::size_t capacity = 0;
 };
-/// 2048 keys cost ~0.1% of a 4 MiB tensor's pass; below kBoundFrom entries the second pass of
-/// the histogram method reads data still in cache and a bound saves little.
+/// 2048 keys cost little beside a 4 MiB tensor's pass (measured: docs/internals.md, measured
+/// reasons); below kBoundFrom entries the second pass of the histogram method reads data still
+/// in cache and a bound saves little.
 constexpr std::size_t kBoundSample = 2048;
 constexpr std::size_t kBoundFrom = std::size_t(1) << 18;
 
@@ -303,7 +304,7 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
     // The lowest bucket holds the zeros: fewer than k entries are nonzero or of a larger
     // binade (a mostly-zero tensor: embeddings, masked layers). Its nonzero keys alone are
     // copied, into room for a few times the rank: copying the whole bucket cost a temporary
-    // of nearly n keys and a selection over it (issue 61: 8.9 s, 1.4 GB more, at 2^28 floats).
+    // of nearly n keys and a selection over it (measured: docs/reliability.md, round 3, row 7).
     const std::size_t rank = k - at.above;
     const std::size_t room = std::min(count, 4 * rank + 4096);
     const Scratch<CandidateTag, Bits, Exec> nonzero(room);

@@ -197,10 +197,9 @@ inline void store_line(void *out, const void *source, bool stream) {
 /// The same stripe on the host, one 64-byte cache line at a time: each line is built in
 /// registers (zeros, then the lists' entries in list order, so the bits are sum_stripe's) and
 /// written whole, with non-temporal stores where `stream`, which skip the read of the line a
-/// plain store (or memset) makes first. Measured on the development machine with cold caches,
-/// 16M floats at density 0.01: 3.4 ms against 6.8 ms for memset and the entries added per
-/// 16 KiB tile (and a STREAM triad over the same length: 14 ms). The lines that are not whole
-/// (the stripe's ends, an unaligned start) go through sum_stripe.
+/// plain store (or memset) makes first: faster than a memset followed by the entries' adds
+/// (measured: docs/internals.md, measured reasons). The lines that are not whole (the stripe's
+/// ends, an unaligned start) go through sum_stripe.
 template <typename T>
 inline void sum_stripe_lines(const SparseList<T> *lists, std::size_t count, T *out,
                              std::size_t from, std::size_t to, bool first, bool stream) {

@@ -206,7 +206,7 @@ KOKKOS_INLINE_FUNCTION void round_for_the_wire(T *values, T *remainders, std::si
 
 /// A kernel's scratch array of `size` elements in `Exec`'s memory. On host-accessible memory it
 /// is a vector kept between calls on this thread (its pages are not faulted in again on every
-/// call: a fresh 40 MB buffer cost ~100 ms in a VM); on a device, this call's own allocation.
+/// call; measured: docs/internals.md, measured reasons); on a device, this call's own allocation.
 /// `Tag` keeps apart the scratch arrays of one kernel that share an element type.
 template <typename Tag, typename U, typename Exec>
 class Scratch {

@@ -1,11 +1,10 @@
 // Host SIMD tiers of the Kokkos backend's selection pass. The pass is memory-bound, except for its
 // sparse part: which of a block's entries pass, and where they go. With a mask per block and a
-// loop over its set bits, the loop's branches follow the data (at a 3% share of candidates, 39%
-// of 16-entry blocks hold one, at random) and their mispredictions cost more than the memory:
-// measured with cold caches on 16M floats, a plain pass over send and residual 8.8 ms, with the
-// candidates taken per 16-entry block 15.0 ms, per 64-entry group 12.6 ms, and with AVX-512's
-// compress stores and no branch 10.5 ms. So where the CPU has AVX-512F (checked at run time) the
-// pass takes that tier; elsewhere the portable code of filter.hpp (SSE2 masks per 64 entries).
+// loop over its set bits, the loop's branches follow the data (many blocks hold a candidate, at
+// random) and their mispredictions cost more than the memory; AVX-512's compress stores and no
+// branch come closest to a plain pass (measured: docs/kernels.md, "Host SIMD tiers"). So where
+// the CPU has AVX-512F (checked at run time) the pass takes that tier; elsewhere the portable
+// code of filter.hpp (SSE2 masks per 64 entries).
 //
 // Host code only: behind DCT_KOKKOS_HOST_AVX512, which device passes never define.
 //

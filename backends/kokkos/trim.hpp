@@ -41,8 +41,8 @@ TrimWindow<T> place_window(const T *val, std::size_t m, std::size_t k, std::size
     sample[j] = abs_key<T>(val[j * m / kSample]);
     sampled_bad += sample[j] >= infinity ? 1 : 0;
   }
-  // The sample's keys at the places below, largest first (partial selections: a sort cost a
-  // third of the trim at 1M floats).
+  // The sample's keys at the places below, largest first (partial selections: a sort was a
+  // large share of the trim; measured: docs/internals.md, measured reasons).
   const auto key_at = [&](std::size_t place) {
     std::nth_element(sample, sample + place, sample + kSample, std::greater<Bits>());
     return sample[place];
@@ -59,7 +59,7 @@ TrimWindow<T> place_window(const T *val, std::size_t m, std::size_t k, std::size
   window.low = bottom >= double(kSample - 1) ? Bits(0) : key_at(std::size_t(bottom));
   // aim == m (the floor was the aim-th largest: a re-estimated call) places it past the
   // sample: the smallest sampled key. A 0 there made the next floor 0 and the next call's
-  // list the whole tensor (3 s at 64M floats).
+  // list the whole tensor (measured: docs/internals.md, measured reasons).
   window.aim = key_at(std::min(std::size_t(at(aim)), kSample - 1));
   const std::size_t inside = static_cast<std::size_t>(std::count_if(
       sample, sample + kSample, [&](Bits key) { return key >= window.low && key <= window.high; }));

@@ -27,8 +27,8 @@ namespace dct::detail {
 namespace {
 
 /// Staging memory for a loaded residual, in transparent huge pages where the kernel offers
-/// them: first-touch page faults dominate a load into fresh memory (measured on the CI VM:
-/// 180 ms per 64 MiB with 4 KiB pages, 60 ms with huge pages).
+/// them: first-touch page faults dominate a load into fresh memory, and huge pages make far
+/// fewer (measured: docs/performance.md, "Checkpoints").
 class StagingBuffer {
  public:
   explicit StagingBuffer(std::size_t bytes) {

@@ -117,7 +117,8 @@ std::string write_rows(const std::string &path, int rank, const std::vector<File
   std::string failed;
   for (const FileRow &row : rows) {
     // Each part in one pwrite: ranks writing one file take its inode's lock in turn, and
-    // pieces would hand it over hundreds of times (measured: a 4-rank save 15-25% slower).
+    // pieces would hand it over hundreds of times (measured: docs/performance.md, "Checkpoints:
+    // loads in cache-sized pieces").
     bool ok = true;
     int error = 0;  // errno of the failed write (the checksum thread's join comes after it)
     const std::uint32_t crc = checksum_beside(

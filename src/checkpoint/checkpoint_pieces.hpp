@@ -2,8 +2,8 @@
 // CRC-32 of each while it is still in cache: one pass over memory instead of two. Where a
 // rank has a core to spare, a second thread computes the CRC-32s (of each piece as soon as it
 // is read; of a save's row while it is written), so that a row costs about the larger of its
-// transfer and its checksum instead of their sum (on the development VM's AMD EPYC: 12.5 GB/s
-// for libdeflate's CRC-32 against 9.5 GB/s for a read from the page cache).
+// transfer and its checksum instead of their sum, which cost about alike (measured:
+// docs/performance.md, "Checkpoints: loads in cache-sized pieces").
 //
 // Private header of src/: include it from the checkpoint sources only.
 #pragma once

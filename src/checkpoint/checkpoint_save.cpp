@@ -216,7 +216,7 @@ std::vector<Extent> write_file(const std::string &path, const Collective &c,
 }
 
 /// About what the file will hold: every residual row, tau and checksum, and HDF5's metadata
-/// (measured: under 4 KiB per request and 2 KiB per file; counted 4x over).
+/// (counted 4x over what was measured: docs/internals.md, measured reasons).
 std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
                                    const std::vector<std::vector<double>> &states, int ranks,
                                    std::uint64_t user_block) {
@@ -237,8 +237,9 @@ std::uint64_t estimated_file_bytes(const std::vector<RequestEngine *> &engines,
 /// (fallocate), so that a full one ends in DCT_ERR_CKPT_IO on every rank instead of a
 /// write failing on some ranks inside HDF5's collective calls (issue 35: every rank hung, the
 /// temporary file stayed). File systems that cannot reserve space are not asked. On tmpfs and
-/// ramfs a reservation is memory, allocated and zeroed (0.13-0.15 s of a 0.33 s save of 256
-/// MiB, measured): there the free space the file system reports is compared instead.
+/// ramfs a reservation is memory, allocated and zeroed (a large share of a save; measured:
+/// docs/performance.md, "Checkpoints: the asynchronous save"): there the free space the file
+/// system reports is compared instead.
 void require_room(const std::string &temporary, std::uint64_t bytes) {
   const std::string directory = directory_of(temporary);
   struct statfs system {};

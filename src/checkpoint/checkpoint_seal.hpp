@@ -1,7 +1,7 @@
 // The seal of a checkpoint file: a CRC-32 of the bytes HDF5 wrote, kept in the file's user block
 // (docs/checkpoint-format.md, "The seal"). A load checks it with plain reads before HDF5 parses a
 // single byte of the file's metadata: HDF5 trusts its metadata, and one flipped bit there crashed
-// DCT_Checkpoint_load inside libhdf5 (issue 35: 1 of 14,012 flips).
+// DCT_Checkpoint_load inside libhdf5 (docs/reliability.md, "Round 2").
 //
 // Seal 1 (`DCTSEAL1`, written by dct 0.3 to 0.5): a 512-byte user block, every byte after it
 // sealed. Seal 2 (`DCTSEAL2`): a user block of 512 bytes or more (a power of two, as HDF5

@@ -39,7 +39,7 @@ using WireIndex = std::uint32_t;
 using Stream = void *;
 
 // fabs, not a sign test: gradient signs are coin flips, and a branch on them mispredicts half
-// the time (measured: 8x slower filter).
+// the time (measured: docs/internals.md, measured reasons).
 template <typename T>
 DCT_HOST_DEVICE inline bool keep_entry(T acc, T tau) {
   return !(std::fabs(acc) < tau) && acc != T(0);

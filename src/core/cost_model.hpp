@@ -59,9 +59,8 @@ struct ExchangeSize {
 };
 
 /// What writing the sum in host memory and copying it to the device costs per byte of the
-/// tensor, for staged GPU requests: about 10 GB/s (on the H100 node of docs/backends.md, a
-/// 256 MiB host copy took 47 ms and the pinned round trip to the GPU 10 ms; the host result
-/// is zeroed, summed into and copied).
+/// tensor, for staged GPU requests: about 10 GB/s (the host result is zeroed, summed into and
+/// copied; measured: docs/internals.md, measured reasons).
 constexpr double kHostResultBytesPerSecond = 10e9;
 
 /// hierarchical's group size for `ranks` ranks: `requested` if > 0 (it must divide `ranks`:
@@ -73,7 +72,7 @@ constexpr double kHostResultBytesPerSecond = 10e9;
 DCT_INTERNAL_API int hierarchy_group_size(int ranks, int node_size, int requested);
 
 /// auto considers hierarchical from this many ranks: below, it saves at most ~2 (P - 1) - 4
-/// sqrt(P) latencies (~30 us at 16 ranks and 2 us), and each request would hold two more
+/// sqrt(P) latencies (docs/algorithms.md, "auto"), and each request would hold two more
 /// communicators for it.
 constexpr int kHierarchyMinRanks = 16;
 

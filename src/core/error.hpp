@@ -31,9 +31,9 @@ class Error : public std::exception {
 /// Throws Error(code, message) unless `condition` holds. A message that must be formatted
 /// (std::to_string, concatenation) is passed as a callable returning it, built only when the
 /// check fails: the checks run on every call, some once per rank of a call, and formatting
-/// their messages eagerly cost more than the calls' own work on small tensors (at 1024 ranks,
-/// ~190 us per call in the header checks alone). A literal or an existing string is passed
-/// as it is.
+/// their messages eagerly cost more than the calls' own work on small tensors (measured:
+/// docs/performance.md, "Per-call overhead at small sizes"). A literal or an existing string
+/// is passed as it is.
 inline void require(bool condition, int code, const char *message) {
   if (!condition) fail(code, message);
 }

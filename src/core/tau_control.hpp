@@ -3,13 +3,13 @@
 //
 // Why a reused tau drifts (the paper's schedule, dct_tau_control=fixed): with error feedback,
 // entries just below tau stay in the residual and grow, so a tau that kept k entries on the
-// call it was estimated keeps more and more on later calls (measured on i.i.d. gradients: 14x
-// the target after 1000 calls), and a tau taken while the residual is still empty (the first
+// call it was estimated keeps more and more on later calls (measured: docs/internals.md,
+// measured reasons), and a tau taken while the residual is still empty (the first
 // call) is far too small for the calls after it. Correcting tau from the kept count does not
 // fix this cheaply: near the threshold the residual piles up, so the kept count reacts to tau
 // with a slope of ~sqrt(1/density) on the call itself and the opposite way ~1/density calls
-// later; a feedback loop fast enough for the first is unstable with the second (measured: a
-// gain that holds density 0.1 within 1% oscillates between 0.1x and 10x at density 0.001).
+// later; a feedback loop fast enough for the first is unstable with the second at low density
+// (measured: docs/algorithms.md).
 //
 // So DCT-DP's adaptive control (the default) keeps the exact top k of |acc| on every call and
 // makes that cheap (gradient_compressor.cpp):
@@ -45,9 +45,9 @@ inline std::size_t target(double density, std::size_t n) {
   return std::clamp<std::size_t>(k, 1, n);
 }
 
-/// How many candidates the floor aims at: 3x the target, within the tensor. 2x let a 30x
-/// drop of the gradients (a loss spike ending) fall below k on ~15% of the following calls
-/// while the large residuals drained; 3x and 4x on none.
+/// How many candidates the floor aims at: 3x the target, within the tensor. 2x let a steep
+/// drop of the gradients (a loss spike ending) fall below k on some of the following calls
+/// while the large residuals drained; 3x and 4x on none (measured: docs/algorithms.md).
 inline std::size_t candidates(std::size_t k, std::size_t n) {
   return std::min(3 * k, n);
 }
@@ -59,8 +59,8 @@ inline constexpr double kWiden = 0.8;
 /// The floor for the next call, once `finite` (> k) finite candidates came through `floor`:
 /// the aim-th largest finite candidate magnitude (`aim_th()`, asked only when that many came),
 /// else `floor` lowered in proportion to the shortfall (kWiden when only k came). Calls fall
-/// just short of the aim as often as they pass it, and a flat kWiden then let ~7x the aim
-/// through on the next call (a third of the calls on dct-bench's gradients).
+/// just short of the aim as often as they pass it, and a flat kWiden then let several times the
+/// aim through on the next call (measured: docs/algorithms.md).
 template <typename AimTh>
 double next_floor(double floor, std::size_t finite, std::size_t k, std::size_t aim,
                   AimTh &&aim_th) {

@@ -146,7 +146,7 @@ class GradientCompressor {
   // What stays home of each kept entry (the coding's rounding error, sign's error; none for
   // native values, where it is 0). residual[idx_[j]] = remainders_[j] is written for the first
   // pending_ entries by the next call's selection pass, which reads those lines anyway: a
-  // scatter of its own after this call missed the cache on each (2 ms per 16M floats).
+  // scatter of its own after this call missed the cache on each (docs/kernels.md, "The trim").
   BackendArray<T> remainders_;
   mutable std::size_t pending_ = 0;
   mutable bool pending_this_call_ = false;  // pending_ holds this call's entries (undo drops them)

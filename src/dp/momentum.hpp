@@ -70,8 +70,8 @@ class Momentum {
     return VelocityUpdate<T>{velocity_.data(), momentum_, velocity_next_.data()};
   }
   /// The call succeeded: its velocity becomes the request's, zeroed at the `sent` entries
-  /// (DGC's momentum factor masking: the sent update already carries that velocity; measured
-  /// on the MLP demo at 39x, +0.36 points of test accuracy with masking, -0.46 without).
+  /// (DGC's momentum factor masking: the sent update already carries that velocity; without it
+  /// the correction did not help: docs/performance.md, "Training").
   void commit_masking(const WireIndex *sent, std::size_t sent_count, Stream stream) {
     if (!keeps_velocity_) return;
     std::swap(velocity_, velocity_next_);

@@ -27,9 +27,9 @@ DCT_INTERNAL_API T sampled_kth_largest_abs(Backend &backend, const T *send, cons
 
 /// tau for a call, as dct_threshold says: the exact k-th largest |acc|, or with `sampled` the
 /// estimate from `sample` entries, used only where the sample is under 1/32 of the tensor: a
-/// sampled entry (a random gather, then a selection among the sample) costs about 25 times an
-/// entry of the exact selection's streaming pass on the host (measured: 65536 samples 0.73 ms,
-/// the exact selection over 1 Mi floats 0.45 ms), so for smaller tensors exact is also faster.
+/// sampled entry (a random gather, then a selection among the sample) costs many times an
+/// entry of the exact selection's streaming pass on the host (measured: docs/internals.md,
+/// measured reasons), so for smaller tensors exact is also faster.
 template <typename T>
 T estimate_threshold(Backend &backend, const T *send, const T *residual, std::size_t n,
                      std::size_t k, bool sampled, std::size_t sample, std::uint64_t seed,

@@ -324,8 +324,8 @@ HostSimd row_simd = best_row_simd();
 // that let about 2k of one row's entries through is the next row's, so each row costs one
 // pass over its d keys plus work on ~2k candidates, not a selection among d. A row where
 // fewer than k pass is selected again over all its entries, which resets the floor; one where
-// k to 2k pass leaves it as it is. Measured at d 256, k 13, 2048 rows: the single-pass
-// insertion this replaced 1,150 us, the portable candidates alike, AVX-512F (float) 230 us.
+// k to 2k pass leaves it as it is. The portable code about matches the single-pass insertion
+// it replaced, the AVX-512F tier is far faster (measured: docs/internals.md, measured reasons).
 template <typename T>
 void select_top_k(const T *rows, std::size_t nrows, std::size_t d, std::size_t k, RowMasks &masks) {
   k = std::min(k, d);

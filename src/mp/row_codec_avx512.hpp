@@ -6,7 +6,7 @@
 //   by a binary search on the key's bits (a compare and a popcount per 16 per step);
 // - the values of a message: gathered 16 at a time and narrowed to fp16 (vcvtps2ph) or bf16
 //   in registers, bit for bit what f16::to_fp16 / to_bf16 give.
-// Measured at d 256, keep 0.05, 2048 rows: docs/performance.md.
+// Measured: docs/kernels.md, "Host SIMD tiers".
 //
 // Private header of src/: include it from library sources only.
 #pragma once
