@@ -115,9 +115,14 @@ bool write_lookups(const std::string &path, const dlrm::LookupDump &dump, int ta
   return true;
 }
 
+/// The table of the runs. "vs dense" is the dense run's wall time over this run's (above 1: this
+/// run finished sooner), where the modes include dense.
 void print_table(const json &runs, bool model_parallel) {
-  std::printf("\n%-6s %10s %12s %10s %10s %10s %10s %10s %10s %18s\n", "mode", "test acc",
-              "best (ep)", "loss", "DP ratio", "MP ratio", "MP fwd", "comm s", "wall s",
+  double dense_wall = 0.0;
+  for (const json &run : runs)
+    if (run["mode"] == "dense") dense_wall = run["final"]["wall_s"].get<double>();
+  std::printf("\n%-6s %10s %12s %10s %10s %10s %10s %10s %10s %9s %18s\n", "mode", "test acc",
+              "best (ep)", "loss", "DP ratio", "MP ratio", "MP fwd", "comm s", "wall s", "vs dense",
               "checksum");
   for (const json &run : runs) {
     const json &f = run["final"];
@@ -131,10 +136,14 @@ void print_table(const json &runs, bool model_parallel) {
     char best[32];
     std::snprintf(best, sizeof best, "%.2f%% (%d)", 100.0 * f["best_test_accuracy"].get<double>(),
                   f["best_epoch"].get<int>());
-    std::printf("%-6s %9.2f%% %12s %10.4f %9.1fx %10s %10s %10.2f %10.2f %18s\n",
+    const double wall = f["wall_s"].get<double>();
+    char versus[32] = "-";
+    if (dense_wall > 0.0 && wall > 0.0)
+      std::snprintf(versus, sizeof versus, "%.2fx", dense_wall / wall);
+    std::printf("%-6s %9.2f%% %12s %10.4f %9.1fx %10s %10s %10.2f %10.2f %9s %18s\n",
                 run["mode"].get<std::string>().c_str(), 100.0 * f["test_accuracy"].get<double>(),
                 best, f["train_loss"].get<double>(), f["dp_ratio"].get<double>(), mp, fwd, comm,
-                f["wall_s"].get<double>(), f["checksum"].get<std::string>().c_str());
+                wall, versus, f["checksum"].get<std::string>().c_str());
   }
 }
 
