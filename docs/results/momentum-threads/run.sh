@@ -9,7 +9,7 @@ out=${1:-docs/results/momentum-threads}
 for round in 1 2 3; do
   for form in none update gradient; do
     for threads in 1 2; do
-      momentum=(); [ "$form" = none ] || momentum=(DCT_MOMENTUM=0.9 DCT_MOMENTUM_RESULT=$form)
+      momentum=(); [ "$form" = none ] || momentum=(DCT_MOMENTUM=0.9 "DCT_MOMENTUM_RESULT=$form")
       env "${momentum[@]}" OMP_NUM_THREADS=$threads OMP_PROC_BIND=false OMP_WAIT_POLICY=passive \
         mpiexec -n 1 --bind-to none -x OMP_NUM_THREADS -x OMP_PROC_BIND -x OMP_WAIT_POLICY \
         -x DCT_MOMENTUM -x DCT_MOMENTUM_RESULT \
