@@ -324,8 +324,11 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
                             k - at.above, FirstDigit<T>::shift);
 }
 
-/// Lists up to this long are ranked on the calling thread where the memory is the host's.
-constexpr std::size_t kShortList = 16384;
+/// Lists up to this long are ranked on the calling thread where the memory is the host's, by
+/// std::nth_element; longer ones take the trim's window (trim.hpp) first, whose sample is this
+/// many keys: past it the window costs less than nth_element over the list (measured:
+/// docs/kernels.md, "The trim").
+constexpr std::size_t kShortList = 2048;
 
 /// The finite count and the k-th and aim-th largest finite |val| of m values in Exec's memory
 /// (the ranks of trim_candidates' general path, lists.hpp). Short lists are ranked on the host
@@ -396,9 +399,11 @@ CandidateRanks<T> rank_list(const Exec &exec, const T *val, std::size_t m, std::
       ranks.aimth = kth(split, count - count_k, at_aim, aim);
     } else {
       // One bucket holds both ranks, and a selection narrows its keys in place: the aim-th
-      // from a copy (a scratch of this thread's, kept between calls).
+      // from a copy (a scratch of this thread's, kept between calls, with room to spare as
+      // Scratch's: sized to each new largest bucket it allocated again and again).
       static thread_local std::vector<Bits> copy;
-      copy.assign(keys, keys + count_k);
+      if (copy.size() < count_k) copy.resize(count_k + count_k / 4);
+      std::copy(keys, keys + count_k, copy.begin());
       ranks.aimth = kth(copy.data(), count_k, at_k, aim);
     }
   }
