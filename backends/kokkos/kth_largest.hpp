@@ -204,6 +204,7 @@ void first_digit_histogram(const Exec &exec, const T *send, const T *residual, s
 
 struct HistogramTag;  // Scratch tags
 struct FilledTag;
+struct AimCopyTag;
 
 /// The first-digit histogram of |acc| where the host can read it (a scratch of the caller's
 /// thread on host spaces; a copy on a device).
@@ -325,9 +326,9 @@ T kth_largest_abs(const Exec &exec, const Buffer<const T, Exec> &send_buffer,
 }
 
 /// Lists up to this long are ranked on the calling thread where the memory is the host's, by
-/// std::nth_element; longer ones take the trim's window (trim.hpp) first, whose sample is this
-/// many keys: past it the window costs less than nth_element over the list (measured:
-/// docs/kernels.md, "The trim").
+/// std::nth_element; longer ones take the trim's window (trim.hpp) first, whose sample
+/// (kTrimSample keys) is no longer than they are: past it the window costs less than
+/// nth_element over the list (measured: docs/kernels.md, "The trim").
 constexpr std::size_t kShortList = 2048;
 
 /// The finite count and the k-th and aim-th largest finite |val| of m values in Exec's memory
@@ -399,11 +400,9 @@ CandidateRanks<T> rank_list(const Exec &exec, const T *val, std::size_t m, std::
       ranks.aimth = kth(split, count - count_k, at_aim, aim);
     } else {
       // One bucket holds both ranks, and a selection narrows its keys in place: the aim-th
-      // from a copy (a scratch of this thread's, kept between calls, with room to spare as
-      // Scratch's: sized to each new largest bucket it allocated again and again).
-      static thread_local std::vector<Bits> copy;
-      if (copy.size() < count_k) copy.resize(count_k + count_k / 4);
-      std::copy(keys, keys + count_k, copy.begin());
+      // from a copy, in a host scratch kept between calls (`keys` is on the host).
+      const Scratch<AimCopyTag, Bits, Kokkos::DefaultHostExecutionSpace> copy(count_k);
+      std::copy(keys, keys + count_k, copy.data());
       ranks.aimth = kth(copy.data(), count_k, at_k, aim);
     }
   }

@@ -138,6 +138,7 @@ std::size_t keep_top(const Exec &exec, const WireIndex *idx, const T *val, std::
 
 /// Backend::trim_candidates on `exec`: every buffer in its memory space. Long lists on the
 /// host take trim_in_window (trim.hpp); the rest, ranks (kth_largest.hpp) then keep_top.
+static_assert(kShortList >= kTrimSample, "the window's sample must not outnumber its list");
 template <typename T, typename Exec>
 Trimmed<T> trim(const Exec &exec, const WireIndex *idx, const T *val, std::size_t m, std::size_t k,
                 std::size_t aim, ValueCoding coding, WireIndex *out_idx, T *out_val,

@@ -84,18 +84,19 @@ struct Avx512 {
   DCT_AVX512 static unsigned compare(__m512d a, __m512d b, unsigned among = ~0u) {
     return _mm512_mask_cmp_pd_mask(static_cast<__mmask8>(among), a, b, kPredicate);
   }
-  /// The lanes of `mask` moved to the front, zeros after them: stored whole, an append.
-  DCT_AVX512 static __m512 pack(unsigned mask, __m512 v) {
-    return _mm512_maskz_compress_ps(static_cast<__mmask16>(mask), v);
+  /// Appends at `p` the lanes of `mask`, compressed in registers and stored as a whole vector:
+  /// what lies past them is zeros, for the next append to overwrite.
+  DCT_AVX512 static void append_whole(float *p, unsigned mask, __m512 v) {
+    _mm512_storeu_ps(p, _mm512_maskz_compress_ps(static_cast<__mmask16>(mask), v));
   }
-  DCT_AVX512 static __m512d pack(unsigned mask, __m512d v) {
-    return _mm512_maskz_compress_pd(static_cast<__mmask8>(mask), v);
+  DCT_AVX512 static void append_whole(double *p, unsigned mask, __m512d v) {
+    _mm512_storeu_pd(p, _mm512_maskz_compress_pd(static_cast<__mmask8>(mask), v));
   }
-  /// The compress store's memory form: writes the lanes of `mask` and nothing past them.
-  DCT_AVX512 static void store_packed(float *p, unsigned mask, __m512 v) {
+  /// The same with the compress store's memory form, which writes nothing past the lanes.
+  DCT_AVX512 static void append_exact(float *p, unsigned mask, __m512 v) {
     _mm512_mask_compressstoreu_ps(p, static_cast<__mmask16>(mask), v);
   }
-  DCT_AVX512 static void store_packed(double *p, unsigned mask, __m512d v) {
+  DCT_AVX512 static void append_exact(double *p, unsigned mask, __m512d v) {
     _mm512_mask_compressstoreu_pd(p, static_cast<__mmask8>(mask), v);
   }
 
@@ -121,10 +122,10 @@ struct Avx512 {
                                      unsigned among = ~0u) {
     return _mm512_mask_cmp_epu64_mask(static_cast<__mmask8>(among), a.bits, b.bits, kPredicate);
   }
-  DCT_AVX512 static void store_pack(std::uint32_t *p, unsigned mask, KeyVector<std::uint32_t> v) {
+  DCT_AVX512 static void append_whole(std::uint32_t *p, unsigned mask, KeyVector<std::uint32_t> v) {
     _mm512_storeu_si512(p, _mm512_maskz_compress_epi32(static_cast<__mmask16>(mask), v.bits));
   }
-  DCT_AVX512 static void store_pack(std::uint64_t *p, unsigned mask, KeyVector<std::uint64_t> v) {
+  DCT_AVX512 static void append_whole(std::uint64_t *p, unsigned mask, KeyVector<std::uint64_t> v) {
     _mm512_storeu_si512(p, _mm512_maskz_compress_epi64(static_cast<__mmask8>(mask), v.bits));
   }
 
@@ -133,10 +134,10 @@ struct Avx512 {
     return _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                             _mm512_set1_epi32(static_cast<int>(first)));
   }
-  DCT_AVX512 static void store_pack(std::uint32_t *p, unsigned mask, __m512i places) {
+  DCT_AVX512 static void append_whole(std::uint32_t *p, unsigned mask, __m512i places) {
     _mm512_storeu_si512(p, _mm512_maskz_compress_epi32(static_cast<__mmask16>(mask), places));
   }
-  DCT_AVX512 static void store_packed(std::uint32_t *p, unsigned mask, __m512i places) {
+  DCT_AVX512 static void append_exact(std::uint32_t *p, unsigned mask, __m512i places) {
     _mm512_mask_compressstoreu_epi32(p, static_cast<__mmask16>(mask), places);
   }
 };
@@ -189,13 +190,13 @@ DCT_AVX512 inline std::size_t stage_avx512(const T *send, T *residual, std::size
     }
     const __m512i places = Avx512::places(i);
     if (staged + 16 <= slot) {  // compressed in registers, stored whole (see above)
-      Avx512::store(slot_acc + staged, Avx512::pack(selected, acc));
-      Avx512::store_pack(slot_index + staged, selected, places);
+      Avx512::append_whole(slot_acc + staged, selected, acc);
+      Avx512::append_whole(slot_index + staged, selected, places);
       staged += count;
     } else if (staged < slot) {
       const unsigned take = staged + count > slot ? lowest_bits(selected, slot - staged) : selected;
-      Avx512::store_packed(slot_acc + staged, take, acc);
-      Avx512::store_packed(slot_index + staged, take, places);
+      Avx512::append_exact(slot_acc + staged, take, acc);
+      Avx512::append_exact(slot_index + staged, take, places);
       staged += static_cast<std::size_t>(__builtin_popcount(take));
     }
   }
@@ -228,9 +229,9 @@ DCT_AVX512 inline std::size_t trim_pass_avx512(const T *val, std::size_t from, s
     const unsigned inside = Avx512::compare<_MM_CMPINT_NLT>(key, low_v, ~over);
     const unsigned finite = Avx512::compare<_MM_CMPINT_LT>(key, infinity_v);
     const __m512i places = Avx512::places(j);
-    Avx512::store_pack(above_list + pass.sure, over, places);
-    Avx512::store_pack(window + pass.count, inside, places);
-    Avx512::store_pack(keys + pass.count, inside, key);
+    Avx512::append_whole(above_list + pass.sure, over, places);
+    Avx512::append_whole(window + pass.count, inside, places);
+    Avx512::append_whole(keys + pass.count, inside, key);
     pass.sure += static_cast<std::size_t>(__builtin_popcount(over));
     pass.count += static_cast<std::size_t>(__builtin_popcount(inside));
     pass.above += static_cast<std::size_t>(__builtin_popcount(over & finite));

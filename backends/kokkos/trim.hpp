@@ -30,11 +30,14 @@ struct TrimWindow {
   std::size_t room = 0;          // the window holds at most this many (twice the expected)
 };
 
+/// The keys place_window samples.
+constexpr std::size_t kTrimSample = 2048;
+
 template <typename T>
 TrimWindow<T> place_window(const T *val, std::size_t m, std::size_t k, std::size_t aim,
                            KeyBits<T> infinity) {
   using Bits = KeyBits<T>;
-  constexpr std::size_t kSample = 2048;
+  constexpr std::size_t kSample = kTrimSample;
   Bits sample[kSample];
   std::size_t sampled_bad = 0;
   for (std::size_t j = 0; j < kSample; ++j) {
