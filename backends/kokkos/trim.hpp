@@ -33,6 +33,7 @@ struct TrimWindow {
 /// The keys place_window samples.
 constexpr std::size_t kTrimSample = 2048;
 
+/// Needs k < m (a share k/m in (0, 1)) and m >= kTrimSample.
 template <typename T>
 TrimWindow<T> place_window(const T *val, std::size_t m, std::size_t k, std::size_t aim,
                            KeyBits<T> infinity) {
@@ -146,7 +147,8 @@ void trim_merge(const WireIndex *idx, const T *val, KeyBits<T> tau, std::size_t 
 
 /// The window trim on `exec` (host memory). Returns false, having written nothing the caller
 /// reads, when the window missed the k-th (the sample misrepresented the list, or ties crowd
-/// its edge) or when the list has exactly k finite entries: the caller takes the general path.
+/// its edge), when the list has exactly k finite entries or when it is no longer than k (no
+/// window to place: the share k/m is past 1): the caller takes the general path.
 template <typename T, typename Exec>
 bool trim_in_window(const Exec &exec, const WireIndex *idx, const T *val, std::size_t m,
                     std::size_t k, std::size_t aim, ValueCoding coding, WireIndex *out_idx,
@@ -154,6 +156,7 @@ bool trim_in_window(const Exec &exec, const WireIndex *idx, const T *val, std::s
   using Bits = KeyBits<T>;
   constexpr Bits kInfinity =
       static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  if (m <= k) return false;
   const TrimWindow<T> window = place_window(val, m, k, aim, kInfinity);
   // Work items of whole vectors, a few per thread; each item's notes get its slice's length
   // and two vectors more (a vector's whole store past its last note, the merge's end mark).

@@ -400,7 +400,7 @@ TYPED_TEST(Selection, SelectWithMomentumIsTheUpdateThenTheSelection) {
 TYPED_TEST(Selection, TrimKeepsExactlyTheTopKOfTheCandidates) {
   using V = typename TestFixture::Value;
   const V nan = std::numeric_limits<V>::quiet_NaN(), inf = std::numeric_limits<V>::infinity();
-  // 600001: an aim-long list (18000) past kShortList, so trimmed in a window.
+  // 150001 and 600001: aim-long lists (4500, 18000) past kShortList, so trimmed in a window.
   for (const std::size_t n : {std::size_t(3000), std::size_t(150001), std::size_t(600001)}) {
     auto gaussian = add(normal<V>(n, 41), normal<V>(n, 42, 0.5));
     auto inputs = tied_inputs<V>(n);
@@ -451,6 +451,26 @@ TYPED_TEST(Selection, TrimLeavesEverythingWhenKOrFewerAreFinite) {
   const auto out = this->keep(idx, val, V(0), 0, 3, 9, ValueCoding::native);
   EXPECT_EQ(out.trimmed.finite, 3u);
   EXPECT_EQ(out.kept, 0u);
+}
+
+// A list past kShortList but no longer than k (the floor let few through: the gradients shrank)
+// has no window to place (a share k/m past 1 once sampled past every index: UBSan's finding in
+// examples/first): it is counted, nothing cut, on every path.
+TYPED_TEST(Selection, TrimLeavesEverythingOfALongListNoLongerThanK) {
+  using V = typename TestFixture::Value;
+  const std::size_t n = 5000;
+  auto acc = normal<V>(n, 43);
+  acc[11] = std::numeric_limits<V>::quiet_NaN();
+  std::vector<WireIndex> idx;
+  std::vector<V> val;
+  this->candidates_of(acc, V(0), idx, val);
+  ASSERT_EQ(idx.size(), n);
+  for (const std::size_t k : {n + 3000, n, n - 1}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    const auto out = this->keep(idx, val, V(0), 0, k, 3 * k, ValueCoding::native);
+    EXPECT_EQ(out.trimmed.finite, n - 1);
+    EXPECT_EQ(out.kept, 0u);
+  }
 }
 
 TYPED_TEST(Selection, KeepTopMatchesTheReferenceForEveryCoding) {
