@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""An MLP (784-256-128-10) on Fashion-MNIST, data parallel with PyTorch DDP, with a choice of
-communication hook: DDP's own allreduce, fp16 compression, PowerSGD, or dct.
+"""An MLP (784-256-128-10, ``--hidden`` for others) on Fashion-MNIST, data parallel with PyTorch
+DDP, with a choice of communication hook: DDP's own allreduce, fp16 compression, PowerSGD, or
+dct (synchronous, or overlapped with the backward with ``--overlap``); ``--hook local``
+communicates nothing (each rank keeps its own gradients: the backward's time without any
+exchange, a baseline for the overlap, not a way to train).
 
     mpiexec -n 2 python3 examples/python/mlp.py --hook dct --density 0.0125 --momentum 0.9
 
@@ -61,9 +64,20 @@ class CountingAllreduce:
         return self._all_reduce(tensor, *args, **kwargs)
 
 
+def local_hook(_, bucket):
+    """No communication: the bucket's own gradients, at once."""
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hook", choices=["none", "fp16", "powersgd", "dct"], default="dct")
+    parser.add_argument("--hook", choices=["none", "fp16", "powersgd", "dct", "local"],
+                        default="dct")
+    parser.add_argument("--hidden", default="256,128", help="hidden layers' widths")
+    parser.add_argument("--overlap", action="store_true",
+                        help="dct: the calls on a worker thread, beside the backward")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=32, help="per rank")
     parser.add_argument("--lr", type=float, default=0.05)
@@ -90,9 +104,11 @@ def main():
     x_test, y_test = load(args.data, "test", args.test_limit)
 
     torch.manual_seed(args.seed)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
-                                torch.nn.Linear(256, 128), torch.nn.ReLU(),
-                                torch.nn.Linear(128, 10))
+    widths = [784] + [int(w) for w in args.hidden.split(",")] + [10]
+    layers = []
+    for inputs, outputs in zip(widths[:-1], widths[1:]):
+        layers += [torch.nn.Linear(inputs, outputs), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1])
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     parameters = sum(p.numel() for p in model.parameters())
     counter = None
@@ -109,10 +125,13 @@ def main():
     elif args.hook == "dct":
         correction = 0.0 if args.no_momentum_correction else args.momentum
         state = dct.torch.DCTHookState(density=args.density, values=args.values,
-                                       momentum=correction or None)
+                                       momentum=correction or None,
+                                       overlap=args.overlap)
         ddp.register_comm_hook(state, dct.torch.dct_hook)
         if correction and not args.double_momentum:
             optimizer_momentum = 0.0
+    elif args.hook == "local":
+        ddp.register_comm_hook(None, local_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=optimizer_momentum)
     if args.hook == "dct" and not args.double_momentum:
         state.check_optimizer(optimizer)
@@ -139,12 +158,14 @@ def main():
         dense = dense_per_step * steps * epoch
         if args.hook == "none":
             sent = dense
+        elif args.hook == "local":
+            sent = 0.0
         elif args.hook == "dct":
             sent, dense = state.bytes_sent, state.dense_bytes
         else:
             sent = counter.bytes
         row = {"epoch": epoch, "loss": loss_sum / steps, "accuracy": accuracy,
-               "bytes_sent": sent, "dense_bytes": dense, "ratio": dense / sent,
+               "bytes_sent": sent, "dense_bytes": dense, "ratio": dense / sent if sent else 0.0,
                "step_ms": step_ms}
         if args.hook == "dct":
             row["hook_ms"] = 1e3 * (state.hook_seconds - hook_seconds) / steps

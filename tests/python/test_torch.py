@@ -2,6 +2,7 @@
 check, checkpoints, and the carry of residuals when DDP regroups its buckets."""
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -43,18 +44,23 @@ def train(ddp, optimizer, batches):
         optimizer.step()
 
 
-def test_hook_equals_a_request_fed_the_same_buckets(comm=MPI.COMM_WORLD):
+@pytest.mark.parametrize("overlap", [True, False])
+def test_hook_equals_a_request_fed_the_same_buckets(overlap, comm=MPI.COMM_WORLD):
     model, batches = model_and_data()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    state = dct.torch.DCTHookState(density=0.1, name="hooktest")
+    state = dct.torch.DCTHookState(density=0.1, name="hooktest", overlap=overlap)
     captured, statuses = [], []
 
     def recording_hook(state, bucket):  # DDP wants these parameter names
         gradient = bucket.buffer().clone().numpy()
-        future = dct.torch.dct_hook(state, bucket)
-        captured.append((bucket.parameters(), gradient, future.value().clone().numpy()))
-        statuses.append(state.last_statuses[bucket.index()])
-        return future
+        parameters, index = bucket.parameters(), bucket.index()
+
+        def record(future):  # on completion, before DDP reads the bucket
+            captured.append((parameters, gradient, future.value().clone().numpy()))
+            statuses.append(state.last_statuses[index])
+            return future.value()
+
+        return dct.torch.dct_hook(state, bucket).then(record)
 
     ddp.register_comm_hook(state, recording_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.125)
@@ -197,7 +203,7 @@ def test_regrouped_buckets_keep_every_residual(comm=MPI.COMM_WORLD):
         inputs[:] += np.concatenate([a.grad.numpy(), b.grad.numpy()])
         for index, group in enumerate(layout):
             bucket = FakeBucket(index, group, index == len(layout) - 1)
-            out = dct.torch.dct_hook(state, bucket).value().numpy() * comm.size
+            out = dct.torch.dct_hook(state, bucket).wait().numpy() * comm.size
             offset = 0
             for p in group:
                 start = 0 if p is a else 30
@@ -213,4 +219,72 @@ def test_regrouped_buckets_keep_every_residual(comm=MPI.COMM_WORLD):
     residual = np.concatenate([residual[50:], residual[:50]])  # bucket 0 holds b, bucket 1 a
     assert np.array_equal(allsum(comm, delivered / comm.size) + allsum(comm, residual),
                           allsum(comm, inputs))
+    state.free()
+
+
+def test_overlapped_future_is_pending_while_a_peer_is_late(comm=MPI.COMM_WORLD):
+    # The hook returns at once; the bucket's call completes on the worker when the late peer
+    # joins, with the synchronous hook's bits.
+    rng = np.random.default_rng(31 + comm.rank)
+    p = torch.zeros(4000, requires_grad=True)
+    results = {}
+    for overlap in (True, False):
+        state = dct.torch.DCTHookState(density=0.05, name=f"late{overlap}", overlap=overlap)
+        rng = np.random.default_rng(31 + comm.rank)
+        for step in range(3):
+            p.grad = torch.from_numpy(dyadic(rng, p.numel(), np.float32))
+            comm.Barrier()
+            if comm.rank == 1 and step == 2:
+                time.sleep(0.5)
+            future = dct.torch.dct_hook(state, FakeBucket(0, [p], True))
+            if overlap and comm.rank == 0 and comm.size > 1 and step == 2:
+                assert not future.done()  # the peer has not started: the hook did not wait
+            results.setdefault(overlap, []).append(future.wait().clone())
+        assert state.calls == 3
+        state.free()
+    assert all(torch.equal(a, b) for a, b in zip(results[True], results[False]))
+
+
+def test_overlapped_error_reaches_the_future_and_the_state_goes_on(comm=MPI.COMM_WORLD):
+    state = dct.torch.DCTHookState(density=0.1, name="errors", overlap=True)
+    bad = torch.zeros(10, dtype=torch.float64, requires_grad=True)
+    bad.grad = torch.ones(10, dtype=torch.float64)
+    bucket = FakeBucket(0, [bad], False)
+    bucket._buffer = bucket._buffer.to(torch.int32)  # a type dct refuses, on every rank alike
+    with pytest.raises(TypeError):
+        dct.torch.dct_hook(state, bucket).wait()
+    good = torch.zeros(40, requires_grad=True)
+    good.grad = torch.from_numpy(dyadic(np.random.default_rng(5 + comm.rank), 40, np.float32))
+    out = dct.torch.dct_hook(state, FakeBucket(1, [good], True)).wait()
+    assert out.dtype == torch.float32 and state.calls == 1
+    state.free()
+    state.free()  # idempotent, the worker already ended
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("overlap", [True, False])
+def test_16bit_buckets_are_summed_in_float32_and_rounded_once(dtype, overlap,
+                                                              comm=MPI.COMM_WORLD):
+    rng = np.random.default_rng(41 + comm.rank)
+    p = torch.zeros(300, dtype=dtype, requires_grad=True)
+    # Multiples of 1/64 below 2: exact in both 16-bit types and in any float32 sum of ranks.
+    gradient = rng.integers(-128, 128, p.numel()) / 64.0
+    p.grad = torch.from_numpy(gradient).to(dtype)
+    state = dct.torch.DCTHookState(density=1, name=f"half{overlap}", overlap=overlap)
+    out = dct.torch.dct_hook(state, FakeBucket(0, [p], True)).wait()
+    expected = torch.from_numpy((allsum(comm, gradient) / comm.size).astype(np.float32)).to(dtype)
+    assert out.dtype == dtype and torch.equal(out, expected)
+    (entry,) = state._requests.values()
+    assert entry.buffer.dtype == torch.float32
+    assert entry.request.residual().dtype == np.float32
+    state.free()
+    # Compressed: the residual keeps in float32 what a 16-bit residual would round away.
+    state = dct.torch.DCTHookState(density=0.01, name=f"small{overlap}", overlap=overlap)
+    for step in range(3):  # 1, then 2^-12 twice: 1 + 2^-11 where unsent, in neither 16-bit type
+        p.grad = torch.full((p.numel(),), 1.0 if step == 0 else 2.0 ** -12, dtype=dtype)
+        dct.torch.dct_hook(state, FakeBucket(0, [p], True)).wait()
+    (entry,) = state._requests.values()
+    residual = entry.request.residual()
+    assert residual.dtype == np.float32
+    assert np.count_nonzero(residual == np.float32(1 + 2.0 ** -11)) > 250
     state.free()

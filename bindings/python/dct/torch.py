@@ -10,10 +10,25 @@
 
 Run with ``mpiexec -n P python3 train.py``. Every DDP bucket gets one persistent dct request
 (created at its first use, on ``comm``, default ``MPI.COMM_WORLD``) that keeps the bucket's
-residual (error feedback) and, with ``momentum``, its velocity: the hook copies the bucket into
-the request's buffer, runs the compressed allreduce and writes the average over ranks back.
-The call is synchronous: it completes inside the hook (the returned future is already done), so
-compression does not overlap the rest of the backward pass.
+residual (error feedback) and, with ``momentum``, its velocity: the bucket is copied into the
+request's buffer, the compressed allreduce runs and the average over ranks is written back.
+
+Overlap (``overlap=True``): the hook hands the bucket to the state's worker thread
+and returns a pending future at once; the worker runs the buckets' calls in DDP's order (the
+same on every rank), waits without spinning a core (``DCT_Test`` with short sleeps) and
+completes each future with the averaged bucket, so the backward goes on while dct compresses
+and exchanges, and DDP waits for the futures at its end. Every dct call of the state runs on the
+worker; :meth:`DCTHookState.save`, :meth:`~DCTHookState.load` and :meth:`~DCTHookState.free`
+first wait for it to finish. It needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default). CUDA buckets
+take the synchronous path (not measured on a GPU yet). The default, ``overlap=False``: the whole
+call runs inside the hook, which returns a completed future (the same bits). Overlap is off by
+default because where it was measured (2 ranks on 2 cores, docs/python.md) no core was free for
+the worker: it took 1.04-1.13x the synchronous hook's step time.
+
+16-bit buckets (a float16 or bfloat16 model's gradients): the request works in float32 (its
+residual and velocity too, so small gradients are not rounded away); the bucket is widened into
+it and the average rounded once back to the bucket's type. AMP keeps float32 gradients, so its
+buckets are float32 and nothing changes.
 
 ``momentum`` (DGC's momentum correction, ``dct_momentum``): the library applies the momentum to
 each rank's gradient before compressing it, and the averaged result is the update itself. The
@@ -49,6 +64,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import dct
+from dct import _overlap
 
 __all__ = ["DCTHookState", "dct_hook", "init_process_group_from_mpi"]
 
@@ -83,11 +99,22 @@ class _BucketRequest:
     def __init__(self, state, layout, params):
         self.layout = layout  # index, numel, dtype, shapes: what DDP's bucket looks like
         self.params = params  # the bucket's parameters (None for a request restored from a file)
-        self.buffer = torch.zeros(layout["numel"], dtype=getattr(torch, layout["dtype"]),
+        self.buffer = torch.zeros(layout["numel"], dtype=_working_dtype(layout["dtype"]),
                                   device=layout.get("device", "cpu"))
         self.request = dct.allreduce_init(dct.IN_PLACE, self.buffer, state.comm,
                                           name=layout["name"], **state.keys)
         self.used_in_step = -1
+
+
+def _working_dtype(bucket_dtype):
+    """The request's type for a bucket of ``bucket_dtype`` (a name): 16-bit floats work in
+    float32, float32 and float64 as they are; others (complex, integer) are refused."""
+    if bucket_dtype in ("float16", "bfloat16"):
+        return torch.float32
+    if bucket_dtype in ("float32", "float64"):
+        return getattr(torch, bucket_dtype)
+    raise TypeError(f"dct.torch: a bucket of {bucket_dtype} gradients; the hook compresses "
+                    "float16, bfloat16, float32 and float64")
 
 
 def _segments(ours, theirs):
@@ -125,16 +152,24 @@ class DCTHookState:
     torch.distributed's, as :func:`init_process_group_from_mpi` makes them). ``keys``: dct's
     configuration keys without the ``dct_`` prefix (docs/configuration.md), e.g.
     ``density=0.01``, ``momentum=0.9``, ``values="fp16"``. ``name``: prefix of the requests'
-    names in checkpoints.
+    names in checkpoints. ``overlap``: run the calls on a worker thread while the backward goes
+    on (True), or inside the hook (False, the default); see the module's text.
 
     ``bytes_sent`` and ``dense_bytes`` are this rank's totals over every call (logical bytes, as
     ``dct.Status`` counts them; ``dense_bytes`` is what DDP's ring allreduce would have sent);
-    ``last_statuses`` the statuses of the last step's buckets; ``hook_seconds`` the time spent
-    in the hook (copies, compression, exchange, averaging).
+    ``last_statuses`` the statuses of the last step's buckets; ``hook_seconds`` the time the
+    calls took (copies, compression, exchange, averaging): inside the hook, or with ``overlap``
+    on the worker, beside the backward.
     """
 
-    def __init__(self, comm=None, name="ddp", **keys):
+    def __init__(self, comm=None, name="ddp", overlap=False, **keys):
         self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.overlap = bool(overlap)
+        if self.overlap and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+            raise ValueError("dct: overlap=True runs dct's calls on a worker thread, which needs "
+                             "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level); "
+                             "MPI was initialised without it: pass overlap=False")
+        self._worker = None  # started at the first overlapped bucket
         self.name = name
         self.keys = keys
         self.momentum = float(keys.get("momentum", 0) or 0)
@@ -235,7 +270,19 @@ class DCTHookState:
                 return entry
         return None
 
-    def _allreduce(self, bucket):
+    def _allreduce_later(self, bucket):
+        """The overlapped hook: the bucket's call queued on the worker; its pending future."""
+        if self._worker is None:
+            self._worker = _overlap.Worker(f"dct-hook-{self.name}")
+        snapshot = _overlap.BucketSnapshot(bucket)
+        return self._worker.submit(lambda: self._allreduce(snapshot, _overlap.complete))
+
+    def _drain(self):
+        """Waits until the worker (if any) has finished every bucket handed to it."""
+        if self._worker is not None:
+            self._worker.drain()
+
+    def _allreduce(self, bucket, complete=dct.Request.wait):
         start = time.perf_counter()
         entry, segments = self._request_for(bucket)
         entry.used_in_step = self.steps
@@ -255,7 +302,7 @@ class DCTHookState:
         if buffer.is_cuda:  # dct's kernels on PyTorch's stream, after the backward's work
             entry.request.set_stream(torch.cuda.current_stream(buffer.device).cuda_stream)
         entry.request.start()
-        status = entry.request.wait()
+        status = complete(entry.request)
         self.calls += 1
         self.bytes_sent += status.bytes_sent
         self.dense_bytes += status.dense_bytes
@@ -305,6 +352,7 @@ class DCTHookState:
         """Saves the requests' state (residuals, velocities, thresholds: ``DCT_Checkpoint_save``
         into the HDF5 file ``path``) and, first, the bucket layouts and byte totals into
         ``path + ".json"`` (rank 0 writes it; both are written atomically). Collective."""
+        self._drain()
         totals = self.comm.gather((self.bytes_sent, self.dense_bytes, self.calls), root=0)
         if self.comm.Get_rank() == 0:
             sidecar = {"format": 1, "ranks": self.comm.Get_size(), "steps": self.steps,
@@ -323,6 +371,7 @@ class DCTHookState:
         """Restores what :meth:`save` wrote, before the first step of a resumed run: creates
         the saved buckets' requests and loads their state (``DCT_Checkpoint_load``, which
         checks every checksum and changes nothing on error). Collective."""
+        self._drain()
         if self._requests:
             raise RuntimeError("dct: load() must come before the hook's first call")
         with open(f"{path}.json", encoding="utf-8") as f:
@@ -344,7 +393,11 @@ class DCTHookState:
             self.bytes_sent, self.dense_bytes, self.calls = sidecar["totals"][self.comm.Get_rank()]
 
     def free(self):
-        """Frees every request (also done when the state is garbage-collected)."""
+        """Ends the worker and frees every request (also done when the state is
+        garbage-collected)."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
         for entry in self._requests.values():
             entry.request.free()
         self._requests.clear()
@@ -354,7 +407,10 @@ class DCTHookState:
 def dct_hook(state, bucket):
     """The DDP communication hook: the bucket's gradients averaged over the ranks through dct's
     compressed allreduce (see the module's documentation). Register it with
-    ``ddp.register_comm_hook(state, dct_hook)``."""
+    ``ddp.register_comm_hook(state, dct_hook)``. With the state's ``overlap`` the returned
+    future is pending: it completes on the state's worker once the bucket's call has."""
+    if state.overlap and not bucket.buffer().is_cuda:
+        return state._allreduce_later(bucket)
     future = torch.futures.Future()
     future.set_result(state._allreduce(bucket))
     return future
